@@ -1,0 +1,180 @@
+"""Token-length distributions: the long tail that makes asynchronous RL worth it.
+
+Every distribution is a tagged union member (``kind``) that draws integer
+lengths and is truncated at ``max_tokens`` the way generation is: a completion
+that would run longer stops at the cap, so the cap carries the tail's mass.
+
+    fixed      value
+    lognormal  median · exp(sigma · Z)
+    pareto     scale · (1 + Lomax(alpha))        scale is the smallest length
+    empirical  uniform over the lengths in a file (one integer per line)
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+
+class _Lengths(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` lengths as int64, each in [1, max_tokens]."""
+        raw = self._draw(rng, size)
+        return np.clip(np.rint(raw), 1, self.cap).astype(np.int64)
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def cap(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def mean(self) -> float:
+        """Expected length after truncation (before rounding to integers)."""
+        raise NotImplementedError
+
+
+class Fixed(_Lengths):
+    """Every rollout has the same length."""
+
+    kind: Literal["fixed"]
+    value: PositiveInt
+    max_tokens: PositiveInt | None = Field(None, description="cap; defaults to value")
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.full(size, self.value, dtype=np.float64)
+
+    @property
+    def cap(self) -> int:
+        return self.max_tokens if self.max_tokens is not None else self.value
+
+    @property
+    def mean(self) -> float:
+        return float(min(self.value, self.cap))
+
+
+class LogNormal(_Lengths):
+    """median · exp(sigma · Z): the usual shape of reasoning-length tails."""
+
+    kind: Literal["lognormal"]
+    median: PositiveFloat
+    sigma: PositiveFloat
+    max_tokens: PositiveInt
+
+    @model_validator(mode="after")
+    def _cap_above_median(self) -> LogNormal:
+        if self.max_tokens < self.median:
+            raise ValueError(f"max_tokens: {self.max_tokens} is below the median ({self.median:g})")
+        return self
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.median * np.exp(self.sigma * rng.standard_normal(size))
+
+    @property
+    def cap(self) -> int:
+        return self.max_tokens
+
+    @property
+    def mean(self) -> float:
+        # E[min(X, m)] for X = exp(mu + sigma Z):
+        #   exp(mu + s²/2) Φ((ln m − mu − s²)/s) + m (1 − Φ((ln m − mu)/s))
+        mu, s, m = math.log(self.median), self.sigma, self.max_tokens
+        below = math.exp(mu + s * s / 2) * _normal_cdf((math.log(m) - mu - s * s) / s)
+        return below + m * (1.0 - _normal_cdf((math.log(m) - mu) / s))
+
+
+class Pareto(_Lengths):
+    """scale · (1 + Lomax(alpha)): heavier tail than lognormal for small alpha."""
+
+    kind: Literal["pareto"]
+    scale: PositiveFloat = Field(description="smallest length")
+    alpha: PositiveFloat = Field(description="tail index; smaller is heavier")
+    max_tokens: PositiveInt
+
+    @model_validator(mode="after")
+    def _cap_above_scale(self) -> Pareto:
+        if self.max_tokens < self.scale:
+            raise ValueError(f"max_tokens: {self.max_tokens} is below the scale ({self.scale:g})")
+        return self
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.scale * (1.0 + rng.pareto(self.alpha, size))
+
+    @property
+    def cap(self) -> int:
+        return self.max_tokens
+
+    @property
+    def mean(self) -> float:
+        # E[min(X, m)] = x_m + ∫_{x_m}^{m} (x_m/x)^a dx
+        a, xm, m = self.alpha, self.scale, self.max_tokens
+        if math.isclose(a, 1.0):
+            return xm + xm * math.log(m / xm)
+        return xm + xm**a * (m ** (1 - a) - xm ** (1 - a)) / (1 - a)
+
+
+class Empirical(_Lengths):
+    """Lengths observed in a real run, drawn uniformly with replacement."""
+
+    kind: Literal["empirical"]
+    path: Path = Field(description="file with one integer length per line; relative to the scenario file")
+    max_tokens: PositiveInt | None = Field(None, description="cap; defaults to the longest observed length")
+
+    @field_validator("path")
+    @classmethod
+    def _readable(cls, path: Path, info: ValidationInfo) -> Path:
+        base = (info.context or {}).get("base_dir")
+        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
+        _read_lengths(resolved)
+        return resolved
+
+    @cached_property
+    def observed(self) -> np.ndarray:
+        return _read_lengths(self.path)
+
+    def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.choice(self.observed, size=size).astype(np.float64)
+
+    @property
+    def cap(self) -> int:
+        return self.max_tokens if self.max_tokens is not None else int(self.observed.max())
+
+    @property
+    def mean(self) -> float:
+        return float(np.minimum(self.observed, self.cap).mean())
+
+
+def _read_lengths(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise ValueError(f"file not found: {path}")
+    try:
+        values = [int(line) for line in path.read_text().split()]
+    except ValueError as exc:
+        raise ValueError(f"{path}: every line must be one integer length ({exc})") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{path}: needs at least one length, all of them ≥ 1")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+LengthDistribution = Annotated[Fixed | LogNormal | Pareto | Empirical, Field(discriminator="kind")]

@@ -1,0 +1,130 @@
+"""Reading scenario files: paths or shipped names, dotted overrides, readable errors.
+
+    "quickstart" or "my.yaml" ─► YAML dict ─► --set overrides ─► Scenario.model_validate
+                                                                  │
+                                      ScenarioError("workload.completion_tokens.sigma: ...")
+
+Every failure becomes one ``ScenarioError`` whose message starts with the
+field's dotted path, so the command line can print it and exit with status 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from scenarios.scenario import PipelinedSchedule, Scenario, StreamingSchedule, SyncSchedule
+
+SHIPPED_DIR = Path(__file__).resolve().parent
+
+#: Tags of tagged unions: pydantic puts them in error paths; people do not write them.
+_UNION_TAGS = {"sync", "pipelined", "streaming", "fixed", "lognormal", "pareto", "empirical"}
+_SCHEDULE_FIELDS = {
+    cls.model_fields["kind"].annotation.__args__[0]: set(cls.model_fields)
+    for cls in (SyncSchedule, PipelinedSchedule, StreamingSchedule)
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be used, with a message that names the field."""
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    """Scenario files that ship with asyncrl, by name."""
+    return {path.stem: path for path in sorted(SHIPPED_DIR.glob("*.yaml"))}
+
+
+def resolve_path(name_or_path: str | Path) -> Path:
+    """A file path as given, else the shipped scenario of that name."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    shipped = shipped_scenarios()
+    stem = path.stem if path.suffix in (".yaml", ".yml") else path.name
+    if stem in shipped and len(path.parts) <= 2:
+        return shipped[stem]
+    known = ", ".join(shipped) or "none"
+    raise ScenarioError(f"scenario file not found: {name_or_path} (shipped scenarios: {known})")
+
+
+def load_scenario(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Load, override and validate a scenario file; raise ScenarioError on bad input."""
+    path = resolve_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario file is a mapping of sections (model, hardware, ...)")
+    for override in overrides:
+        apply_override(data, override)
+    return validate_scenario(data, base_dir=path.resolve().parent)
+
+
+def validate_scenario(data: dict[str, Any], base_dir: Path | None = None) -> Scenario:
+    """Validate a scenario dict; relative paths inside resolve against ``base_dir``."""
+    try:
+        return Scenario.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
+    except ValidationError as exc:
+        raise ScenarioError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first error as ``dotted.field: message``."""
+    error = exc.errors()[0]
+    path = ".".join(str(part) for part in error["loc"] if part not in _UNION_TAGS)
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "not a setting here" + _kind_hint(error["loc"])
+    if error["type"] == "union_tag_invalid":
+        path = f"{path}.kind" if path else "kind"
+    field, _, rest = message.partition(": ")
+    if error["type"] == "value_error" and rest and field.replace("_", "").isalpha():
+        path, message = f"{path}.{field}" if path else field, rest  # a section check naming its field
+    return f"{path}: {message}" if path else message
+
+
+def _kind_hint(loc: tuple[Any, ...]) -> str:
+    tags = [part for part in loc if part in _SCHEDULE_FIELDS]
+    if not tags:
+        return ""
+    owners = sorted(kind for kind, fields in _SCHEDULE_FIELDS.items() if loc[-1] in fields)
+    if owners:
+        return f" (the {tags[0]} schedule has no {loc[-1]}; {' and '.join(owners)} do)"
+    return ""
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Apply ``dotted.key=value`` in place; the value is parsed as YAML.
+
+    Setting ``schedule.kind`` drops the schedule settings the new kind does
+    not have, so ``--set schedule.kind=sync`` works on any scenario file.
+    """
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ScenarioError(f"--set {override}: expected dotted.key=value")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    *parents, leaf = key.split(".")
+    node = data
+    for part in parents:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ScenarioError(f"--set {override}: {part} is not a section")
+        node = child
+    node[leaf] = value
+    if parents == ["schedule"] and leaf == "kind" and value in _SCHEDULE_FIELDS:
+        for name in [name for name in node if name not in _SCHEDULE_FIELDS[value]]:
+            del node[name]
+
+
+def dump_scenario(scenario: Scenario) -> str:
+    """The scenario as YAML, defaults included, in section order."""
+    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)

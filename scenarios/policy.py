@@ -1,0 +1,122 @@
+"""The schedule rules, written once: pure functions both backends call.
+
+    engine:   sync_target()  ─► load a newer version now?
+              may_start()    ─► start the next group now, with the weights it holds?
+    queue:    overflow()     ─► a finished group arrives at a full queue: drop how many oldest?
+    learner:  select_batch() ─► which finished groups form step k's batch, which are too stale
+
+Groups are numbered in the order they start, counting only *live* groups
+(started and not dropped). Live group ``i`` belongs to batch ``i // B`` and
+must be trained with staleness at most the schedule's bound η (0 for sync,
+N for pipelined, ``max_staleness`` for streaming), so it may start only once
+the engine holds a version ≥ ``i // B − η``:
+
+* ``sync`` and ``pipelined`` generate batch k with *exactly* version
+  max(0, k − η); the learner trains batch k at step k, so staleness is
+  exactly min(k, η).
+* ``streaming`` starts a group with whatever version ≥ that floor the engine
+  holds (AReaL's admission rule); the learner takes the oldest finished groups
+  first and drops any that would exceed η, so the bound holds even for a
+  straggler that finishes after younger groups filled the batches before it.
+  Without in-flight updates an engine loads new weights only when empty; once
+  its weights are too old to start anything it drains, then loads.
+
+No SimPy, torch or Ray here: the state is a handful of integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scenarios.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class FinishedGroup:
+    """A finished group waiting in the queue for the learner."""
+
+    group: int  # group id: the order in which groups started
+    batch: int  # the step it was started for: batch_of(its live index at start)
+    version: int  # oldest policy version among its tokens
+
+
+@dataclass(frozen=True)
+class BatchChoice:
+    """What the learner does with the queue at one step: positions into the queue."""
+
+    take: tuple[int, ...]  # groups that form the batch (empty: keep waiting)
+    drop: tuple[int, ...]  # groups too stale to ever train
+
+
+def batch_of(group: int, scenario: Scenario) -> int:
+    """The learner step that a live group is meant for."""
+    return group // scenario.batch_groups
+
+
+def lowest_version(group: int, scenario: Scenario) -> int:
+    """The oldest weights a live group may be generated with."""
+    return max(0, batch_of(group, scenario) - scenario.staleness_bound)
+
+
+def exact_versions(scenario: Scenario) -> bool:
+    """Sync and pipelined generate each batch with one prescribed version."""
+    return scenario.schedule.kind != "streaming"
+
+
+def may_start(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> bool:
+    """May an engine holding ``engine_version`` start the next group now?
+
+    ``live_groups`` counts groups started and not dropped (so the next one has
+    that live index); ``queued_groups`` counts finished groups not yet trained.
+    """
+    if live_groups >= scenario.run.steps * scenario.batch_groups:
+        return False  # every step the run needs is covered
+    floor = lowest_version(live_groups, scenario)
+    if exact_versions(scenario):
+        return engine_version == floor
+    blocked_by_queue = scenario.schedule.queue_policy == "block" and queued_groups >= scenario.queue_capacity
+    return engine_version >= floor and not blocked_by_queue
+
+
+def sync_target(
+    scenario: Scenario, *, engine_version: int, latest_version: int, live_groups: int, in_flight: int
+) -> int | None:
+    """The version an engine should load now, or None to keep its weights."""
+    if exact_versions(scenario):
+        wanted = lowest_version(live_groups, scenario)
+        if engine_version < wanted <= latest_version and in_flight == 0:
+            return wanted
+        return None
+    if latest_version <= engine_version:
+        return None
+    if scenario.schedule.in_flight_updates or in_flight == 0:
+        return latest_version
+    return None
+
+
+def overflow(scenario: Scenario, *, queued_groups: int) -> int:
+    """How many of the oldest queued groups a newly finished group pushes out."""
+    if exact_versions(scenario) or scenario.schedule.queue_policy != "drop_oldest":
+        return 0
+    return max(0, queued_groups + 1 - scenario.queue_capacity)
+
+
+def select_batch(scenario: Scenario, queue: Sequence[FinishedGroup], step: int) -> BatchChoice:
+    """Choose step ``step``'s batch from the finished groups, in queue order.
+
+    Exact schedules take the groups of batch ``step`` once all of them are in.
+    Streaming drops groups staler than the bound, then takes the oldest
+    versions first (ties in queue order) once a full batch is fresh enough.
+    """
+    size = scenario.batch_groups
+    if exact_versions(scenario):
+        mine = tuple(pos for pos, item in enumerate(queue) if item.batch == step)
+        return BatchChoice(take=mine if len(mine) == size else (), drop=())
+    bound = scenario.staleness_bound
+    drop = tuple(pos for pos, item in enumerate(queue) if step - item.version > bound)
+    fresh = [pos for pos, item in enumerate(queue) if step - item.version <= bound]
+    if len(fresh) < size:
+        return BatchChoice(take=(), drop=drop)
+    fresh.sort(key=lambda pos: queue[pos].version)  # stable: ties keep queue order
+    return BatchChoice(take=tuple(sorted(fresh[:size])), drop=drop)

@@ -1,0 +1,83 @@
+"""A measured cost profile: what calibration writes and the simulator reads.
+
+    decode_step_s: {1: 0.010, 16: 0.012, 64: 0.018}  # one decode step of one engine at batch b
+    decode_context_token_s: 0.0   # optional: extra decode-step time per token of context in the batch
+    prefill_token_s: 2.0e-5       # per prompt token, one engine
+    train_token_s: 4.0e-4         # learner time per trained token on ONE training device
+    weight_sync_s: 0.3            # one synchronization of one engine
+
+Between the measured batch sizes the decode-step time is interpolated
+linearly; beyond the largest (or below the smallest) it stays flat.
+``train_token_s`` covers the extra forward passes and divides by the number
+of training devices.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
+
+
+class CostProfile(BaseModel):
+    """Seconds per unit of work, measured on one device kind for one model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decode_step_s: dict[PositiveInt, PositiveFloat] = Field(description="batch size -> seconds per decode step")
+    decode_context_token_s: NonNegativeFloat = Field(
+        0.0, description="seconds per token of context read in a decode step"
+    )
+    prefill_token_s: NonNegativeFloat
+    train_token_s: PositiveFloat
+    weight_sync_s: NonNegativeFloat
+
+    @field_validator("decode_step_s")
+    @classmethod
+    def _sorted_non_empty(cls, table: dict[int, float]) -> dict[int, float]:
+        if not table:
+            raise ValueError("needs at least one batch size")
+        return dict(sorted(table.items()))
+
+    def decode_step(self, batch: int) -> float:
+        """Seconds for one decode step at ``batch`` rollouts, from the table."""
+        sizes = list(self.decode_step_s)
+        times = list(self.decode_step_s.values())
+        if batch <= sizes[0]:
+            return times[0]
+        if batch >= sizes[-1]:
+            return times[-1]
+        hi = bisect.bisect_right(sizes, batch)
+        b0, b1, t0, t1 = sizes[hi - 1], sizes[hi], times[hi - 1], times[hi]
+        return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
+
+
+def load_profile(path: Path) -> CostProfile:
+    """Read a profile file; a ValueError names the file and the bad field."""
+    if not path.is_file():
+        raise ValueError(f"file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+        return CostProfile.model_validate(data)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "profile"
+        raise ValueError(f"{path}: {field}: {first['msg']}") from None
+
+
+def save_profile(profile: CostProfile, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))

@@ -1,0 +1,324 @@
+"""The scenario: one validated description of an asynchronous RL setup.
+
+    scenario.yaml ──load──► Scenario ──► simulator  (predicts)
+                                     └─► executor   (runs for real)
+
+Sections mirror the file: ``model``, ``hardware``, ``cluster``, ``workload``,
+``schedule``, ``algorithm``, ``run``. Every section forbids unknown keys, so a
+typo fails at load time with the field's path. Quantities derived from several
+sections (engines, batch size, KV bytes per token, concurrency that fits in
+memory) live here as properties, computed once, so both backends read the same
+numbers instead of re-deriving them.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
+from scenarios.distributions import Fixed, LengthDistribution
+from scenarios.profile import CostProfile, load_profile
+
+DeviceName = Literal[tuple(DEVICES)]  # type: ignore[valid-type]
+PresetName = Literal[tuple(MODEL_PRESETS)]  # type: ignore[valid-type]
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+
+#: Share of device memory an engine may use (vLLM's gpu_memory_utilization default).
+ENGINE_MEMORY_FRACTION = 0.9
+#: Most rollouts one engine batches, whatever memory allows (vLLM's max_num_seqs default).
+ENGINE_MAX_BATCH = 256
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Section):
+    """The policy: a catalog preset, or its architecture figures given directly."""
+
+    preset: PresetName | None = Field(None, description="catalog entry; explicit fields below override it")
+    params: PositiveInt | None = Field(None, description="all weights")
+    active_params: PositiveInt | None = Field(
+        None, description="weights one token passes through (MoE); default params"
+    )
+    layers: PositiveInt | None = None
+    hidden: PositiveInt | None = None
+    heads: PositiveInt | None = Field(None, description="attention heads; default hidden / head_dim")
+    kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"
+
+    @model_validator(mode="after")
+    def _fill_from_preset(self) -> ModelSpec:
+        if self.preset is not None:
+            preset = MODEL_PRESETS[self.preset]
+            for name in ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim"):
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, getattr(preset, name))
+        missing = [
+            name for name in ("params", "layers", "hidden", "kv_heads", "head_dim") if getattr(self, name) is None
+        ]
+        if missing:
+            raise ValueError(f"give a preset, or {', '.join(missing)}")
+        if self.active_params is None:
+            object.__setattr__(self, "active_params", self.params)
+        if self.heads is None:
+            object.__setattr__(self, "heads", max(1, self.hidden // self.head_dim))
+        if self.active_params > self.params:
+            raise ValueError(f"active_params: {self.active_params} exceeds params ({self.params})")
+        return self
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def weight_bytes(self) -> float:
+        return float(self.params * self.dtype_bytes)
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """Key and value vectors of one token across all layers."""
+        return float(2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes)
+
+    @property
+    def label(self) -> str:
+        return self.preset or f"{self.params / 1e9:.2g}B"
+
+
+class HardwareSpec(_Section):
+    """The device kind, its efficiency, and optionally measured costs."""
+
+    device: DeviceName = Field(description="catalog entry")
+    mfu: Fraction = Field(0.35, description="model-FLOPs utilization of training and prefill")
+    mbu: Fraction = Field(0.8, description="memory-bandwidth utilization of decoding")
+    sync_latency_s: NonNegativeFloat = Field(0.05, description="fixed cost of one weight sync besides the transfer")
+    profile: Path | None = Field(None, description="measured cost profile; relative to the scenario file")
+
+    @field_validator("profile")
+    @classmethod
+    def _profile_loads(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is None:
+            return None
+        base = (info.context or {}).get("base_dir")
+        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
+        load_profile(resolved)
+        return resolved
+
+    @property
+    def spec(self) -> DeviceSpec:
+        return DEVICES[self.device]
+
+    def cost_profile(self) -> CostProfile | None:
+        return load_profile(self.profile) if self.profile is not None else None
+
+
+class ClusterSpec(_Section):
+    """How many devices generate, how many train, and how engines span them."""
+
+    generation_devices: PositiveInt
+    training_devices: PositiveInt
+    devices_per_engine: PositiveInt = Field(1, description="tensor-parallel size of one generation engine")
+    colocated: bool = Field(False, description="the same devices alternate between generating and training")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterSpec:
+        if self.generation_devices % self.devices_per_engine:
+            raise ValueError(
+                f"devices_per_engine: {self.devices_per_engine} does not divide generation_devices ({self.generation_devices})"
+            )
+        if self.colocated and self.training_devices != self.generation_devices:
+            raise ValueError(
+                f"training_devices: {self.training_devices} differs from generation_devices ({self.generation_devices}); "
+                "colocated devices both train and generate"
+            )
+        return self
+
+    @property
+    def engines(self) -> int:
+        return self.generation_devices // self.devices_per_engine
+
+    @property
+    def total_devices(self) -> int:
+        return self.generation_devices if self.colocated else self.generation_devices + self.training_devices
+
+
+class WorkloadSpec(_Section):
+    """What one learner step consumes, and how long prompts and completions are."""
+
+    prompts_per_step: PositiveInt = Field(description="groups per learner step")
+    samples_per_prompt: PositiveInt = Field(description="group size")
+    prompt_tokens: LengthDistribution = Field(default_factory=lambda: Fixed(kind="fixed", value=256))
+    completion_tokens: LengthDistribution
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.prompts_per_step * self.samples_per_prompt
+
+
+class _ScheduleBase(_Section):
+    max_concurrency: PositiveInt | None = Field(
+        None, description="rollouts in flight per engine; default: what fits in memory"
+    )
+
+
+class SyncSchedule(_ScheduleBase):
+    """Generate a batch with version v, train on it, sync, repeat."""
+
+    kind: Literal["sync"]
+
+    @cached_property
+    def staleness_bound(self) -> int:
+        return 0
+
+
+class PipelinedSchedule(_ScheduleBase):
+    """Batch-level overlap: the batch trained at step k was generated with version k − N."""
+
+    kind: Literal["pipelined"]
+    off_policy_steps: PositiveInt = Field(
+        1, description="N: the batch trained at step k was generated with version k - N"
+    )
+
+    @cached_property
+    def staleness_bound(self) -> int:
+        return self.off_policy_steps
+
+
+class StreamingSchedule(_ScheduleBase):
+    """Continuous generation with admission control on staleness."""
+
+    kind: Literal["streaming"]
+    max_staleness: NonNegativeInt = Field(1, description="no trained sample is staler than this")
+    in_flight_updates: bool = Field(False, description="new weights reach unfinished rollouts")
+    queue_capacity: PositiveInt | None = Field(
+        None, description="finished groups held for the learner; default one batch"
+    )
+    queue_policy: Literal["block", "drop_oldest"] = Field(
+        "block", description="when the queue is full: block (generation waits) | drop_oldest"
+    )
+
+    @cached_property
+    def staleness_bound(self) -> int:
+        return self.max_staleness
+
+
+Schedule = Annotated[SyncSchedule | PipelinedSchedule | StreamingSchedule, Field(discriminator="kind")]
+
+
+class AlgorithmSpec(_Section):
+    """The loss and how much learner work one step does."""
+
+    loss: Literal["grpo", "rloo", "online_dpo", "ppo"] = "grpo"
+    updates_per_step: PositiveInt = Field(
+        1, description="optimizer updates per batch (minibatches); compute is unchanged"
+    )
+    extra_forward_passes: NonNegativeInt = Field(1, description="forward passes per sample besides the training pass")
+
+
+class RunSpec(_Section):
+    steps: PositiveInt = Field(100, description="learner steps")
+    seed: NonNegativeInt = 0
+
+
+class Scenario(_Section):
+    """One asynchronous RL setup, as both backends read it."""
+
+    name: str = Field(min_length=1)
+    model: ModelSpec
+    hardware: HardwareSpec
+    cluster: ClusterSpec
+    workload: WorkloadSpec
+    schedule: Schedule
+    algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
+    run: RunSpec = Field(default_factory=RunSpec)
+
+    @model_validator(mode="after")
+    def _cross_section(self) -> Scenario:
+        if self.cluster.colocated and self.schedule.kind != "sync":
+            raise ValueError(
+                "cluster.colocated: only a sync schedule can share devices between generating and training"
+            )
+        group = self.workload.samples_per_prompt
+        if self.engine_concurrency < group:
+            field = "schedule.max_concurrency" if self.schedule.max_concurrency else "cluster.devices_per_engine"
+            raise ValueError(
+                f"{field}: an engine holds {self.engine_concurrency} rollouts, fewer than one group "
+                f"(samples_per_prompt = {group}); an engine generates whole groups"
+            )
+        if self.queue_capacity < self.workload.prompts_per_step:
+            raise ValueError(
+                f"schedule.queue_capacity: {self.queue_capacity} groups is below prompts_per_step "
+                f"({self.workload.prompts_per_step}); the learner could never fill a batch"
+            )
+        return self
+
+    # Derived quantities: read these, do not re-derive them.
+
+    @cached_property
+    def batch_groups(self) -> int:
+        return self.workload.prompts_per_step
+
+    @cached_property
+    def batch_samples(self) -> int:
+        return self.workload.samples_per_step
+
+    @cached_property
+    def staleness_bound(self) -> int:
+        """Most learner steps a trained sample may lag: 0, N or max_staleness."""
+        return self.schedule.staleness_bound
+
+    @cached_property
+    def queue_capacity(self) -> int:
+        """Finished groups the queue holds before its policy applies."""
+        capacity = getattr(self.schedule, "queue_capacity", None)
+        return capacity if capacity is not None else self.workload.prompts_per_step
+
+    @cached_property
+    def training_devices(self) -> int:
+        return self.cluster.training_devices
+
+    @cached_property
+    def expected_rollout_tokens(self) -> float:
+        """Prompt plus completion tokens of an average rollout, after truncation."""
+        return self.workload.prompt_tokens.mean + self.workload.completion_tokens.mean
+
+    @cached_property
+    def memory_concurrency(self) -> int:
+        """Rollouts whose KV cache fits in one engine next to the weights."""
+        spec = self.hardware.spec
+        memory = spec.memory_bytes * self.cluster.devices_per_engine * ENGINE_MEMORY_FRACTION
+        free = memory - self.model.weight_bytes
+        if free <= 0:
+            return 0
+        per_rollout = self.model.kv_bytes_per_token * self.expected_rollout_tokens
+        return min(ENGINE_MAX_BATCH, math.floor(free / per_rollout))
+
+    @cached_property
+    def engine_concurrency(self) -> int:
+        """Rollouts one engine holds in flight (``max_concurrency`` or what fits)."""
+        explicit = self.schedule.max_concurrency
+        return explicit if explicit is not None else self.memory_concurrency
+
+    def resolved(self) -> Scenario:
+        """A copy with every defaulted quantity written out, as run records store it."""
+        data = self.model_dump(mode="json")
+        data["schedule"]["max_concurrency"] = self.engine_concurrency
+        if self.schedule.kind == "streaming":
+            data["schedule"]["queue_capacity"] = self.queue_capacity
+        return Scenario.model_validate(data)

@@ -1,0 +1,95 @@
+"""How long each piece of work takes: analytic (roofline) or measured (profile).
+
+    decode step (one engine, b rollouts, C context tokens in the batch)
+        analytic: max(FLOPs / peak, bytes read / (bandwidth · mbu))
+                  FLOPs = 2 · active · b + 4 · layers · heads · head_dim · C
+                  bytes = min(params, active · b) · dtype + C · kv_bytes_per_token
+        measured: table(b) + decode_context_token_s · C
+    prefill (one engine, n prompt tokens)
+        analytic: 2 · active · n / (peak · mfu)         measured: n · prefill_token_s
+    learner step (n tokens, prompt + completion)
+        analytic: (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
+        measured: n · train_token_s / training devices
+    weight sync (one engine)
+        analytic: weights / devices_per_engine / interconnect + sync_latency_s
+        measured: weight_sync_s
+
+An engine spans ``devices_per_engine`` devices: their peak and bandwidth add.
+For mixture-of-experts models a small batch reads only the experts it uses,
+hence ``min(params, active · b)`` weight bytes per decode step.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from scenarios.profile import CostProfile
+from scenarios.scenario import Scenario
+
+
+class CostModel(Protocol):
+    def decode_step(self, batch: int, context_tokens: float) -> float: ...
+    def prefill(self, prompt_tokens: int) -> float: ...
+    def train_step(self, tokens: int) -> float: ...
+    def weight_sync(self) -> float: ...
+
+
+class AnalyticCosts:
+    """Roofline costs from datasheet figures (see module docstring)."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        model, device = scenario.model, scenario.hardware.spec
+        tp = scenario.cluster.devices_per_engine
+        self._engine_flops = device.peak_flops * tp
+        self._engine_bytes_per_s = device.memory_bytes_per_s * tp * scenario.hardware.mbu
+        self._mfu = scenario.hardware.mfu
+        self._params, self._active, self._dtype = model.params, model.active_params, model.dtype_bytes
+        self._attention_flops_per_context = 4 * model.layers * model.heads * model.head_dim
+        self._kv_bytes_per_token = model.kv_bytes_per_token
+        self._train_flops_per_token = (6 + 2 * scenario.algorithm.extra_forward_passes) * model.active_params
+        self._train_flops = scenario.training_devices * device.peak_flops * scenario.hardware.mfu
+        shard = model.weight_bytes / tp
+        self._sync_s = shard / device.interconnect_bytes_per_s + scenario.hardware.sync_latency_s
+
+    def decode_step(self, batch: int, context_tokens: float) -> float:
+        flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
+        weights = min(self._params, self._active * batch) * self._dtype
+        read = weights + self._kv_bytes_per_token * context_tokens
+        return max(flops / self._engine_flops, read / self._engine_bytes_per_s)
+
+    def prefill(self, prompt_tokens: int) -> float:
+        return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
+
+    def train_step(self, tokens: int) -> float:
+        return self._train_flops_per_token * tokens / self._train_flops
+
+    def weight_sync(self) -> float:
+        return self._sync_s
+
+
+class MeasuredCosts:
+    """Costs read from a calibrated profile (``hardware.profile``)."""
+
+    def __init__(self, scenario: Scenario, profile: CostProfile) -> None:
+        self._profile = profile
+        self._table = [profile.decode_step(b) for b in range(scenario.engine_concurrency + 1)]
+        self._per_context = profile.decode_context_token_s
+        self._training_devices = scenario.training_devices
+
+    def decode_step(self, batch: int, context_tokens: float) -> float:
+        return self._table[batch] + self._per_context * context_tokens
+
+    def prefill(self, prompt_tokens: int) -> float:
+        return prompt_tokens * self._profile.prefill_token_s
+
+    def train_step(self, tokens: int) -> float:
+        return tokens * self._profile.train_token_s / self._training_devices
+
+    def weight_sync(self) -> float:
+        return self._profile.weight_sync_s
+
+
+def cost_model(scenario: Scenario) -> CostModel:
+    """The measured profile when the scenario names one, else the roofline."""
+    profile = scenario.hardware.cost_profile()
+    return MeasuredCosts(scenario, profile) if profile is not None else AnalyticCosts(scenario)

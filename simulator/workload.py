@@ -1,0 +1,43 @@
+"""Prompt and completion lengths, drawn in group order so every schedule sees the same work.
+
+Group ``i`` gets the same prompt length and the same completion lengths
+whichever schedule runs it: lengths come from two seeded streams (prompts,
+completions) read in the order groups start, in vectorized chunks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scenarios.scenario import Scenario
+
+_CHUNK_GROUPS = 4096
+
+
+class LengthStream:
+    """Hands out (prompt tokens, completion tokens per sample) for group 0, 1, 2, ..."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        prompt_seed, completion_seed = np.random.SeedSequence(scenario.run.seed).spawn(2)
+        self._prompt_rng = np.random.default_rng(prompt_seed)
+        self._completion_rng = np.random.default_rng(completion_seed)
+        self._prompts = scenario.workload.prompt_tokens
+        self._completions = scenario.workload.completion_tokens
+        self._group_size = scenario.workload.samples_per_prompt
+        self._prompt_chunk: list[int] = []
+        self._completion_chunk: list[list[int]] = []
+        self._next = 0
+
+    def next_group(self) -> tuple[int, list[int]]:
+        if self._next == len(self._prompt_chunk):
+            self._refill()
+        index = self._next
+        self._next += 1
+        return self._prompt_chunk[index], self._completion_chunk[index]
+
+    def _refill(self) -> None:
+        prompts = self._prompts.sample(self._prompt_rng, _CHUNK_GROUPS)
+        completions = self._completions.sample(self._completion_rng, _CHUNK_GROUPS * self._group_size)
+        self._prompt_chunk = prompts.tolist()
+        self._completion_chunk = completions.reshape(_CHUNK_GROUPS, self._group_size).tolist()
+        self._next = 0
