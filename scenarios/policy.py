@@ -1,7 +1,7 @@
 """The schedule rules, written once: pure functions both backends call.
 
-    engine:   sync_target()  ─► load a newer version now?
-              may_start()    ─► start the next group now, with the weights it holds?
+    engine:   sync_target()        ─► load a newer version now?
+              admissible_groups()  ─► how many groups may start now, with the weights it holds?
     queue:    overflow()     ─► a finished group arrives at a full queue: drop how many oldest?
     learner:  select_batch() ─► which finished groups form step k's batch, which are too stale
 
@@ -64,19 +64,31 @@ def exact_versions(scenario: Scenario) -> bool:
     return scenario.schedule.kind != "streaming"
 
 
-def may_start(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> bool:
-    """May an engine holding ``engine_version`` start the next group now?
+def admissible_groups(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> int:
+    """How many more groups an engine holding ``engine_version`` may start now.
 
-    ``live_groups`` counts groups started and not dropped (so the next one has
-    that live index); ``queued_groups`` counts finished groups not yet trained.
+    Live group ``i`` needs ``lowest_version(i) ≤ engine_version``, i.e.
+    ``i < (engine_version + η + 1) · B``; exact schedules also need the engine
+    to hold precisely the next group's prescribed version. ``live_groups``
+    counts groups started and not dropped; ``queued_groups`` finished groups
+    not yet trained (a full queue under ``block`` stops generation).
     """
-    if live_groups >= scenario.run.steps * scenario.batch_groups:
-        return False  # every step the run needs is covered
-    floor = lowest_version(live_groups, scenario)
     if exact_versions(scenario):
-        return engine_version == floor
-    blocked_by_queue = scenario.schedule.queue_policy == "block" and queued_groups >= scenario.queue_capacity
-    return engine_version >= floor and not blocked_by_queue
+        if engine_version != lowest_version(live_groups, scenario):
+            return 0
+    elif scenario.schedule.queue_policy == "block" and queued_groups >= scenario.queue_capacity:
+        return 0
+    window_end = (engine_version + scenario.staleness_bound + 1) * scenario.batch_groups
+    run_end = scenario.run.steps * scenario.batch_groups  # no group beyond what the run trains
+    return max(0, min(window_end, run_end) - live_groups)
+
+
+def may_start(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> bool:
+    """May an engine holding ``engine_version`` start the next group now?"""
+    return (
+        admissible_groups(scenario, engine_version=engine_version, live_groups=live_groups, queued_groups=queued_groups)
+        > 0
+    )
 
 
 def sync_target(

@@ -105,26 +105,23 @@ class Engine:
         self.sim.recorder.sync(self.index, start, start + duration, version)
 
     def _start_groups(self) -> None:
+        """Start as many groups as the policy allows, up to this engine's fair share."""
         sim = self.sim
         group_size = sim.group_size
-        room = sim.scenario.engine_concurrency - len(self.in_flight)
-        while room >= group_size:
-            if not policy.may_start(
-                sim.scenario,
-                engine_version=self.version,
-                live_groups=sim.live_groups,
-                queued_groups=len(sim.queue),
-            ):
-                self.blocked_with_room = True
-                return
+        room = (sim.scenario.engine_concurrency - len(self.in_flight)) // group_size
+        if room == 0:
+            return
+        admissible = policy.admissible_groups(
+            sim.scenario, engine_version=self.version, live_groups=sim.live_groups, queued_groups=len(sim.queue)
+        )
+        self.blocked_with_room = admissible == 0
+        for _ in range(min(room, sim.fair_share(admissible))):
             group, prompt, lengths = sim.start_group(self)
             self._pause += sim.costs.prefill(prompt)
             first = group * group_size
             for offset, length in enumerate(lengths):
                 heapq.heappush(self.in_flight, (self.progress + length, first + offset))
             self._context_offset += group_size * (prompt - self.progress)
-            room -= group_size
-        self.blocked_with_room = False
 
     def _finish_due(self) -> None:
         sim, now, heap = self.sim, self.sim.env.now, self.in_flight

@@ -61,6 +61,19 @@ class Simulation:
 
     # Called by engines.
 
+    def fair_share(self, admissible: int) -> int:
+        """Groups one engine may take of ``admissible``: split evenly over engines with room.
+
+        Without this the first engine to wake would take a whole burst (say, a
+        sync batch) while the others idle; a dispatcher balances load instead.
+        """
+        if admissible <= 1:
+            return admissible
+        needed = self.group_size
+        limit = self.scenario.engine_concurrency
+        with_room = sum(1 for engine in self.engines if limit - len(engine.in_flight) >= needed)
+        return -(-admissible // max(1, with_room))
+
     def start_group(self, engine: Engine) -> tuple[int, int, list[int]]:
         """Start the next group on ``engine``: its id, prompt length and completion lengths."""
         group = len(self.prompt_of)

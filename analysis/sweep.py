@@ -1,0 +1,129 @@
+"""Many simulations at once: speedup baselines and cluster sizing.
+
+    scenario ─► variants (speedup) or candidate splits (size) ─► process pool ─► summaries ─► ranked rows
+
+Each variant is a full ``Scenario`` built from the original by changing a few
+fields and validating again, so a variant the catalog cannot hold (weights
+that do not fit, a split that does not divide) is skipped, not simulated.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from tqdm import tqdm
+
+from scenarios.loading import ScenarioError, validate_scenario
+from scenarios.scenario import Scenario
+
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    scenario: Scenario
+
+
+def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
+    """A copy of ``scenario`` with some fields of some sections replaced, validated again."""
+    data = scenario.model_dump(mode="json")
+    for section, fields in sections.items():
+        if section == "schedule" and "kind" in fields:
+            data[section] = {"kind": fields["kind"], "max_concurrency": data[section].get("max_concurrency")}
+        data[section].update(fields)
+    return validate_scenario(data)
+
+
+def speedup_variants(scenario: Scenario) -> list[Variant]:
+    """The scenario as written, sync on the same split, and sync colocated on all its devices."""
+    cluster = scenario.cluster
+    variants = [Variant(f"{scenario.schedule.kind} (as written)", scenario)]
+    if scenario.schedule.kind != "sync" or cluster.colocated:
+        variants.append(
+            Variant("sync, same split", with_changes(scenario, schedule={"kind": "sync"}, cluster={"colocated": False}))
+        )
+    if not cluster.colocated:
+        total = cluster.total_devices
+        colocated = {"colocated": True, "generation_devices": total, "training_devices": total}
+        variants.append(
+            Variant(f"sync, colocated on {total}", with_changes(scenario, schedule={"kind": "sync"}, cluster=colocated))
+        )
+    return variants
+
+
+def sizing_variants(
+    scenario: Scenario, devices: int, kinds: Iterable[str], staleness: Iterable[int], splits: int = 16
+) -> tuple[Variant | None, list[Variant]]:
+    """The sync colocated baseline on ``devices``, and every split × engine size × schedule asked for."""
+    schedules = [_schedule(kind, bound) for kind in kinds for bound in (staleness if kind != "sync" else [0])]
+    candidates: list[Variant] = []
+    for tp in TENSOR_PARALLEL_SIZES:
+        for generation in _splits(devices, tp, splits):
+            for label, schedule in schedules:
+                cluster = {"generation_devices": generation, "training_devices": devices - generation}
+                variant = _try(scenario, {**cluster, "devices_per_engine": tp, "colocated": False}, schedule)
+                if variant is not None:
+                    candidates.append(Variant(f"{label} {generation}:{devices - generation} tp{tp}", variant))
+    return _baseline(scenario, devices), candidates
+
+
+def _baseline(scenario: Scenario, devices: int) -> Variant | None:
+    for tp in TENSOR_PARALLEL_SIZES:
+        cluster = {
+            "generation_devices": devices,
+            "training_devices": devices,
+            "devices_per_engine": tp,
+            "colocated": True,
+        }
+        variant = _try(scenario, cluster, {"kind": "sync"})
+        if variant is not None:
+            return Variant(f"sync colocated {devices} tp{tp} (baseline)", variant)
+    return None
+
+
+def _schedule(kind: str, bound: int) -> tuple[str, dict[str, Any]]:
+    if kind == "pipelined":
+        return f"pipelined N={bound}", {"kind": kind, "off_policy_steps": max(1, bound)}
+    if kind == "streaming":
+        return f"streaming η={bound}", {"kind": kind, "max_staleness": bound}
+    return "sync", {"kind": "sync"}
+
+
+def _splits(devices: int, tp: int, count: int) -> list[int]:
+    """Generation device counts to try: multiples of ``tp`` leaving ≥ 1 training device, at most ``count``."""
+    options = list(range(tp, devices, tp))
+    if len(options) <= count:
+        return options
+    picks = {options[round(i * (len(options) - 1) / (count - 1))] for i in range(count)}
+    return sorted(picks)
+
+
+def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) -> Scenario | None:
+    try:
+        return with_changes(scenario, cluster=cluster, schedule=schedule)
+    except ScenarioError:
+        return None  # does not fit: weights too large for the engine, or a split it cannot divide
+
+
+def _summary_of(scenario: Scenario) -> dict[str, Any]:
+    from simulator.simulation import simulate
+
+    return simulate(scenario).summary
+
+
+def simulate_all(
+    variants: list[Variant], workers: int | None = None, progress: bool = True
+) -> Iterator[tuple[Variant, dict]]:
+    """Simulate every variant in a process pool; yields (variant, summary) in input order."""
+    workers = workers or os.cpu_count() or 1
+    bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
+    with ProcessPoolExecutor(max_workers=min(workers, max(1, len(variants)))) as pool:
+        for variant, summary in zip(variants, pool.map(_summary_of, [v.scenario for v in variants]), strict=True):
+            bar.update()
+            yield variant, summary
+    bar.close()
