@@ -95,6 +95,8 @@ def sync_target(
     scenario: Scenario, *, engine_version: int, latest_version: int, live_groups: int, in_flight: int
 ) -> int | None:
     """The version an engine should load now, or None to keep its weights."""
+    if in_flight == 0 and live_groups >= scenario.run.steps * scenario.batch_groups:
+        return None  # nothing left to generate with them
     if exact_versions(scenario):
         wanted = lowest_version(live_groups, scenario)
         if engine_version < wanted <= latest_version and in_flight == 0:

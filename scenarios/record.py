@@ -56,6 +56,7 @@ def summarize(
     """Every summary figure, from the event table of one run."""
     train = events[events["kind"] == "train"].sort_values("step")
     wall = float(train["end"].max()) if len(train) else 0.0
+    events = events.assign(start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall))
     per_sample = _trained_samples(events)
     generation_busy = _busy_seconds(events, "generation")
     sample_seconds = _span_seconds(events, ("generate", "unfinished"))
@@ -130,14 +131,14 @@ def _busy_seconds(events: pd.DataFrame, role: str) -> float:
 
 def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     """Length of the union of intervals [starts[i], ends[i]]."""
+    if len(starts) == 0:
+        return 0.0
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)
     opens_block = np.concatenate([[True], starts[1:] > reach[:-1]])
-    block = np.cumsum(opens_block) - 1
-    block_start = starts[opens_block]
     block_end = np.maximum.reduceat(ends, np.flatnonzero(opens_block))
-    return float((block_end - block_start).sum()) if len(block) else 0.0
+    return float((block_end - starts[opens_block]).sum())
 
 
 def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...]) -> float:

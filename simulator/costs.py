@@ -21,14 +21,36 @@ hence ``min(params, active · b)`` weight bytes per decode step.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from scenarios.profile import CostProfile
 from scenarios.scenario import Scenario
 
 
+@dataclass(frozen=True)
+class DecodeTable:
+    """decode_step(b, C) = max(first[b] + first_per_context · C, second[b] + second_per_context · C).
+
+    Two affine terms in the context, one table per batch size: what the engine's
+    inner loop evaluates once per batch change.
+    """
+
+    first: list[float]
+    first_per_context: float
+    second: list[float]
+    second_per_context: float
+
+    def __call__(self, batch: int, context_tokens: float) -> float:
+        return max(
+            self.first[batch] + self.first_per_context * context_tokens,
+            self.second[batch] + self.second_per_context * context_tokens,
+        )
+
+
 class CostModel(Protocol):
     def decode_step(self, batch: int, context_tokens: float) -> float: ...
+    def decode_step_table(self, max_batch: int) -> DecodeTable: ...
     def prefill(self, prompt_tokens: int) -> float: ...
     def train_step(self, tokens: int) -> float: ...
     def weight_sync(self) -> float: ...
@@ -57,6 +79,19 @@ class AnalyticCosts:
         read = weights + self._kv_bytes_per_token * context_tokens
         return max(flops / self._engine_flops, read / self._engine_bytes_per_s)
 
+    def decode_step_table(self, max_batch: int) -> DecodeTable:
+        """The same roofline, with the batch-dependent terms precomputed for speed."""
+        compute = [2.0 * self._active * b / self._engine_flops for b in range(max_batch + 1)]
+        memory = [
+            min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s for b in range(max_batch + 1)
+        ]
+        return DecodeTable(
+            compute,
+            self._attention_flops_per_context / self._engine_flops,
+            memory,
+            self._kv_bytes_per_token / self._engine_bytes_per_s,
+        )
+
     def prefill(self, prompt_tokens: int) -> float:
         return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
 
@@ -78,6 +113,10 @@ class MeasuredCosts:
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         return self._table[batch] + self._per_context * context_tokens
+
+    def decode_step_table(self, max_batch: int) -> DecodeTable:
+        zeros = [0.0] * (max_batch + 1)
+        return DecodeTable(self._table[: max_batch + 1], self._per_context, zeros, 0.0)
 
     def prefill(self, prompt_tokens: int) -> float:
         return prompt_tokens * self._profile.prefill_token_s

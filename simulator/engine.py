@@ -45,24 +45,28 @@ class Engine:
         self.wake: simpy.Event | None = None  # set while idle with nothing in flight
         self.blocked_with_room = False  # could hold another group but the policy said wait
         self.poked = False
+        self._capacity = sim.scenario.engine_concurrency
+        self._decode_step = sim.costs.decode_step_table(self._capacity)
         self.process = sim.env.process(self._run())
 
     def _run(self) -> Generator[simpy.Event, None, None]:
-        env, sim = self.sim.env, self.sim
+        env, sim, heap = self.sim.env, self.sim, self.in_flight
         while True:
             self.poked = False
-            target = policy.sync_target(
-                sim.scenario,
-                engine_version=self.version,
-                latest_version=sim.latest_version,
-                live_groups=sim.live_groups,
-                in_flight=len(self.in_flight),
-            )
-            if target is not None:
-                self._load(target)
-                continue
-            self._start_groups()
-            if not self.in_flight:
+            if sim.latest_version > self.version:  # sync_target is None otherwise; skip the call
+                target = policy.sync_target(
+                    sim.scenario,
+                    engine_version=self.version,
+                    latest_version=sim.latest_version,
+                    live_groups=sim.live_groups,
+                    in_flight=len(heap),
+                )
+                if target is not None:
+                    self._load(target)
+                    continue
+            if not self.blocked_with_room and self._capacity - len(heap) >= sim.group_size:
+                self._start_groups()
+            if not heap:
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
@@ -73,9 +77,7 @@ class Engine:
             except simpy.Interrupt:
                 self.advance(env.now)
                 continue
-            self.advance(env.now)
-            self.progress = self.in_flight[0][0]  # the timer landed exactly on this finish
-            self._finish_due()
+            self._finish_due(env.now)
 
     def advance(self, now: float) -> None:
         """Account the wall time since the last update: pauses first, then decoding."""
@@ -89,10 +91,14 @@ class Engine:
             self.progress += elapsed / self._step_s
 
     def _time_to_next_finish(self) -> float:
+        """Seconds until the next rollout finishes; fixes this segment's decode-step time."""
         batch = len(self.in_flight)
         tokens = self.in_flight[0][0] - self.progress
-        context_mid = batch * (self.progress + tokens / 2) + self._context_offset
-        self._step_s = self.sim.costs.decode_step(batch, context_mid)
+        context_mid = batch * (self.progress + tokens * 0.5) + self._context_offset
+        table = self._decode_step  # inlined DecodeTable.__call__: this runs once per rollout
+        compute = table.first[batch] + table.first_per_context * context_mid
+        memory = table.second[batch] + table.second_per_context * context_mid
+        self._step_s = compute if compute > memory else memory
         return self._pause + tokens * self._step_s
 
     def _load(self, version: int) -> None:
@@ -101,40 +107,62 @@ class Engine:
         duration = self.sim.costs.weight_sync()
         self._pause += duration
         self.version = version
+        self.blocked_with_room = False
         self.loads.append((self.progress, start + duration, version))
         self.sim.recorder.sync(self.index, start, start + duration, version)
 
     def _start_groups(self) -> None:
-        """Start as many groups as the policy allows, up to this engine's fair share."""
+        """Start as many groups as the policy allows, up to this engine's fair share.
+
+        Called only with room for a group and not ``blocked_with_room``: once refused,
+        admission reopens only when this engine loads weights or the simulation pokes
+        it (a publish, a learner take, a drop); groups that others start or finish
+        only close it further, so asking again before then is futile.
+        """
         sim = self.sim
         group_size = sim.group_size
-        room = (sim.scenario.engine_concurrency - len(self.in_flight)) // group_size
-        if room == 0:
-            return
+        room = (self._capacity - len(self.in_flight)) // group_size
         admissible = policy.admissible_groups(
             sim.scenario, engine_version=self.version, live_groups=sim.live_groups, queued_groups=len(sim.queue)
         )
         self.blocked_with_room = admissible == 0
-        for _ in range(min(room, sim.fair_share(admissible))):
+        starting = min(room, sim.fair_share(admissible))
+        for _ in range(starting):
             group, prompt, lengths = sim.start_group(self)
             self._pause += sim.costs.prefill(prompt)
             first = group * group_size
             for offset, length in enumerate(lengths):
                 heapq.heappush(self.in_flight, (self.progress + length, first + offset))
             self._context_offset += group_size * (prompt - self.progress)
+        if starting == room:
+            sim.engines_with_room -= 1
 
-    def _finish_due(self) -> None:
-        sim, now, heap = self.sim, self.sim.env.now, self.in_flight
+    def _finish_due(self, now: float) -> None:
+        """The timer landed exactly on the next finish: retire every rollout ending there."""
+        sim, heap = self.sim, self.in_flight
+        self._clock, self._pause, self.progress = now, 0.0, heap[0][0]
+        size = sim.group_size
+        had_room = self._capacity - len(heap) >= size
+        ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
         limit = self.progress + _EPS
+        offset = self._context_offset
         while heap and heap[0][0] <= limit:
-            _, sample = heapq.heappop(heap)
-            group = sim.sample_finished(sample, now)
-            self._context_offset -= sim.prompt_of[group] - sim.join_progress[group]
-        if not heap:
-            self._context_offset = 0.0  # no drift across busy periods
+            sample = heapq.heappop(heap)[1]
+            ends[sample] = now
+            group = sample // size
+            offset -= prompts[group] - joins[group]
+            remaining[group] -= 1
+            if not remaining[group]:
+                sim.group_finished(group, now)
+        self._context_offset = offset if heap else 0.0  # no drift across busy periods
+        if not had_room and self._capacity - len(heap) >= size:
+            sim.engines_with_room += 1
 
     def poke(self) -> None:
         """Re-evaluate now: something the policy reads has changed."""
+        self.blocked_with_room = False
+        if self.process is self.sim.env.active_process:
+            return  # already running: it re-evaluates at the top of its loop
         if self.wake is not None:
             if not self.wake.triggered:
                 self.wake.succeed()

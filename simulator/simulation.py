@@ -56,6 +56,7 @@ class Simulation:
         self.remaining: list[int] = []
         self.batch_of: list[int] = []
         self.engines = [Engine(self, index) for index in range(scenario.cluster.engines)]
+        self.engines_with_room = len(self.engines)  # engines that could take one more group
         self.learner_wake: simpy.Event | None = None
         self.done = self.env.event()
 
@@ -69,10 +70,7 @@ class Simulation:
         """
         if admissible <= 1:
             return admissible
-        needed = self.group_size
-        limit = self.scenario.engine_concurrency
-        with_room = sum(1 for engine in self.engines if limit - len(engine.in_flight) >= needed)
-        return -(-admissible // max(1, with_room))
+        return -(-admissible // max(1, self.engines_with_room))
 
     def start_group(self, engine: Engine) -> tuple[int, int, list[int]]:
         """Start the next group on ``engine``: its id, prompt length and completion lengths."""
@@ -86,19 +84,12 @@ class Simulation:
         self.recorder.group_started(group, engine, self.env.now, prompt, lengths)
         return group, prompt, lengths
 
-    def sample_finished(self, sample: int, now: float) -> int:
-        """Record a finished rollout; enqueue its group when it was the last. Returns the group."""
-        group = sample // self.group_size
-        self.recorder.sample_end[sample] = now
-        self.remaining[group] -= 1
-        if self.remaining[group] == 0:
-            self._enqueue(group, now)
-        return group
-
-    def _enqueue(self, group: int, now: float) -> None:
+    def group_finished(self, group: int, now: float) -> None:
+        """The last rollout of ``group`` finished: put the group in the queue."""
         pushed_out = policy.overflow(self.scenario, queued_groups=len(self.queue))
         if pushed_out:
             self.drop([self.queue[pos] for pos in range(pushed_out)], now)
+            self.notify_engines()  # fewer live groups: admission may reopen
         version = self.recorder.group_version[group]
         batch = self.batch_of[group]
         self.queue.append(FinishedGroup(group=group, batch=batch, version=version))

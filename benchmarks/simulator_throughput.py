@@ -1,0 +1,82 @@
+"""Simulated rollouts per second, as a ratio to a bare SimPy loop measured in the same run.
+
+    python benchmarks/simulator_throughput.py [--scenario large-streaming] [--repeat 3]
+
+The scenario is ``scenarios/large-streaming.yaml``: 256 generation engines,
+512,000 trained rollouts, a lognormal tail. Three timings, best of ``--repeat``:
+
+* bare SimPy: a process yielding ``env.timeout`` one million times (events/s);
+* simulation: ``Simulation.run`` alone (the SimPy model, no event table);
+* run record: building the event table and the summary afterwards.
+
+The figure of merit is the cost of one simulated rollout in bare SimPy events:
+(bare events per second) / (simulated rollouts per second). Target: at most 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Generator
+
+import simpy
+
+from scenarios.loading import load_scenario
+from scenarios.record import summarize
+from simulator.simulation import Simulation
+
+BARE_EVENTS = 1_000_000
+
+
+def bare_simpy_events_per_s() -> float:
+    def loop(env: simpy.Environment) -> Generator[simpy.Event, None, None]:
+        for _ in range(BARE_EVENTS):
+            yield env.timeout(1.0)
+
+    env = simpy.Environment()
+    env.process(loop(env))
+    return BARE_EVENTS / _seconds(env.run)
+
+
+def _seconds(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default="large-streaming")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    scenario = load_scenario(args.scenario)
+
+    bare, simulated, record = [], [], []
+    for _ in range(args.repeat):
+        bare.append(bare_simpy_events_per_s())
+        sim = Simulation(scenario)
+        simulated.append(_seconds(sim.run))
+        rollouts = len(sim.recorder.sample_end)
+        events = sim.recorder.events(sim.engines, wall_time=sim.env.now)
+        record.append(
+            _seconds(
+                lambda: summarize(
+                    sim.recorder.events(sim.engines, wall_time=sim.env.now),
+                    backend="simulator",
+                    scenario_name=scenario.name,
+                    engines=scenario.cluster.engines,
+                    concurrency=scenario.engine_concurrency,
+                )
+            )
+        )
+    bare_rate = max(bare)
+    rollout_rate = rollouts / min(simulated)
+    with_record_rate = rollouts / (min(simulated) + min(record))
+    print(f"scenario            {scenario.name}: {scenario.cluster.engines} engines, {rollouts:,} rollouts, {len(events):,} events")
+    print(f"bare SimPy          {bare_rate:,.0f} timeouts/s")
+    print(f"simulation          {rollout_rate:,.0f} rollouts/s   = {bare_rate / rollout_rate:.2f} bare events per rollout")
+    print(f"with run record     {with_record_rate:,.0f} rollouts/s   = {bare_rate / with_record_rate:.2f} bare events per rollout")
+
+
+if __name__ == "__main__":
+    main()

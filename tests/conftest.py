@@ -1,0 +1,48 @@
+"""Helpers shared by the tests: small scenarios built in code, with a measured profile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scenarios.loading import validate_scenario
+from scenarios.profile import CostProfile
+from scenarios.scenario import Scenario
+from simulator.costs import MeasuredCosts
+from simulator.simulation import SimulationResult, simulate
+
+
+def small_scenario(**sections: dict[str, Any]) -> Scenario:
+    """A one-engine scenario on the tiny model; sections given replace or extend the defaults."""
+    data: dict[str, Any] = {
+        "name": "small",
+        "model": {"preset": "tiny"},
+        "hardware": {"device": "cpu"},
+        "cluster": {"generation_devices": 1, "training_devices": 2},
+        "workload": {
+            "prompts_per_step": 2,
+            "samples_per_prompt": 2,
+            "prompt_tokens": {"kind": "fixed", "value": 10},
+            "completion_tokens": {"kind": "fixed", "value": 100},
+        },
+        "schedule": {"kind": "sync", "max_concurrency": 4},
+        "run": {"steps": 3, "seed": 0},
+    }
+    for section, fields in sections.items():
+        data[section] = {**data.get(section, {}), **fields} if section != "schedule" else fields
+    return validate_scenario(data)
+
+
+def profile(**fields: Any) -> CostProfile:
+    values = {"decode_step_s": {1: 0.01}, "prefill_token_s": 0.001, "train_token_s": 0.002, "weight_sync_s": 0.5}
+    return CostProfile(**{**values, **fields})
+
+
+def run(scenario: Scenario, cost_profile: CostProfile) -> SimulationResult:
+    return simulate(scenario, costs=MeasuredCosts(scenario, cost_profile))
+
+
+@pytest.fixture
+def small() -> Scenario:
+    return small_scenario()

@@ -1,0 +1,130 @@
+"""Simulated runs small enough to work out by hand, checked to the microsecond.
+
+Common setup (tests/conftest.py): one engine holding 4 rollouts, batches of
+2 groups × 2 samples, prompts of 10 tokens, completions of exactly 100 tokens,
+2 training devices, and a flat measured profile:
+
+    generation of one batch = prefill 2 groups × 10 tokens × 1 ms + 100 steps × 10 ms = 1.02 s
+    training of one batch   = 4 samples × 110 tokens × train_token_s / 2 devices
+    weight sync             = 0.5 s on the engine, before it generates with new weights
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import profile, run, small_scenario
+
+GENERATION_S = 2 * 10 * 0.001 + 100 * 0.01  # 1.02
+TOKENS_PER_BATCH = 4 * 110
+
+
+def _train_rows(result):
+    events = result.events
+    return [tuple(span) for span in events[events["kind"] == "train"].sort_values("step")[["start", "end"]].to_numpy()]
+
+
+def _flat(spans):
+    return [time for span in spans for time in span]
+
+
+def test_sync_wall_time_is_steps_times_generation_plus_training_plus_syncs() -> None:
+    result = run(small_scenario(), profile(train_token_s=0.002))
+    train_s = TOKENS_PER_BATCH * 0.002 / 2  # 0.44
+    # Batch 0 uses the initial weights; batches 1 and 2 wait for a 0.5 s sync each.
+    expected_wall = 3 * (GENERATION_S + train_s) + 2 * 0.5  # 5.38
+    assert result.summary["wall_time_s"] == pytest.approx(expected_wall, abs=1e-9)
+    assert _flat(_train_rows(result)) == pytest.approx(
+        _flat([(1.02, 1.46), (1.46 + 0.5 + 1.02, 2.98 + 0.44), (3.42 + 0.5 + 1.02, 4.94 + 0.44)]), abs=1e-9
+    )
+    assert result.summary["staleness"]["histogram"] == {"0": 12}
+    assert result.summary["weight_sync_s"] == pytest.approx(1.0)
+    # The engine is busy generating (3 × 1.02 s) or loading weights (2 × 0.5 s).
+    assert result.summary["utilization"]["generation"] == pytest.approx((3 * 1.02 + 1.0) / 5.38)
+    assert result.summary["utilization"]["training"] == pytest.approx(3 * 0.44 / 5.38)
+
+
+def test_pipelined_one_step_off_policy_overlaps_training_with_generation() -> None:
+    scenario = small_scenario(schedule={"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4})
+    result = run(scenario, profile(train_token_s=0.001))
+    train_s = TOKENS_PER_BATCH * 0.001 / 2  # 0.22, shorter than generation
+    # Batches 0 and 1 both use version 0 (no sync); batch 2 needs version 1, published at 1.24,
+    # so the engine loads it (0.5 s) as soon as batch 1 is done at 2.04.
+    assert _flat(_train_rows(result)) == pytest.approx(
+        _flat([(1.02, 1.02 + train_s), (2.04, 2.04 + train_s), (2.04 + 0.5 + 1.02, 3.56 + train_s)]), abs=1e-9
+    )
+    assert result.summary["wall_time_s"] == pytest.approx(3 * GENERATION_S + 0.5 + train_s, abs=1e-9)
+    assert result.summary["staleness"]["histogram"] == {"0": 4, "1": 8}
+
+
+def test_pipelined_long_run_without_sync_cost_matches_the_textbook_formula() -> None:
+    steps = 20
+    scenario = small_scenario(
+        schedule={"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}, run={"steps": steps, "seed": 0}
+    )
+    result = run(scenario, profile(train_token_s=0.001, weight_sync_s=0.0))
+    # wall = steps · generation + training; the first batch is on-policy, every later one one step stale.
+    assert result.summary["wall_time_s"] == pytest.approx(steps * GENERATION_S + 0.22, abs=1e-9)
+    assert result.summary["staleness"]["histogram"] == {"0": 4, "1": 4 * (steps - 1)}
+
+
+def test_training_slower_than_generation_makes_generation_wait_for_versions() -> None:
+    scenario = small_scenario(schedule={"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4})
+    result = run(scenario, profile(train_token_s=0.01, weight_sync_s=0.0))
+    train_s = TOKENS_PER_BATCH * 0.01 / 2  # 2.2 s, longer than generation
+    # Steps run back to back once the first batch is in: wall = generation + steps · training.
+    assert result.summary["wall_time_s"] == pytest.approx(GENERATION_S + 3 * train_s, abs=1e-9)
+    assert result.summary["utilization"]["training"] == pytest.approx(3 * train_s / (GENERATION_S + 3 * train_s))
+
+
+def test_sync_batch_waits_for_its_slowest_sample() -> None:
+    scenario = small_scenario(
+        workload={
+            "prompts_per_step": 1,
+            "samples_per_prompt": 2,
+            "completion_tokens": {"kind": "pareto", "scale": 10, "alpha": 1.0, "max_tokens": 400},
+        },
+        schedule={"kind": "sync", "max_concurrency": 2},
+        run={"steps": 1, "seed": 0},
+    )
+    result = run(scenario, profile(train_token_s=0.0001, weight_sync_s=0.0))
+    rollouts = result.events.query("kind == 'generate'")
+    longest = int(rollouts["tokens"].max())
+    assert longest > int(rollouts["tokens"].min())  # the seed gives two different lengths
+    # Prefill 10 ms, then one 10 ms decode step per token of the longest sample.
+    assert _train_rows(result)[0][0] == pytest.approx(0.01 + longest * 0.01, abs=1e-9)
+
+
+def _two_rollouts(max_concurrency: int):
+    scenario = small_scenario(
+        workload={"prompts_per_step": 2, "samples_per_prompt": 1},
+        schedule={"kind": "sync", "max_concurrency": max_concurrency},
+        run={"steps": 1, "seed": 0},
+    )
+    costs = profile(decode_step_s={1: 0.01, 2: 0.05}, train_token_s=0.0001, weight_sync_s=0.0)
+    return sorted(run(scenario, costs).events.query("kind == 'generate'")["end"])
+
+
+def test_decode_time_follows_the_batch_size() -> None:
+    # One slot: the two 100-token rollouts run one after the other at the batch-1 step time.
+    assert _two_rollouts(1) == pytest.approx([0.01 + 1.0, 2 * (0.01 + 1.0)], abs=1e-9)
+    # Two slots: both prefill (2 × 10 ms), then decode together at the batch-2 step time.
+    assert _two_rollouts(2) == pytest.approx([0.02 + 100 * 0.05] * 2, abs=1e-9)
+
+
+def test_decode_step_time_between_finishes_uses_the_shrinking_batch() -> None:
+    scenario = small_scenario(
+        workload={
+            "prompts_per_step": 1,
+            "samples_per_prompt": 2,
+            "completion_tokens": {"kind": "pareto", "scale": 10, "alpha": 1.0, "max_tokens": 400},
+        },
+        schedule={"kind": "sync", "max_concurrency": 2},
+        run={"steps": 1, "seed": 0},
+    )
+    costs = profile(decode_step_s={1: 0.01, 2: 0.05}, train_token_s=0.0001, weight_sync_s=0.0)
+    rollouts = run(scenario, costs).events.query("kind == 'generate'").sort_values("tokens")
+    short, long = rollouts["tokens"].tolist()
+    # Both decode at the batch-2 time until the short one ends, then the long one alone at batch 1.
+    first_end = 0.01 + short * 0.05
+    assert rollouts["end"].tolist() == pytest.approx([first_end, first_end + (long - short) * 0.01], abs=1e-9)

@@ -1,0 +1,106 @@
+"""Invariants that hold for every valid scenario, checked on random small ones (hypothesis)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scenarios.loading import validate_scenario
+from tests.conftest import profile, run
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Any:
+    group = draw(st.integers(1, 3))
+    kind = draw(st.sampled_from(["sync", "pipelined", "streaming"]))
+    schedule: dict[str, Any] = {"kind": kind, "max_concurrency": group * draw(st.integers(1, 3))}
+    if kind == "pipelined":
+        schedule["off_policy_steps"] = draw(st.integers(1, 3))
+    if kind == "streaming":
+        batch = draw(st.integers(1, 3))
+        schedule |= {
+            "max_staleness": draw(st.integers(0, 3)),
+            "in_flight_updates": draw(st.booleans()),
+            "queue_policy": draw(st.sampled_from(["block", "drop_oldest"])),
+            "queue_capacity": batch * draw(st.integers(1, 3)),
+        }
+    else:
+        batch = draw(st.integers(1, 3))
+    completion = draw(
+        st.one_of(
+            st.builds(lambda v: {"kind": "fixed", "value": v}, st.integers(1, 40)),
+            st.builds(
+                lambda m, s: {"kind": "lognormal", "median": m, "sigma": s, "max_tokens": 120},
+                st.integers(2, 30),
+                st.floats(0.1, 1.5),
+            ),
+        )
+    )
+    return validate_scenario(
+        {
+            "name": "random",
+            "model": {"preset": "tiny"},
+            "hardware": {"device": "cpu"},
+            "cluster": {"generation_devices": draw(st.integers(1, 3)), "training_devices": draw(st.integers(1, 2))},
+            "workload": {
+                "prompts_per_step": batch,
+                "samples_per_prompt": group,
+                "prompt_tokens": {"kind": "fixed", "value": draw(st.integers(1, 20))},
+                "completion_tokens": completion,
+            },
+            "schedule": schedule,
+            "run": {"steps": draw(st.integers(1, 6)), "seed": draw(st.integers(0, 1000))},
+        }
+    )
+
+
+costs = st.builds(
+    lambda d1, d8, p, t, s: profile(decode_step_s={1: d1, 8: d1 + d8}, prefill_token_s=p, train_token_s=t, weight_sync_s=s),
+    st.floats(0.001, 0.02),
+    st.floats(0.0, 0.02),
+    st.floats(0.0, 0.002),
+    st.floats(0.0001, 0.01),
+    st.floats(0.0, 0.3),
+)
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(scenarios(), costs)
+def test_trained_samples_finished_before_their_step_and_respect_the_bound(scenario, cost_profile) -> None:
+    events = run(scenario, cost_profile).events
+    train_start = events[events["kind"] == "train"].set_index("step")["start"]
+    trained = events[(events["kind"] == "generate") & (events["step"] >= 0)]
+    assert (trained["end"].to_numpy() <= train_start.loc[trained["step"]].to_numpy() + 1e-9).all()
+    oldest = trained.groupby(["group", "sample"]).agg(step=("step", "first"), version=("version", "min"))
+    staleness = oldest["step"] - oldest["version"]
+    bound = scenario.staleness_bound
+    if scenario.schedule.kind == "streaming":
+        assert staleness.max() <= bound
+    else:  # sync and pipelined: batch k generated with exactly version max(0, k - N)
+        assert (staleness == oldest["step"].clip(upper=bound)).all()
+
+
+@SETTINGS
+@given(scenarios(), costs)
+def test_samples_are_conserved_and_utilizations_are_fractions(scenario, cost_profile) -> None:
+    summary = run(scenario, cost_profile).summary
+    samples = summary["samples"]
+    assert samples["generated"] == samples["trained"] + samples["queued"] + samples["in_flight"] + samples["dropped"]
+    assert samples["trained"] == scenario.run.steps * scenario.batch_samples
+    assert min(samples.values()) >= 0
+    for role in ("generation", "training", "generation_slots"):
+        assert 0.0 <= summary["utilization"][role] <= 1.0 + 1e-9
+    assert summary["steps"] == scenario.run.steps
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), costs)
+def test_same_seed_same_summary_byte_for_byte(scenario, cost_profile) -> None:
+    first = json.dumps(run(scenario, cost_profile).summary)
+    second = json.dumps(run(scenario, cost_profile).summary)
+    assert first == second
