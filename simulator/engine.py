@@ -46,11 +46,25 @@ class Engine:
         self.blocked_with_room = False  # could hold another group but the policy said wait
         self.poked = False
         self._capacity = sim.scenario.engine_concurrency
+        self._in_flight_updates = getattr(sim.scenario.schedule, "in_flight_updates", False)
         self._decode_step = sim.costs.decode_step_table(self._capacity)
         self.process = sim.env.process(self._run())
 
     def _run(self) -> Generator[simpy.Event, None, None]:
+        """Ask the policy (load weights? start groups?), then decode until it must be asked again.
+
+        The inner loop is the one every simulated rollout passes through, so it
+        keeps what it reads in locals. It hands back to the policy when the engine
+        is empty, when a finish left room for a group it may be allowed to start,
+        or when new weights should reach rollouts in flight.
+        """
         env, sim, heap = self.sim.env, self.sim, self.in_flight
+        size, capacity, in_flight_updates = sim.group_size, self._capacity, self._in_flight_updates
+        table = self._decode_step
+        compute_base, compute_per_context = table.first, table.first_per_context
+        memory_base, memory_per_context = table.second, table.second_per_context
+        ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
+        heappop, timeout = heapq.heappop, env.timeout
         while True:
             self.poked = False
             if sim.latest_version > self.version:  # sync_target is None otherwise; skip the call
@@ -64,7 +78,7 @@ class Engine:
                 if target is not None:
                     self._load(target)
                     continue
-            if not self.blocked_with_room and self._capacity - len(heap) >= sim.group_size:
+            if not self.blocked_with_room and capacity - len(heap) >= size:
                 self._start_groups()
             if not heap:
                 self.wake = env.event()
@@ -73,11 +87,39 @@ class Engine:
                 self.advance(env.now)
                 continue
             try:
-                yield env.timeout(self._time_to_next_finish())
+                while True:
+                    # Time to the next finish, at the decode-step time of this segment's mid context.
+                    progress, offset, batch = self.progress, self._context_offset, len(heap)
+                    mark = heap[0][0]
+                    tokens = mark - progress
+                    context = batch * (progress + tokens * 0.5) + offset
+                    compute = compute_base[batch] + compute_per_context * context
+                    memory = memory_base[batch] + memory_per_context * context
+                    self._step_s = step_s = compute if compute > memory else memory
+                    yield timeout(self._pause + tokens * step_s)
+                    # The timer landed exactly on that finish: retire every rollout ending there.
+                    now = env.now
+                    self._clock, self._pause, self.progress = now, 0.0, mark
+                    had_room = capacity - batch >= size
+                    limit = mark + _EPS
+                    while heap and heap[0][0] <= limit:
+                        sample = heappop(heap)[1]
+                        ends[sample] = now
+                        group = sample // size
+                        offset -= prompts[group] - joins[group]
+                        remaining[group] -= 1
+                        if not remaining[group]:
+                            sim.group_finished(group, now)
+                    self._context_offset = offset if heap else 0.0  # no drift across busy periods
+                    has_room = capacity - len(heap) >= size
+                    if has_room and not had_room:
+                        sim.engines_with_room += 1
+                    if not heap or (has_room and not self.blocked_with_room):
+                        break
+                    if in_flight_updates and sim.latest_version > self.version:
+                        break
             except simpy.Interrupt:
                 self.advance(env.now)
-                continue
-            self._finish_due(env.now)
 
     def advance(self, now: float) -> None:
         """Account the wall time since the last update: pauses first, then decoding."""
@@ -89,17 +131,6 @@ class Engine:
             elapsed -= used
         if self.in_flight and elapsed > 0:
             self.progress += elapsed / self._step_s
-
-    def _time_to_next_finish(self) -> float:
-        """Seconds until the next rollout finishes; fixes this segment's decode-step time."""
-        batch = len(self.in_flight)
-        tokens = self.in_flight[0][0] - self.progress
-        context_mid = batch * (self.progress + tokens * 0.5) + self._context_offset
-        table = self._decode_step  # inlined DecodeTable.__call__: this runs once per rollout
-        compute = table.first[batch] + table.first_per_context * context_mid
-        memory = table.second[batch] + table.second_per_context * context_mid
-        self._step_s = compute if compute > memory else memory
-        return self._pause + tokens * self._step_s
 
     def _load(self, version: int) -> None:
         self.advance(self.sim.env.now)
@@ -122,9 +153,7 @@ class Engine:
         sim = self.sim
         group_size = sim.group_size
         room = (self._capacity - len(self.in_flight)) // group_size
-        admissible = policy.admissible_groups(
-            sim.scenario, engine_version=self.version, live_groups=sim.live_groups, queued_groups=len(sim.queue)
-        )
+        admissible = sim.admissible(self)
         self.blocked_with_room = admissible == 0
         starting = min(room, sim.fair_share(admissible))
         for _ in range(starting):
@@ -136,27 +165,6 @@ class Engine:
             self._context_offset += group_size * (prompt - self.progress)
         if starting == room:
             sim.engines_with_room -= 1
-
-    def _finish_due(self, now: float) -> None:
-        """The timer landed exactly on the next finish: retire every rollout ending there."""
-        sim, heap = self.sim, self.in_flight
-        self._clock, self._pause, self.progress = now, 0.0, heap[0][0]
-        size = sim.group_size
-        had_room = self._capacity - len(heap) >= size
-        ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
-        limit = self.progress + _EPS
-        offset = self._context_offset
-        while heap and heap[0][0] <= limit:
-            sample = heapq.heappop(heap)[1]
-            ends[sample] = now
-            group = sample // size
-            offset -= prompts[group] - joins[group]
-            remaining[group] -= 1
-            if not remaining[group]:
-                sim.group_finished(group, now)
-        self._context_offset = offset if heap else 0.0  # no drift across busy periods
-        if not had_room and self._capacity - len(heap) >= size:
-            sim.engines_with_room += 1
 
     def poke(self) -> None:
         """Re-evaluate now: something the policy reads has changed."""

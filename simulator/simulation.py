@@ -107,16 +107,27 @@ class Simulation:
         self.live_groups -= len(groups)
 
     def notify_engines(self) -> None:
-        """The latest version, the live count or the queue changed: let engines react."""
+        """The latest version, the live count or the queue changed: wake engines that can act.
+
+        Idle engines always wake (they may have weights to load). An engine busy
+        decoding is interrupted only if new weights should reach its rollouts, or
+        if the policy would now let it start a group it was refused before.
+        """
         streaming = not policy.exact_versions(self.scenario)
         in_flight_updates = streaming and self.scenario.schedule.in_flight_updates
         for engine in self.engines:
             if (
                 engine.wake is not None
-                or (streaming and engine.blocked_with_room)
                 or (in_flight_updates and engine.version < self.latest_version)
+                or (streaming and engine.blocked_with_room and self.admissible(engine) > 0)
             ):
                 engine.poke()
+
+    def admissible(self, engine: Engine) -> int:
+        """Groups the policy lets ``engine`` start now."""
+        return policy.admissible_groups(
+            self.scenario, engine_version=engine.version, live_groups=self.live_groups, queued_groups=len(self.queue)
+        )
 
     def _learner(self, on_step: StepCallback | None) -> Generator[simpy.Event, None, None]:
         env = self.env
