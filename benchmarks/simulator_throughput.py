@@ -23,6 +23,7 @@ import simpy
 
 from scenarios.loading import load_scenario
 from scenarios.record import summarize
+from scenarios.scenario import Scenario
 from simulator.simulation import Simulation
 
 BARE_EVENTS = 1_000_000
@@ -44,6 +45,17 @@ def _seconds(work: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def _run_record(sim: Simulation, scenario: Scenario) -> dict:
+    events = sim.recorder.events(sim.engines, wall_time=sim.env.now)
+    return summarize(
+        events,
+        backend="simulator",
+        scenario_name=scenario.name,
+        engines=scenario.cluster.engines,
+        concurrency=scenario.engine_concurrency,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default="large-streaming")
@@ -56,26 +68,22 @@ def main() -> None:
         bare.append(bare_simpy_events_per_s())
         sim = Simulation(scenario)
         simulated.append(_seconds(sim.run))
-        rollouts = len(sim.recorder.sample_end)
-        events = sim.recorder.events(sim.engines, wall_time=sim.env.now)
-        record.append(
-            _seconds(
-                lambda: summarize(
-                    sim.recorder.events(sim.engines, wall_time=sim.env.now),
-                    backend="simulator",
-                    scenario_name=scenario.name,
-                    engines=scenario.cluster.engines,
-                    concurrency=scenario.engine_concurrency,
-                )
-            )
-        )
+        record.append(_seconds(lambda sim=sim: _run_record(sim, scenario)))
+    rollouts = len(sim.recorder.sample_end)
+    events = len(sim.recorder.events(sim.engines, wall_time=sim.env.now))
     bare_rate = max(bare)
     rollout_rate = rollouts / min(simulated)
     with_record_rate = rollouts / (min(simulated) + min(record))
-    print(f"scenario            {scenario.name}: {scenario.cluster.engines} engines, {rollouts:,} rollouts, {len(events):,} events")
+    print(
+        f"scenario            {scenario.name}: {scenario.cluster.engines} engines, {rollouts:,} rollouts, {len(events):,} events"
+    )
     print(f"bare SimPy          {bare_rate:,.0f} timeouts/s")
-    print(f"simulation          {rollout_rate:,.0f} rollouts/s   = {bare_rate / rollout_rate:.2f} bare events per rollout")
-    print(f"with run record     {with_record_rate:,.0f} rollouts/s   = {bare_rate / with_record_rate:.2f} bare events per rollout")
+    print(
+        f"simulation          {rollout_rate:,.0f} rollouts/s   = {bare_rate / rollout_rate:.2f} bare events per rollout"
+    )
+    print(
+        f"with run record     {with_record_rate:,.0f} rollouts/s   = {bare_rate / with_record_rate:.2f} bare events per rollout"
+    )
 
 
 if __name__ == "__main__":

@@ -107,16 +107,15 @@ class MeasuredCosts:
 
     def __init__(self, scenario: Scenario, profile: CostProfile) -> None:
         self._profile = profile
-        self._table = [profile.decode_step(b) for b in range(scenario.engine_concurrency + 1)]
         self._per_context = profile.decode_context_token_s
         self._training_devices = scenario.training_devices
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
-        return self._table[batch] + self._per_context * context_tokens
+        return self._profile.decode_step(batch) + self._per_context * context_tokens
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
-        zeros = [0.0] * (max_batch + 1)
-        return DecodeTable(self._table[: max_batch + 1], self._per_context, zeros, 0.0)
+        measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
+        return DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
 
     def prefill(self, prompt_tokens: int) -> float:
         return prompt_tokens * self._profile.prefill_token_s

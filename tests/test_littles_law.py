@@ -33,15 +33,17 @@ def long_run():
     train = events[events["kind"] == "train"].set_index("step").sort_index()
     trained = events[(events["kind"] == "generate") & (events["step"] >= 0)]
     start = trained["start"].to_numpy()
-    leave = train.loc[trained["step"], "start"].to_numpy()
-    return scenario, result, train, trained, start, leave
+    leave = train.loc[trained["step"], "start"].to_numpy()  # trained when its step starts
+    return result.summary, train, trained, start, leave
 
 
 def test_time_average_in_system_equals_rate_times_time_in_system(long_run) -> None:
-    scenario, result, train, trained, start, leave = long_run
-    wall = result.summary["wall_time_s"]
+    summary, _, trained, start, leave = long_run
+    wall = summary["wall_time_s"]
     grid = np.linspace(0.0, wall, 20_001)
-    in_system = np.searchsorted(np.sort(start), grid, side="right") - np.searchsorted(np.sort(leave), grid, side="right")
+    in_system = np.searchsorted(np.sort(start), grid, side="right") - np.searchsorted(
+        np.sort(leave), grid, side="right"
+    )
     time_average = float(in_system.mean())
     rate = len(trained) / wall
     mean_time = float((leave - start).mean())
@@ -49,7 +51,7 @@ def test_time_average_in_system_equals_rate_times_time_in_system(long_run) -> No
 
 
 def test_staleness_is_the_in_system_count_sampled_at_publish_instants(long_run) -> None:
-    scenario, result, train, trained, start, leave = long_run
+    summary, train, trained, start, leave = long_run
     publishes = train["end"].to_numpy()[:-1]  # version k+1 appears when step k ends
     # Rollouts in the system (by the clock, not by version labels) at each publish instant.
     in_system = [int(((start < moment) & (moment <= leave)).sum()) for moment in publishes]
@@ -57,4 +59,4 @@ def test_staleness_is_the_in_system_count_sampled_at_publish_instants(long_run) 
     lag = latest_at_start - trained["version"].to_numpy()
     assert (lag >= 0).all()  # nobody generates with weights not yet published
     expected = lag.mean() + np.sum(in_system) / len(trained)
-    assert result.summary["staleness"]["mean"] == pytest.approx(expected, rel=1e-9)
+    assert summary["staleness"]["mean"] == pytest.approx(expected, rel=1e-9)

@@ -58,7 +58,9 @@ def scenarios(draw: st.DrawFn) -> Any:
 
 
 costs = st.builds(
-    lambda d1, d8, p, t, s: profile(decode_step_s={1: d1, 8: d1 + d8}, prefill_token_s=p, train_token_s=t, weight_sync_s=s),
+    lambda d1, d8, p, t, s: profile(
+        decode_step_s={1: d1, 8: d1 + d8}, prefill_token_s=p, train_token_s=t, weight_sync_s=s
+    ),
     st.floats(0.001, 0.02),
     st.floats(0.0, 0.02),
     st.floats(0.0, 0.002),

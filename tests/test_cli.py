@@ -1,0 +1,161 @@
+"""The asyncrl command: shipped scenarios, outputs, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from asyncrl.cli import main
+from scenarios.loading import load_scenario, shipped_scenarios
+from scenarios.record import EVENT_COLUMNS
+
+DELETE = object()
+QUICKSTART = yaml.safe_load((Path(__file__).parents[1] / "scenarios" / "quickstart.yaml").read_text())
+
+
+def write_scenario(tmp_path: Path, **changes) -> Path:
+    """quickstart.yaml with some sections changed, written to a temporary file."""
+    data = json.loads(json.dumps(QUICKSTART))
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is DELETE:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(shipped_scenarios()))
+def test_every_shipped_scenario_loads_and_simulates(name: str, tmp_path: Path, capsys) -> None:
+    assert main(["simulate", name, "--steps", "3", "--out", str(tmp_path / name), "--quiet"]) == 0
+    summary = json.loads((tmp_path / name / "summary.json").read_text())
+    assert summary["steps"] == 3
+    assert summary["samples"]["trained"] == 3 * load_scenario(name).batch_samples
+
+
+def test_simulate_writes_a_complete_run_record(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["simulate", "quickstart", "--steps", "5", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "throughput" in printed and "staleness" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    for key in (
+        "backend",
+        "scenario",
+        "steps",
+        "wall_time_s",
+        "step_time_s",
+        "throughput",
+        "staleness",
+        "utilization",
+        "weight_sync_s",
+    ):
+        assert key in summary
+    assert summary["backend"] == "simulator"
+    assert set(summary["staleness"]) >= {"mean", "p50", "p95", "max", "histogram"}
+    events = pd.read_parquet(out / "events.parquet")
+    assert list(events.columns) == list(EVENT_COLUMNS)
+    resolved = load_scenario(out / "scenario.yaml")
+    assert resolved.schedule.max_concurrency == load_scenario("quickstart").engine_concurrency
+    assert resolved.run.steps == 5
+
+
+def test_json_output_and_overrides(tmp_path: Path, capsys) -> None:
+    args = [
+        "simulate",
+        "quickstart",
+        "--steps",
+        "4",
+        "--set",
+        "schedule.kind=sync",
+        "--set",
+        "cluster.generation_devices=16",
+    ]
+    assert main([*args, "--out", str(tmp_path / "r"), "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["staleness"]["max"] == 0
+    assert yaml.safe_load((tmp_path / "r" / "scenario.yaml").read_text())["cluster"]["generation_devices"] == 16
+
+
+def test_speedup_compares_against_both_sync_baselines(capsys) -> None:
+    assert main(["speedup", "quickstart", "--steps", "5", "--quiet"]) == 0
+    table = capsys.readouterr().out
+    assert "sync, same split" in table and "sync, colocated on 16" in table
+
+
+def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "size.csv"
+    args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "3", "--max-staleness", "1"]
+    assert main([*args, "--out", str(out), "--quiet"]) == 0
+    rows = pd.read_csv(out)
+    assert rows.iloc[0, 0].startswith("sync colocated 16")  # the baseline on top
+    throughput = rows["samples/s"].iloc[1:].to_numpy()
+    assert (throughput[:-1] >= throughput[1:]).all()  # then best first
+    assert len(rows) > 2
+
+
+def test_schema_is_json_schema(capsys) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert {"model", "hardware", "cluster", "workload", "schedule"} <= set(schema["properties"])
+
+
+BAD_INPUT = [
+    ({"workload__completion_tokens__sigmaa": 1.0}, "workload.completion_tokens.sigmaa: not a setting here"),
+    ({"workload__prompts_per_step": "many"}, "workload.prompts_per_step: Input should be a valid integer"),
+    ({"cluster__generation_devices": 0}, "cluster.generation_devices: Input should be greater than 0"),
+    ({"workload__samples_per_prompt": -4}, "workload.samples_per_prompt: Input should be greater than 0"),
+    ({"workload__completion_tokens__sigma": -1}, "workload.completion_tokens.sigma: Input should be greater than 0"),
+    (
+        {"workload__completion_tokens__max_tokens": 512},
+        "workload.completion_tokens.max_tokens: 512 is below the median",
+    ),
+    ({"schedule": {"kind": "sync", "off_policy_steps": 1}}, "schedule.off_policy_steps: not a setting here"),
+    ({"hardware__profile": "missing.yaml"}, "hardware.profile: file not found"),
+    ({"hardware__device": "h300"}, "hardware.device: Input should be"),
+    ({"model__preset": "llama-9"}, "model.preset: Input should be"),
+    ({"cluster__devices_per_engine": 3}, "cluster.devices_per_engine: 3 does not divide generation_devices (8)"),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), BAD_INPUT)
+def test_bad_input_is_one_line_naming_the_field_and_writes_nothing(tmp_path: Path, capsys, changes, message) -> None:
+    path = write_scenario(tmp_path, **changes)
+    out = tmp_path / "out"
+    assert main(["simulate", str(path), "--out", str(out), "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and message in captured.err
+    assert not out.exists()
+
+
+def test_profile_lacking_a_field_is_named(tmp_path: Path, capsys) -> None:
+    (tmp_path / "profile.yaml").write_text("decode_step_s: {1: 0.01}\nprefill_token_s: 1.0e-5\nweight_sync_s: 0.3\n")
+    path = write_scenario(tmp_path, hardware__profile="profile.yaml")
+    assert main(["simulate", str(path), "--quiet", "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("asyncrl: error: hardware.profile: ")
+    assert error.rstrip().endswith("profile.yaml: train_token_s: Field required")
+
+
+def test_the_installed_command_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, workload__completion_tokens__sigma=-1)
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrl", "simulate", str(path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip() == "asyncrl: error: workload.completion_tokens.sigma: Input should be greater than 0"

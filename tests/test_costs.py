@@ -1,0 +1,69 @@
+"""Cost formulas against examples worked with the datasheet figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from scenarios.loading import load_scenario
+from simulator.costs import AnalyticCosts, MeasuredCosts
+from tests.conftest import profile, small_scenario
+
+H100_PEAK, H100_BANDWIDTH, H100_NETWORK = 989e12, 3350e9, 50e9
+LLAMA_8B = 8_030_261_248
+
+
+def test_decode_of_an_8b_model_is_bound_by_reading_its_weights() -> None:
+    costs = AnalyticCosts(load_scenario("quickstart"))
+    weights_s = LLAMA_8B * 2 / (H100_BANDWIDTH * 0.8)  # bf16 weights at 80% of 3.35 TB/s: ~6.0 ms
+    assert costs.decode_step(1, 0) == pytest.approx(weights_s)
+    kv_per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16
+    assert costs.decode_step(64, 100_000) == pytest.approx(weights_s + 100_000 * kv_per_token / (H100_BANDWIDTH * 0.8))
+
+
+def test_decode_turns_compute_bound_at_large_batches() -> None:
+    costs = AnalyticCosts(load_scenario("quickstart", ["schedule.max_concurrency=256"]))
+    flops = 2 * LLAMA_8B * 256
+    assert costs.decode_step(256, 0) == pytest.approx(max(flops / H100_PEAK, LLAMA_8B * 2 / (H100_BANDWIDTH * 0.8)))
+
+
+def test_training_prefill_and_sync_formulas() -> None:
+    costs = AnalyticCosts(load_scenario("quickstart"))
+    # (6 + 2 · 1 extra forward pass) · N · tokens / (8 devices · peak · 0.35 MFU)
+    assert costs.train_step(1_000_000) == pytest.approx(8 * LLAMA_8B * 1e6 / (8 * H100_PEAK * 0.35))
+    assert costs.prefill(256) == pytest.approx(2 * LLAMA_8B * 256 / (H100_PEAK * 0.35))
+    assert costs.weight_sync() == pytest.approx(LLAMA_8B * 2 / H100_NETWORK + 0.05)
+
+
+def test_tensor_parallel_engines_add_bandwidth_and_split_the_sync() -> None:
+    one = AnalyticCosts(load_scenario("quickstart"))
+    two = AnalyticCosts(load_scenario("quickstart", ["cluster.devices_per_engine=2"]))
+    assert two.decode_step(1, 0) == pytest.approx(one.decode_step(1, 0) / 2)
+    assert two.weight_sync() - 0.05 == pytest.approx((one.weight_sync() - 0.05) / 2)
+
+
+def test_moe_reads_only_the_experts_a_small_batch_uses() -> None:
+    costs = AnalyticCosts(load_scenario("moe-streaming"))
+    active, total, bandwidth = 3_338_511_360, 30_532_122_624, 2 * 4800e9 * 0.8  # two H200s per engine
+    assert costs.decode_step(1, 0) == pytest.approx(active * 2 / bandwidth)
+    assert costs.decode_step(16, 0) == pytest.approx(total * 2 / bandwidth)
+
+
+def test_measured_profile_interpolates_between_batch_sizes_and_stays_flat_beyond() -> None:
+    table = profile(decode_step_s={1: 0.010, 16: 0.012, 64: 0.018})
+    assert table.decode_step(1) == 0.010
+    assert table.decode_step(8) == pytest.approx(0.010 + 0.002 * 7 / 15)
+    assert table.decode_step(40) == pytest.approx(0.012 + 0.006 * 24 / 48)
+    assert table.decode_step(100) == 0.018
+    costs = MeasuredCosts(small_scenario(schedule={"kind": "sync", "max_concurrency": 100}), table)
+    assert costs.decode_step(40, 0) == pytest.approx(table.decode_step(40))
+    assert costs.train_step(1000) == pytest.approx(1000 * 0.002 / 2)  # two training devices
+
+
+def test_decode_tables_agree_with_the_formulas() -> None:
+    for costs in (
+        AnalyticCosts(load_scenario("moe-streaming")),
+        MeasuredCosts(small_scenario(), profile(decode_context_token_s=1e-6)),
+    ):
+        table = costs.decode_step_table(64)
+        for batch, context in [(1, 0.0), (7, 5_000.0), (64, 1e6)]:
+            assert table(batch, context) == pytest.approx(costs.decode_step(batch, context))

@@ -1,0 +1,101 @@
+"""The schedule rules on small explicit states, worked by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scenarios import policy
+from scenarios.policy import FinishedGroup
+from tests.conftest import small_scenario
+
+
+def scenario(schedule: dict[str, Any], steps: int = 10):
+    # Batches of B = 2 groups of 2 samples.
+    return small_scenario(schedule={"max_concurrency": 4, **schedule}, run={"steps": steps, "seed": 0})
+
+
+def admissible(sc, version: int, live: int, queued: int = 0) -> int:
+    return policy.admissible_groups(sc, engine_version=version, live_groups=live, queued_groups=queued)
+
+
+def test_sync_generates_batch_k_only_with_version_k() -> None:
+    sync = scenario({"kind": "sync"})
+    assert admissible(sync, version=0, live=0) == 2  # batch 0, both groups
+    assert admissible(sync, version=0, live=1) == 1
+    assert admissible(sync, version=0, live=2) == 0  # batch 1 needs version 1
+    assert admissible(sync, version=1, live=2) == 2
+
+
+def test_pipelined_generates_batch_k_with_exactly_version_k_minus_n() -> None:
+    pipelined = scenario({"kind": "pipelined", "off_policy_steps": 1})
+    assert admissible(pipelined, version=0, live=0) == 4  # batches 0 and 1 both use version 0
+    assert admissible(pipelined, version=0, live=4) == 0  # batch 2 needs version 1
+    assert admissible(pipelined, version=1, live=4) == 2
+    assert admissible(pipelined, version=2, live=4) == 0  # exactly k - N: a newer version does not do
+    assert policy.lowest_version(9, pipelined) == 3  # group 9 is in batch 4, generated with version 3
+
+
+def test_streaming_admits_up_to_the_staleness_window() -> None:
+    streaming = scenario({"kind": "streaming", "max_staleness": 1, "queue_capacity": 2})
+    # Version 0 may start groups of batches 0 and 1 (staleness ≤ 1): live indices 0..3.
+    assert admissible(streaming, version=0, live=3) == 1
+    assert admissible(streaming, version=0, live=4) == 0
+    assert admissible(streaming, version=2, live=4) == 4  # any version ≥ the floor will do
+    assert admissible(streaming, version=2, live=4, queued=2) == 0  # a full queue blocks generation
+    dropping = scenario({"kind": "streaming", "max_staleness": 1, "queue_capacity": 2, "queue_policy": "drop_oldest"})
+    assert admissible(dropping, version=2, live=4, queued=2) == 4
+
+
+def test_nothing_starts_beyond_what_the_run_trains() -> None:
+    short = scenario({"kind": "streaming", "max_staleness": 5}, steps=2)
+    assert admissible(short, version=0, live=3) == 1
+    assert admissible(short, version=0, live=4) == 0
+
+
+def test_sync_target_for_exact_schedules_waits_for_an_empty_engine() -> None:
+    sync = scenario({"kind": "sync"})
+    assert policy.sync_target(sync, engine_version=0, latest_version=1, live_groups=2, in_flight=0) == 1
+    assert policy.sync_target(sync, engine_version=0, latest_version=1, live_groups=2, in_flight=3) is None
+    assert policy.sync_target(sync, engine_version=1, latest_version=1, live_groups=2, in_flight=0) is None
+    pipelined = scenario({"kind": "pipelined", "off_policy_steps": 2})
+    # Batch 3 (live 6) needs version 1, though version 2 is out: load exactly 1.
+    assert policy.sync_target(pipelined, engine_version=0, latest_version=2, live_groups=6, in_flight=0) == 1
+
+
+def test_sync_target_for_streaming() -> None:
+    lazy = scenario({"kind": "streaming", "max_staleness": 2})
+    assert policy.sync_target(lazy, engine_version=0, latest_version=2, live_groups=5, in_flight=0) == 2
+    assert policy.sync_target(lazy, engine_version=0, latest_version=2, live_groups=5, in_flight=1) is None
+    eager = scenario({"kind": "streaming", "max_staleness": 2, "in_flight_updates": True})
+    assert policy.sync_target(eager, engine_version=0, latest_version=2, live_groups=5, in_flight=1) == 2
+    done = scenario({"kind": "streaming", "max_staleness": 2}, steps=2)
+    assert policy.sync_target(done, engine_version=0, latest_version=1, live_groups=4, in_flight=0) is None
+
+
+def test_overflow_drops_the_oldest_only_under_drop_oldest() -> None:
+    block = scenario({"kind": "streaming", "queue_capacity": 2})
+    dropping = scenario({"kind": "streaming", "queue_capacity": 2, "queue_policy": "drop_oldest"})
+    assert policy.overflow(block, queued_groups=2) == 0
+    assert policy.overflow(dropping, queued_groups=1) == 0
+    assert policy.overflow(dropping, queued_groups=2) == 1
+
+
+def test_exact_batches_wait_for_all_their_groups() -> None:
+    pipelined = scenario({"kind": "pipelined", "off_policy_steps": 1})
+    queue = [
+        FinishedGroup(0, batch=0, version=0),
+        FinishedGroup(2, batch=1, version=0),
+        FinishedGroup(1, batch=0, version=0),
+    ]
+    assert policy.select_batch(pipelined, queue, step=0) == policy.BatchChoice(take=(0, 2), drop=())
+    assert policy.select_batch(pipelined, queue, step=1) == policy.BatchChoice(take=(), drop=())
+
+
+def test_streaming_drops_the_too_stale_and_takes_the_oldest_first() -> None:
+    streaming = scenario({"kind": "streaming", "max_staleness": 1})
+    versions = [1, 3, 2, 2]  # step 3 with bound 1: version 1 is too stale
+    queue = [FinishedGroup(i, batch=0, version=v) for i, v in enumerate(versions)]
+    choice = policy.select_batch(streaming, queue, step=3)
+    assert choice.drop == (0,)
+    assert choice.take == (2, 3)  # the two version-2 groups, before the version-3 one
+    assert policy.select_batch(streaming, queue[:2], step=3) == policy.BatchChoice(take=(), drop=(0,))
