@@ -75,7 +75,7 @@ def main() -> None:
     rollout_rate = rollouts / min(simulated)
     with_record_rate = rollouts / (min(simulated) + min(record))
     print(
-        f"scenario            {scenario.name}: {scenario.cluster.engines} engines, {rollouts:,} rollouts, {len(events):,} events"
+        f"scenario            {scenario.name}: {scenario.cluster.engines} engines, {rollouts:,} rollouts, {events:,} events"
     )
     print(f"bare SimPy          {bare_rate:,.0f} timeouts/s")
     print(
