@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     ValidationInfo,
     field_validator,
@@ -62,6 +63,10 @@ class ModelSpec(_Section):
     kv_heads: PositiveInt | None = None
     head_dim: PositiveInt | None = None
     dtype: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"
+    path: Path | None = Field(
+        None, description="executor: local checkpoint directory (safetensors); else built from preset"
+    )
+    trust_remote_code: bool = Field(False, description="executor: allow code shipped with a local checkpoint")
 
     @model_validator(mode="after")
     def _fill_from_preset(self) -> ModelSpec:
@@ -165,6 +170,10 @@ class WorkloadSpec(_Section):
     samples_per_prompt: PositiveInt = Field(description="group size")
     prompt_tokens: LengthDistribution = Field(default_factory=lambda: Fixed(kind="fixed", value=256))
     completion_tokens: LengthDistribution
+    task: str | None = Field(
+        None,
+        description="executor: a shipped task name or module:function; none = timing mode (lengths drawn, enforced)",
+    )
 
     @property
     def samples_per_step(self) -> int:
@@ -229,11 +238,20 @@ class AlgorithmSpec(_Section):
         1, description="optimizer updates per batch (minibatches); compute is unchanged"
     )
     extra_forward_passes: NonNegativeInt = Field(1, description="forward passes per sample besides the training pass")
+    learning_rate: PositiveFloat = Field(1e-4, description="executor: Adam learning rate")
+    clip_eps: PositiveFloat | None = Field(0.2, description="executor: PPO-style clip of the importance ratio")
+    truncation_cap: PositiveFloat | None = Field(
+        None, description="executor: cap on the importance weight (truncated importance sampling); none = no cap"
+    )
+    kl_coef: NonNegativeFloat = Field(0.0, description="executor: KL-to-initial-policy penalty")
+    dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature")
+    temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
 
 
 class RunSpec(_Section):
     steps: PositiveInt = Field(100, description="learner steps")
     seed: NonNegativeInt = 0
+    checkpoint_every: PositiveInt | None = Field(None, description="executor: learner checkpoint every N steps")
 
 
 class Scenario(_Section):
