@@ -58,8 +58,9 @@ def speedup_variants(scenario: Scenario) -> list[Variant]:
 
 def sizing_variants(
     scenario: Scenario, devices: int, kinds: Iterable[str], staleness: Iterable[int], splits: int = 16
-) -> tuple[Variant | None, list[Variant]]:
-    """The sync colocated baseline on ``devices``, and every split × engine size × schedule asked for."""
+) -> tuple[list[Variant], list[Variant]]:
+    """Sync colocated baselines on ``devices`` (one per engine size that fits), and every
+    split × engine size × schedule asked for."""
     schedules = [_schedule(kind, bound) for kind in kinds for bound in (staleness if kind != "sync" else [0])]
     candidates: list[Variant] = []
     for tp in TENSOR_PARALLEL_SIZES:
@@ -69,10 +70,11 @@ def sizing_variants(
                 variant = _try(scenario, {**cluster, "devices_per_engine": tp, "colocated": False}, schedule)
                 if variant is not None:
                     candidates.append(Variant(f"{label} {generation}:{devices - generation} tp{tp}", variant))
-    return _baseline(scenario, devices), candidates
+    return _baselines(scenario, devices), candidates
 
 
-def _baseline(scenario: Scenario, devices: int) -> Variant | None:
+def _baselines(scenario: Scenario, devices: int) -> list[Variant]:
+    baselines = []
     for tp in TENSOR_PARALLEL_SIZES:
         cluster = {
             "generation_devices": devices,
@@ -82,8 +84,8 @@ def _baseline(scenario: Scenario, devices: int) -> Variant | None:
         }
         variant = _try(scenario, cluster, {"kind": "sync"})
         if variant is not None:
-            return Variant(f"sync colocated {devices} tp{tp} (baseline)", variant)
-    return None
+            baselines.append(Variant(f"sync colocated {devices} tp{tp} (baseline)", variant))
+    return baselines
 
 
 def _schedule(kind: str, bound: int) -> tuple[str, dict[str, Any]]:

@@ -65,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     size.add_argument(
         "--splits", type=_positive, default=16, help="most generation device counts tried per engine size (default 16)"
     )
+    size.add_argument("--top", type=_positive, default=20, help="rows printed (all go to the CSV; default 20)")
     size.add_argument("--out", type=Path, help="CSV of the ranked table (default: runs/<scenario name>-size.csv)")
     size.set_defaults(command=_size)
 
@@ -152,16 +153,15 @@ def _size(args: argparse.Namespace) -> int:
     scenario = _load(args)
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
-    baseline, candidates = sizing_variants(scenario, args.devices, kinds, bounds, args.splits)
+    baselines, candidates = sizing_variants(scenario, args.devices, kinds, bounds, args.splits)
     if not candidates:
         raise ScenarioError(
             f"--devices: no split of {args.devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
         )
-    variants = ([baseline] if baseline else []) + candidates
-    results = list(simulate_all(variants, progress=not args.quiet))
-    ranked = results[: 1 if baseline else 0] + sorted(
-        results[1 if baseline else 0 :], key=lambda r: -r[1]["throughput"]["samples_per_s"]
-    )
+    results = list(simulate_all(baselines + candidates, progress=not args.quiet))
+    throughput = _throughput_of
+    best_baseline = sorted(results[: len(baselines)], key=throughput)[:1]  # the best sync colocated engine size
+    ranked = best_baseline + sorted(results[len(baselines) :], key=throughput)
     header = ["schedule split tp", *_FIGURE_HEADER]
     rows = [[variant.label, *_figures(summary)] for variant, summary in ranked]
     out = args.out or Path("runs") / f"{scenario.name}-size.csv"
@@ -172,9 +172,16 @@ def _size(args: argparse.Namespace) -> int:
         print(json.dumps([{"label": v.label, **s} for v, s in ranked], indent=2))
         return 0
     print(f"{scenario.name}: {args.devices} devices, {scenario.run.steps} steps simulated per row, best first")
-    print(format_table(header, rows))
+    print(format_table(header, rows[: args.top + 1]))
+    if len(rows) > args.top + 1:
+        print(f"... {len(rows) - args.top - 1} more rows in the CSV")
     print(f"wrote {out}")
     return 0
+
+
+def _throughput_of(result: tuple) -> float:
+    """Sort key: highest throughput first."""
+    return -result[1]["throughput"]["samples_per_s"]
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -1,0 +1,284 @@
+"""Two run records side by side: how far run B is from run A, figure by figure.
+
+    run A (e.g. simulator, predicted) ─┐
+                                       ├─► compare_summaries ─► Comparison ─► table / comparison.json
+    run B (e.g. executor, measured)  ──┘                          └─► figures_off(tolerance)
+
+Every figure is read from ``summary.json`` (see ``scenarios.record.summarize``),
+so simulator and executor runs compare the same way, in any mix.
+
+Relative error is ``(B − A) / |A|``. Where A is 0 it is 0 when B is 0 too and
+±infinity otherwise (any departure from an exact zero is off by more than any
+tolerance); ``comparison.json`` writes a non-finite error as ``null`` next to
+the absolute error ``B − A``, which is always finite.
+
+The staleness histograms are compared by total variation distance, half the
+sum of absolute differences between the normalized histograms: 0 when the
+shapes match, 1 when they share no staleness value. The tolerance check holds
+it to the same bound as the relative errors.
+
+The speedup comparison takes four runs: predicted speedup ``wall(sync A) /
+wall(async A)`` against measured ``wall(sync B) / wall(async B)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scenarios.loading import ScenarioError
+from scenarios.record import read_summary
+
+Summary = Mapping[str, Any]
+
+# (key in comparison.json, label for tables, path in summary.json)
+FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("wall_time_s", "wall time (s)", ("wall_time_s",)),
+    ("step_time_s.mean", "step time mean (s)", ("step_time_s", "mean")),
+    ("step_time_s.p50", "step time p50 (s)", ("step_time_s", "p50")),
+    ("step_time_s.p95", "step time p95 (s)", ("step_time_s", "p95")),
+    ("throughput.samples_per_s", "throughput (samples/s)", ("throughput", "samples_per_s")),
+    ("throughput.tokens_per_s", "throughput (tokens/s)", ("throughput", "tokens_per_s")),
+    ("staleness.mean", "staleness mean (steps)", ("staleness", "mean")),
+    ("staleness.p95", "staleness p95 (steps)", ("staleness", "p95")),
+    ("staleness.max", "staleness max (steps)", ("staleness", "max")),
+    ("utilization.generation", "generation utilization", ("utilization", "generation")),
+    ("utilization.training", "training utilization", ("utilization", "training")),
+    ("utilization.generation_slots", "engine slot utilization", ("utilization", "generation_slots")),
+)
+HISTOGRAM_DISTANCE = "staleness.histogram_tv"
+SPEEDUP = "speedup"
+
+
+class RunRecordError(ScenarioError):
+    """A path that is not a complete run record; the command line prints it as one line."""
+
+
+@dataclass(frozen=True)
+class FigureComparison:
+    key: str
+    label: str
+    a: float
+    b: float
+
+    @property
+    def absolute_error(self) -> float:
+        return self.b - self.a
+
+    @property
+    def relative_error(self) -> float:
+        return relative_error(self.a, self.b)
+
+
+@dataclass(frozen=True)
+class SpeedupComparison:
+    sync_a_s: float
+    async_a_s: float
+    sync_b_s: float
+    async_b_s: float
+
+    @property
+    def predicted(self) -> float:
+        return _speedup(self.sync_a_s, self.async_a_s)
+
+    @property
+    def measured(self) -> float:
+        return _speedup(self.sync_b_s, self.async_b_s)
+
+    @property
+    def relative_error(self) -> float:
+        return relative_error(self.predicted, self.measured)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a_label: str
+    b_label: str
+    figures: list[FigureComparison]
+    staleness_tv: float
+    speedup: SpeedupComparison | None = None
+    a_run: dict[str, str] = field(default_factory=dict)  # backend and scenario of each side
+    b_run: dict[str, str] = field(default_factory=dict)
+
+
+def relative_error(a: float, b: float) -> float:
+    """``(b − a) / |a|``; for ``a == 0``: 0 if ``b == 0``, else ±infinity with the sign of ``b``."""
+    if a == 0:
+        return 0.0 if b == 0 else math.copysign(math.inf, b)
+    return (b - a) / abs(a)
+
+
+def figure_value(summary: Summary, path: tuple[str, ...]) -> float:
+    value: Any = summary
+    for key in path:
+        value = value[key]
+    return float(value)
+
+
+def normalized_histogram(histogram: Mapping[str, int]) -> dict[int, float]:
+    """Staleness value → share of trained samples; empty when nothing was trained."""
+    total = sum(histogram.values())
+    return {int(value): count / total for value, count in histogram.items()} if total > 0 else {}
+
+
+def total_variation(a: Mapping[str, int], b: Mapping[str, int]) -> float:
+    """Total variation distance between two staleness histograms (counts keyed by staleness)."""
+    p, q = normalized_histogram(a), normalized_histogram(b)
+    if not p or not q:
+        return 0.0 if not p and not q else 1.0
+    return 0.5 * sum(abs(p.get(value, 0.0) - q.get(value, 0.0)) for value in p.keys() | q.keys())
+
+
+def compare_summaries(
+    a: Summary, b: Summary, *, a_label: str = "A", b_label: str = "B", speedup: SpeedupComparison | None = None
+) -> Comparison:
+    """Every figure of B against A, the staleness histogram distance, and the speedup comparison if given."""
+    figures = [
+        FigureComparison(key, label, figure_value(a, path), figure_value(b, path)) for key, label, path in FIGURES
+    ]
+    return Comparison(
+        a_label=a_label,
+        b_label=b_label,
+        figures=figures,
+        staleness_tv=total_variation(a["staleness"]["histogram"], b["staleness"]["histogram"]),
+        speedup=speedup,
+        a_run=_run_identity(a),
+        b_run=_run_identity(b),
+    )
+
+
+def compare_speedup(sync_a: Summary, async_a: Summary, sync_b: Summary, async_b: Summary) -> SpeedupComparison:
+    """Predicted speedup wall(sync A)/wall(async A) against measured wall(sync B)/wall(async B)."""
+    return SpeedupComparison(
+        sync_a_s=float(sync_a["wall_time_s"]),
+        async_a_s=float(async_a["wall_time_s"]),
+        sync_b_s=float(sync_b["wall_time_s"]),
+        async_b_s=float(async_b["wall_time_s"]),
+    )
+
+
+def figures_off(comparison: Comparison, tolerance: float) -> list[str]:
+    """Keys of the figures whose relative error (or histogram distance) exceeds ``tolerance``, in table order."""
+    off = [figure.key for figure in comparison.figures if abs(figure.relative_error) > tolerance]
+    if comparison.staleness_tv > tolerance:
+        off.append(HISTOGRAM_DISTANCE)
+    if comparison.speedup is not None and abs(comparison.speedup.relative_error) > tolerance:
+        off.append(SPEEDUP)
+    return off
+
+
+def comparison_dict(comparison: Comparison, tolerance: float | None = None) -> dict[str, Any]:
+    """The comparison as plain JSON-safe data (non-finite errors become ``null``)."""
+    data: dict[str, Any] = {
+        "a": {"run": comparison.a_label, **comparison.a_run},
+        "b": {"run": comparison.b_label, **comparison.b_run},
+        "figures": {
+            figure.key: {
+                "a": figure.a,
+                "b": figure.b,
+                "absolute_error": figure.absolute_error,
+                "relative_error": _finite_or_none(figure.relative_error),
+            }
+            for figure in comparison.figures
+        },
+        HISTOGRAM_DISTANCE: comparison.staleness_tv,
+        SPEEDUP: _speedup_dict(comparison.speedup) if comparison.speedup else None,
+    }
+    if tolerance is not None:
+        data["tolerance"] = {"bound": tolerance, "off": figures_off(comparison, tolerance)}
+    return data
+
+
+def write_comparison(comparison: Comparison, out: Path, tolerance: float | None = None) -> Path:
+    """Write ``comparison.json`` (or ``out`` if it names a .json file) and return its path."""
+    path = out if out.suffix == ".json" else out / "comparison.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(comparison_dict(comparison, tolerance), indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def load_summary(run_dir: Path) -> dict[str, Any]:
+    """``summary.json`` of a run directory; RunRecordError if the directory or the file is missing."""
+    if not run_dir.is_dir():
+        raise RunRecordError(f"{run_dir}: no such run directory")
+    if not (run_dir / "summary.json").is_file():
+        raise RunRecordError(f"{run_dir}: no summary.json (not a run directory, or the run did not finish)")
+    try:
+        return read_summary(run_dir)
+    except json.JSONDecodeError as exc:
+        raise RunRecordError(f"{run_dir / 'summary.json'}: not valid JSON ({exc})") from None
+
+
+def compare_runs(a_dir: Path, b_dir: Path, speedup_dirs: tuple[Path, Path, Path, Path] | None = None) -> Comparison:
+    """Load two run directories (and four for the speedup) and compare them."""
+    speedup = compare_speedup(*(load_summary(path) for path in speedup_dirs)) if speedup_dirs else None
+    return compare_summaries(
+        load_summary(a_dir), load_summary(b_dir), a_label=str(a_dir), b_label=str(b_dir), speedup=speedup
+    )
+
+
+def table_rows(comparison: Comparison, tolerance: float | None = None) -> list[list[Any]]:
+    """Rows of figure, A, B, B − A, relative error (and 'OFF' marks when a tolerance is given)."""
+    off = set(figures_off(comparison, tolerance)) if tolerance is not None else set()
+    rows = [
+        [figure.label, figure.a, figure.b, figure.absolute_error, format_relative(figure.relative_error)]
+        for figure in comparison.figures
+    ]
+    rows.append(["staleness histogram TV distance", "", "", comparison.staleness_tv, ""])
+    keys = [figure.key for figure in comparison.figures] + [HISTOGRAM_DISTANCE]
+    if comparison.speedup is not None:
+        speedup = comparison.speedup
+        rows.append(
+            [
+                "speedup sync/async",
+                speedup.predicted,
+                speedup.measured,
+                speedup.measured - speedup.predicted,
+                format_relative(speedup.relative_error),
+            ]
+        )
+        keys.append(SPEEDUP)
+    if tolerance is not None:
+        for row, key in zip(rows, keys, strict=True):
+            row.append("OFF" if key in off else "")
+    return rows
+
+
+TABLE_HEADER = ["figure", "A", "B", "B - A", "rel. error"]
+
+
+def format_relative(error: float) -> str:
+    if math.isinf(error):
+        return "+inf" if error > 0 else "-inf"
+    return f"{error:+.1%}"
+
+
+def _speedup(sync_s: float, async_s: float) -> float:
+    return sync_s / async_s if async_s > 0 else 0.0
+
+
+def _speedup_dict(speedup: SpeedupComparison) -> dict[str, Any]:
+    return {
+        "wall_time_s": {
+            "sync_a": speedup.sync_a_s,
+            "async_a": speedup.async_a_s,
+            "sync_b": speedup.sync_b_s,
+            "async_b": speedup.async_b_s,
+        },
+        "predicted": speedup.predicted,
+        "measured": speedup.measured,
+        "absolute_error": speedup.measured - speedup.predicted,
+        "relative_error": _finite_or_none(speedup.relative_error),
+    }
+
+
+def _run_identity(summary: Summary) -> dict[str, str]:
+    return {"backend": str(summary.get("backend", "?")), "scenario": str(summary.get("scenario", "?"))}
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
