@@ -25,7 +25,7 @@ from scenarios.scenario import Scenario
 from simulator.costs import CostModel, cost_model
 from simulator.engine import Engine
 from simulator.recorder import Recorder
-from simulator.workload import LengthStream
+from scenarios.workload import LengthStream
 
 StepCallback = Callable[[int, float], None]
 

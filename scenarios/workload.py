@@ -1,4 +1,4 @@
-"""Prompt and completion lengths, drawn in group order so every schedule sees the same work.
+"""Prompt and completion lengths, drawn in group order so every schedule and backend sees the same work.
 
 Group ``i`` gets the same prompt length and the same completion lengths
 whichever schedule runs it: lengths come from two seeded streams (prompts,
