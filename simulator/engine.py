@@ -15,6 +15,7 @@ decoding: they accumulate in ``pause`` and elapse before progress moves again.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,8 @@ class Engine:
         self.blocked_with_room = False  # could hold another group but the policy said wait
         self.poked = False
         self._capacity = sim.scenario.engine_concurrency
+        self._planned: list[tuple[float, float, int]] = []  # quiet finishes applied ahead: (time, progress, sample)
+        self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._in_flight_updates = getattr(sim.scenario.schedule, "in_flight_updates", False)
         self._decode_step = sim.costs.decode_step_table(self._capacity)
         self.process = sim.env.process(self._run())
@@ -60,9 +63,6 @@ class Engine:
         """
         env, sim, heap = self.sim.env, self.sim, self.in_flight
         size, capacity, in_flight_updates = sim.group_size, self._capacity, self._in_flight_updates
-        table = self._decode_step
-        compute_base, compute_per_context = table.first, table.first_per_context
-        memory_base, memory_per_context = table.second, table.second_per_context
         ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
         heappop, timeout = heapq.heappop, env.timeout
         while True:
@@ -88,17 +88,11 @@ class Engine:
                 continue
             try:
                 while True:
-                    # Time to the next finish, at the decode-step time of this segment's mid context.
-                    progress, offset, batch = self.progress, self._context_offset, len(heap)
-                    mark = heap[0][0]
-                    tokens = mark - progress
-                    context = batch * (progress + tokens * 0.5) + offset
-                    compute = compute_base[batch] + compute_per_context * context
-                    memory = memory_base[batch] + memory_per_context * context
-                    self._step_s = step_s = compute if compute > memory else memory
-                    yield timeout(self._pause + tokens * step_s)
-                    # The timer landed exactly on that finish: retire every rollout ending there.
-                    now = env.now
+                    finish_at = self._plan_quiet_finishes()
+                    yield timeout(finish_at - env.now)
+                    self._planned = []  # the quiet finishes before it are now in the past
+                    # The timer landed exactly on a finish someone may see: retire every rollout ending there.
+                    now, mark, batch, offset = env.now, heap[0][0], len(heap), self._context_offset
                     self._clock, self._pause, self.progress = now, 0.0, mark
                     had_room = capacity - batch >= size
                     limit = mark + _EPS
@@ -119,7 +113,88 @@ class Engine:
                     if in_flight_updates and sim.latest_version > self.version:
                         break
             except simpy.Interrupt:
-                self.advance(env.now)
+                self.settle(env.now)
+
+    def _plan_quiet_finishes(self) -> float:
+        """Retire the finishes nobody else can see; return the time of the next one someone can.
+
+        A finish is *quiet* when it is the only one at its moment, completes no
+        group, and leaves the engine unable to start a group (no room gained, or
+        admission refused until a poke). It changes nothing but this engine's
+        batch size, so it is applied right away, at its own (future) time, without
+        a SimPy event. An interrupt before those times undoes them (``settle``).
+        Every simulated rollout passes through this loop, so it keeps what it
+        reads in locals and inlines ``_segment_step_s``.
+        """
+        sim, heap = self.sim, self.in_flight
+        self._planned = planned = []
+        self._plan_start = (self.progress, self._clock, self._pause)
+        size, capacity = sim.group_size, self._capacity
+        table = self._decode_step
+        compute_base, compute_per_context = table.first, table.first_per_context
+        memory_base, memory_per_context = table.second, table.second_per_context
+        ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
+        progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
+        gains_room = capacity - size + 1  # a finish at this batch size or below leaves room for a group
+        # ...which matters unless the engine already had room and was refused admission until a poke
+        had_room = capacity - size if self.blocked_with_room else -1
+        frozen_weights = not (self._in_flight_updates and sim.latest_version > self.version)
+        heappop, plan = heapq.heappop, planned.append
+        while True:
+            # Time to the next finish, at the decode-step time of this segment's mid context.
+            mark, sample = heap[0]
+            tokens = mark - progress
+            context = batch * (progress + tokens * 0.5) + offset
+            compute = compute_base[batch] + compute_per_context * context
+            memory = memory_base[batch] + memory_per_context * context
+            step_s = compute if compute > memory else memory
+            finish_at = clock + pause + tokens * step_s
+            if batch < 3 or not frozen_weights or (batch <= gains_room and batch > had_room):
+                break
+            group = sample // size
+            second, third = heap[1][0], heap[2][0]
+            if remaining[group] == 1 or (second if second < third else third) <= mark + _EPS:
+                break
+            heappop(heap)
+            plan((finish_at, mark, sample))
+            ends[sample] = finish_at
+            remaining[group] -= 1
+            offset -= prompts[group] - joins[group]
+            progress, clock, pause, batch = mark, finish_at, 0.0, batch - 1
+        self.progress, self._context_offset, self._clock, self._pause, self._step_s = (
+            progress,
+            offset,
+            clock,
+            pause,
+            step_s,
+        )
+        return finish_at
+
+    def settle(self, now: float) -> None:
+        """Bring the engine to ``now``: undo quiet finishes planned after it, then account the time."""
+        planned = self._planned
+        if planned and planned[-1][0] > now:
+            sim, size = self.sim, self.sim.group_size
+            while planned and planned[-1][0] > now:
+                _, mark, sample = planned.pop()
+                heapq.heappush(self.in_flight, (mark, sample))
+                sim.recorder.sample_end[sample] = math.nan
+                group = sample // size
+                sim.remaining[group] += 1
+                self._context_offset += sim.prompt_of[group] - sim.join_progress[group]
+            if planned:  # resume just after the last finish that did happen
+                self._clock, self.progress, self._pause = planned[-1][0], planned[-1][1], 0.0
+            else:
+                self.progress, self._clock, self._pause = self._plan_start
+            self._step_s = self._segment_step_s()
+        self._planned = []
+        self.advance(now)
+
+    def _segment_step_s(self) -> float:
+        """Decode-step time from now to the next finish, at the segment's mid context."""
+        batch = len(self.in_flight)
+        tokens = self.in_flight[0][0] - self.progress
+        return self._decode_step(batch, batch * (self.progress + tokens * 0.5) + self._context_offset)
 
     def advance(self, now: float) -> None:
         """Account the wall time since the last update: pauses first, then decoding."""

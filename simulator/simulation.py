@@ -22,10 +22,10 @@ from scenarios import policy
 from scenarios.policy import FinishedGroup
 from scenarios.record import summarize
 from scenarios.scenario import Scenario
+from scenarios.workload import LengthStream
 from simulator.costs import CostModel, cost_model
 from simulator.engine import Engine
 from simulator.recorder import Recorder
-from scenarios.workload import LengthStream
 
 StepCallback = Callable[[int, float], None]
 
@@ -172,7 +172,7 @@ class Simulation:
         self.env.process(self._learner(on_step))
         self.env.run(until=self.done)
         for engine in self.engines:
-            engine.advance(self.env.now)
+            engine.settle(self.env.now)
 
 
 def simulate(
