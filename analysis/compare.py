@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from scenarios.loading import ScenarioError
-from scenarios.record import read_summary
+from scenarios.record import read_events, read_summary
 
 Summary = Mapping[str, Any]
 
@@ -46,9 +48,9 @@ FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("staleness.mean", "staleness mean (steps)", ("staleness", "mean")),
     ("staleness.p95", "staleness p95 (steps)", ("staleness", "p95")),
     ("staleness.max", "staleness max (steps)", ("staleness", "max")),
-    ("utilization.generation", "generation utilization", ("utilization", "generation")),
-    ("utilization.training", "training utilization", ("utilization", "training")),
-    ("utilization.generation_slots", "engine slot utilization", ("utilization", "generation_slots")),
+    ("utilization.generation", "generation utilization (0-1)", ("utilization", "generation")),
+    ("utilization.training", "training utilization (0-1)", ("utilization", "training")),
+    ("utilization.generation_slots", "engine slot utilization (0-1)", ("utilization", "generation_slots")),
 )
 HISTOGRAM_DISTANCE = "staleness.histogram_tv"
 SPEEDUP = "speedup"
@@ -211,6 +213,14 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
         return read_summary(run_dir)
     except json.JSONDecodeError as exc:
         raise RunRecordError(f"{run_dir / 'summary.json'}: not valid JSON ({exc})") from None
+
+
+def load_events(run_dir: Path) -> pd.DataFrame:
+    """``events.parquet`` of a complete run directory; RunRecordError if anything is missing."""
+    load_summary(run_dir)
+    if not (run_dir / "events.parquet").is_file():
+        raise RunRecordError(f"{run_dir}: no events.parquet")
+    return read_events(run_dir)
 
 
 def compare_runs(a_dir: Path, b_dir: Path, speedup_dirs: tuple[Path, Path, Path, Path] | None = None) -> Comparison:

@@ -4,6 +4,9 @@
     asyncrl speedup  SCENARIO                                      as written vs sync baselines
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
     asyncrl schema                                                 JSON Schema of the scenario file
+    asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's; 1 if off
+    asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
+    asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
 
 Bad input prints one line naming the field and exits with status 2.
 """
@@ -15,9 +18,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from scenarios.scenario import Scenario
+
+if TYPE_CHECKING:
+    from analysis.compare import Comparison
 
 EXIT_BAD_INPUT = 2
 
@@ -71,7 +78,43 @@ def _parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the scenario file")
     schema.set_defaults(command=_schema)
+
+    compare = commands.add_parser("compare", help="compare two run directories: B's figures against A's")
+    compare.add_argument("a", type=Path, metavar="A", help="reference run directory (e.g. the simulator's prediction)")
+    compare.add_argument("b", type=Path, metavar="B", help="run directory held against A (e.g. the executor's)")
+    _speedup_argument(compare)
+    compare.add_argument(
+        "--tolerance",
+        type=_fraction,
+        metavar="X",
+        help="exit 1 if a relative error (or the histogram distance) exceeds X, e.g. 0.1 for 10%%",
+    )
+    compare.add_argument("--out", type=Path, help="comparison JSON file, or a directory for it (default: B/)")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare.set_defaults(command=_compare)
+
+    report = commands.add_parser("report", help="figures, traces and an index.html for one or more runs")
+    report.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run directories (two: A then B compared)")
+    report.add_argument("--out", type=Path, required=True, help="report directory")
+    _speedup_argument(report)
+    report.add_argument("--sizing", type=Path, metavar="CSV", help="also plot this `asyncrl size` CSV")
+    report.set_defaults(command=_report)
+
+    trace = commands.add_parser("trace", help="export a run's events as a Chrome/Perfetto trace")
+    trace.add_argument("run", type=Path, metavar="RUN", help="run directory")
+    trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json)")
+    trace.set_defaults(command=_trace)
     return parser
+
+
+def _speedup_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--speedup",
+        type=Path,
+        nargs=4,
+        metavar=("SYNC_A", "ASYNC_A", "SYNC_B", "ASYNC_B"),
+        help="also compare wall(SYNC_A)/wall(ASYNC_A) (predicted) with wall(SYNC_B)/wall(ASYNC_B) (measured)",
+    )
 
 
 def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +232,60 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+EXIT_OFF_TOLERANCE = 1
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from analysis.compare import compare_runs, comparison_dict, figures_off, write_comparison
+
+    comparison = compare_runs(args.a, args.b, tuple(args.speedup) if args.speedup else None)
+    path = write_comparison(comparison, args.out or args.b, args.tolerance)
+    off = figures_off(comparison, args.tolerance) if args.tolerance is not None else []
+    if args.json:
+        print(json.dumps(comparison_dict(comparison, args.tolerance), indent=2))
+    else:
+        _print_comparison(args, comparison, off)
+        print(f"wrote {path}")
+    return EXIT_OFF_TOLERANCE if off else 0
+
+
+def _print_comparison(args: argparse.Namespace, comparison: Comparison, off: list[str]) -> None:
+    from analysis.compare import TABLE_HEADER, table_rows
+    from analysis.tables import format_table
+
+    for side, path, run in (("A", args.a, comparison.a_run), ("B", args.b, comparison.b_run)):
+        print(f"{side}: {path} ({run['backend']}, {run['scenario']})")
+    if comparison.a_run["scenario"] != comparison.b_run["scenario"]:
+        print("note: A and B ran different scenarios")
+    header = [*TABLE_HEADER, "off"] if args.tolerance is not None else TABLE_HEADER
+    print(format_table(header, table_rows(comparison, args.tolerance)))
+    if args.tolerance is not None:
+        verdict = f"{len(off)} off by more than {args.tolerance:g}: {', '.join(off)}" if off else "none off"
+        print(f"tolerance {args.tolerance:g}: {verdict}")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from analysis.report import write_report
+
+    files = write_report(
+        args.runs, args.out, speedup_dirs=tuple(args.speedup) if args.speedup else None, sizing_csv=args.sizing
+    )
+    print(f"wrote {files.index}")
+    print(f"  figures: {', '.join(path.name for path in files.figures)}")
+    print(f"  traces:  {', '.join(path.name for path in files.traces)}")
+    if files.comparison is not None:
+        print(f"  comparison: {files.comparison.name} (B = {args.runs[1]} against A = {args.runs[0]})")
+    return 0
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from analysis.trace import write_trace
+
+    path = write_trace(args.run, args.out)
+    print(f"wrote {path} (open in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
 _FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
 
 
@@ -215,6 +312,16 @@ def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0, got {text}")
     return value
 
 

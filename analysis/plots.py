@@ -1,0 +1,399 @@
+"""PNG figures of run records: timelines, staleness, throughput and queue depth, comparisons, sizing.
+
+    events.parquet ─► timeline, throughput_and_queue
+    summary.json   ─► staleness_histogram
+    Comparison     ─► predicted_vs_measured
+    size CSV       ─► sizing
+
+Each function draws one figure with the Agg canvas (no pyplot, no global
+backend switch) and writes it to ``out``; matplotlib is imported here and
+nowhere else, so the simulator and the scenarios never pay for it.
+
+Timelines stay legible with hundreds of workers: each worker's spans are
+merged into busy intervals per kind first (an engine runs many rollouts at
+once), drawn with one ``broken_barh`` call per worker and kind, in rows that
+thin out as workers are added; workers sort naturally (engine-2 before engine-10).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from analysis.compare import Comparison, format_relative, relative_error
+from analysis.trace import natural_key
+from scenarios.loading import ScenarioError
+
+DPI = 120
+WIDTH_IN = 12.0
+KIND_COLOURS = {"unfinished": "#a9c4e4", "generate": "#3a75b0", "sync": "#e08a2c", "train": "#3f9b50"}
+IDLE_COLOUR = "#e9e9e9"
+KIND_LABELS = {"sync": "sync (weight load)", "unfinished": "unfinished at the end"}
+ROLE_ORDER = {"training": 0, "generation": 1}
+ROW_IN_MAX = 0.24  # height of one worker row while few; rows thin out past this
+PANEL_ROWS_IN = 7.5  # most inches the rows of one timeline panel take
+PANEL_EXTRA_IN = 0.9  # title and axis of one panel
+LABELLED_ROWS = 32  # at most about this many worker names on one panel's axis
+NICE_STEPS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 256, 500, 1000, 10**9)
+MIN_SPAN_PX = 2.5  # busy intervals are drawn at least this wide, so short syncs still show
+
+LabelledEvents = tuple[str, pd.DataFrame]
+Histogram = Mapping[str, int]
+
+
+# ── timeline ────────────────────────────────────────────────────────────────────
+
+
+def busy_intervals(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, float]]:
+    """The union of intervals [start, end] as (start, width) pairs, in time order."""
+    if len(starts) == 0:
+        return []
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    opens = np.flatnonzero(np.concatenate([[True], starts[1:] > reach[:-1]]))
+    block_ends = np.maximum.reduceat(ends, opens)
+    return [(float(start), float(end - start)) for start, end in zip(starts[opens], block_ends, strict=True)]
+
+
+def run_wall(events: pd.DataFrame) -> float:
+    """End of the last learner step (the summary's wall time), or of the last span if none trained."""
+    train = events.loc[events["kind"] == "train", "end"]
+    if len(train):
+        return float(train.max())
+    return float(events["end"].max()) if len(events) else 0.0
+
+
+def timeline_workers(events: pd.DataFrame) -> list[tuple[str, str]]:
+    """(worker, role) with something to draw: training roles first, then generation, each in natural order."""
+    spans = events[events["kind"].isin(KIND_COLOURS.keys())]
+    roles = spans.groupby("worker", sort=False)["role"].first()
+    workers = [(str(worker), str(role)) for worker, role in roles.items()]
+    return sorted(workers, key=lambda pair: (ROLE_ORDER.get(pair[1], 2), natural_key(pair[0])))
+
+
+def row_heights(workers: Sequence[tuple[str, str]]) -> list[float]:
+    """Row height per worker in row units: 1, except training rows grow so a lone learner stays visible."""
+    generation_rows = sum(1 for _, role in workers if role != "training")
+    training_height = max(1.0, generation_rows / 20)
+    return [training_height if role == "training" else 1.0 for _, role in workers]
+
+
+def timeline_panel_height_in(row_units: float) -> float:
+    return PANEL_EXTRA_IN + min(max(row_units, 1.0) * ROW_IN_MAX, PANEL_ROWS_IN)
+
+
+def timeline_height_in(row_units: Sequence[float]) -> float:
+    """Figure height for timeline panels holding these many row units each (plus the legend band)."""
+    return 0.6 + sum(timeline_panel_height_in(units) for units in row_units)
+
+
+def timeline(runs: Sequence[LabelledEvents], out: Path) -> Path:
+    """One panel per run, stacked on a shared time axis; one row per worker, spans coloured by kind."""
+    workers = [timeline_workers(events) for _, events in runs]
+    units = [sum(row_heights(names)) for names in workers]
+    figure = _figure(WIDTH_IN, timeline_height_in(units))
+    axes = figure.subplots(
+        len(runs), 1, sharex=True, squeeze=False, height_ratios=[timeline_panel_height_in(u) for u in units]
+    )[:, 0]
+    horizon = max((run_wall(events) for _, events in runs), default=0.0)
+    min_width_s = horizon * MIN_SPAN_PX / (WIDTH_IN * DPI)
+    for ax, (label, events), names in zip(axes, runs, workers, strict=True):
+        _draw_timeline_panel(ax, label, events, names, min_width_s)
+    axes[-1].set_xlim(0, horizon * 1.01 or 1.0)
+    axes[-1].set_xlabel("time (s)")
+    kinds = [kind for kind in KIND_COLOURS if any((events["kind"] == kind).any() for _, events in runs)]
+    handles = [Patch(color=KIND_COLOURS[kind], label=KIND_LABELS.get(kind, kind)) for kind in kinds]
+    handles.append(Patch(facecolor=IDLE_COLOUR, edgecolor="#999999", label="idle"))
+    figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), frameon=False)
+    figure.suptitle("Timeline: busy spans per worker", x=0.01, ha="left", fontsize=13)
+    return _save(figure, out)
+
+
+def _draw_timeline_panel(
+    ax: Axes, label: str, events: pd.DataFrame, workers: list[tuple[str, str]], min_width_s: float
+) -> None:
+    wall = run_wall(events)
+    ax.set_title(f"{label}: wall {wall:,.1f} s", loc="left", fontsize=11)
+    if not workers:
+        ax.text(0.5, 0.5, "no spans recorded", transform=ax.transAxes, ha="center", va="center", color="#777777")
+        ax.set_yticks([])
+        return
+    spans = events[events["kind"].isin(KIND_COLOURS.keys())].assign(
+        start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall)
+    )
+    by_worker = dict(list(spans.groupby("worker", sort=False)))
+    heights = row_heights(workers)
+    tops = np.concatenate([[0.0], np.cumsum(heights)[:-1]])
+    gap = 0.18 if len(workers) <= 64 else 0.0  # thin rows get no gap, or they would vanish
+    for (worker, role), top, height in zip(workers, tops, heights, strict=True):
+        margin = max(gap, 0.08 * height) if role == "training" else gap  # keeps a tall learner row apart
+        band = (top + margin / 2, height - margin)
+        ax.broken_barh([(0.0, wall)], band, facecolors=IDLE_COLOUR, linewidth=0)
+        worker_spans = by_worker[worker]
+        for kind, colour in KIND_COLOURS.items():
+            of_kind = worker_spans[worker_spans["kind"] == kind]
+            intervals = busy_intervals(of_kind["start"].to_numpy(), of_kind["end"].to_numpy())
+            if intervals:
+                widened = [(start, max(width, min_width_s)) for start, width in intervals]
+                ax.broken_barh(widened, band, facecolors=colour, linewidth=0)
+    ax.set_ylim(float(tops[-1] + heights[-1]), 0.0)
+    ticks = _labelled_rows([name for name, _ in workers])
+    ax.set_yticks(
+        [tops[row] + heights[row] / 2 for row in ticks],
+        [workers[row][0] for row in ticks],
+        fontsize=8 if len(workers) <= 24 else 7,
+    )
+    ax.tick_params(axis="y", length=0)
+    ax.set_ylabel(f"worker ({len(workers)})")
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+
+
+def _labelled_rows(names: list[str]) -> list[int]:
+    """Rows whose worker is named on the axis: all when few; else the leading non-engine rows (the
+    learner) and every k-th engine, k a round number."""
+    if len(names) <= LABELLED_ROWS:
+        return list(range(len(names)))
+    first_engine = next((row for row, name in enumerate(names) if "engine" in name), 0)
+    engines = len(names) - first_engine
+    every = next(step for step in NICE_STEPS if engines / step <= LABELLED_ROWS)
+    rows = list(range(first_engine)) + list(range(first_engine, len(names), every))
+    if len(names) - 1 - rows[-1] > every / 2:
+        rows.append(len(names) - 1)
+    return rows
+
+
+# ── staleness ───────────────────────────────────────────────────────────────────
+
+
+def staleness_histogram(runs: Sequence[tuple[str, Histogram]], out: Path) -> Path:
+    """Normalized staleness histograms of two or more runs overlaid as grouped bars."""
+    figure = _figure(9.0, 5.0)
+    ax = figure.subplots()
+    shares = [(label, _shares(histogram)) for label, histogram in runs]
+    values = sorted({value for _, share in shares for value in share}) or [0]
+    width = 0.8 / max(len(shares), 1)
+    for index, (label, share) in enumerate(shares):
+        offsets = np.arange(len(values)) - 0.4 + width * (index + 0.5)
+        heights = [share.get(value, 0.0) for value in values]
+        mean = sum(value * part for value, part in share.items())
+        ax.bar(offsets, heights, width * 0.95, label=f"{label} (mean {mean:.2f})", color=f"C{index}")
+    ax.set_xticks(range(len(values)), [str(value) for value in values])
+    ax.set_xlabel("staleness (learner steps between the policy that generated a sample and the one trained)")
+    ax.set_ylabel("share of trained samples")
+    ax.set_ylim(0, 1.05)
+    ax.yaxis.set_major_formatter(lambda value, _: f"{value:.0%}")
+    ax.legend(frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title("Staleness of trained samples, normalized")
+    return _save(figure, out)
+
+
+def _shares(histogram: Histogram) -> dict[int, float]:
+    total = sum(histogram.values())
+    return {int(value): count / total for value, count in histogram.items()} if total else {}
+
+
+# ── throughput and queue depth ──────────────────────────────────────────────────
+
+
+def trained_rate(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Step edges [0, end_1, …, end_n] and trained samples per second over each step (n values)."""
+    train = events[events["kind"] == "train"].sort_values("end")
+    trained = events[(events["kind"] == "generate") & (events["step"] >= 0)].drop_duplicates(["group", "sample"])
+    per_step = trained.groupby("step").size().reindex(train["step"].to_numpy(), fill_value=0).to_numpy()
+    edges = np.concatenate([[0.0], train["end"].to_numpy()])
+    lengths = np.diff(edges)
+    rates = np.divide(per_step, lengths, out=np.zeros(len(lengths)), where=lengths > 0)
+    return edges, rates
+
+
+def generated_rate(events: pd.DataFrame, bin_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bin edges and finished rollouts per second in each bin (a rollout finishes at its last generate end)."""
+    finished = events[events["kind"] == "generate"].groupby(["group", "sample"])["end"].max().to_numpy()
+    wall = run_wall(events)
+    edges = np.arange(0.0, wall + bin_s, bin_s) if wall > 0 else np.array([0.0, bin_s])
+    counts, _ = np.histogram(finished, bins=edges)
+    return edges, counts / bin_s
+
+
+def queue_depth(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Times and finished groups waiting after each: from a group's last generate end to the start of the
+    train step that consumes it (or to its drop, or to the end of the run if still queued)."""
+    generated = events[events["kind"].isin(["generate", "unfinished"])]
+    if generated.empty:
+        return np.zeros(1), np.zeros(1)
+    by_group = generated.groupby("group").agg(
+        ready=("end", "max"), step=("step", "max"), unfinished=("kind", lambda kinds: (kinds == "unfinished").any())
+    )
+    by_group = by_group[~by_group["unfinished"]]
+    train_start = events[events["kind"] == "train"].groupby("step")["start"].min()
+    dropped_at = events[events["kind"] == "drop"].groupby("group")["start"].min()
+    consumed = by_group["step"].map(train_start)
+    consumed = consumed.fillna(pd.Series(by_group.index, index=by_group.index).map(dropped_at))
+    consumed = consumed.fillna(run_wall(events)).clip(lower=by_group["ready"])
+    times = np.concatenate([by_group["ready"].to_numpy(), consumed.to_numpy()])
+    deltas = np.concatenate([np.ones(len(by_group)), -np.ones(len(by_group))])
+    moments, where = np.unique(times, return_inverse=True)  # net change per moment: no false spikes
+    net = np.bincount(where, weights=deltas, minlength=len(moments))
+    return np.concatenate([[0.0], moments]), np.concatenate([[0.0], np.cumsum(net)])
+
+
+def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path) -> Path:
+    """Top: trained and generated samples per second over time; bottom: queue depth over time."""
+    figure = _figure(WIDTH_IN, 7.5)
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    horizon = max((run_wall(events) for _, events in runs), default=0.0)
+    bin_s = max(horizon / 80, 1e-9)
+    for index, (label, events) in enumerate(runs):
+        colour = f"C{index}"
+        edges, rates = trained_rate(events)
+        if len(rates):
+            top.step(edges, np.append(rates, rates[-1]), where="post", color=colour, lw=1.8, label=f"{label}: trained")
+        edges, rates = generated_rate(events, bin_s)
+        top.step(
+            edges, np.append(rates, rates[-1]), where="post", color=colour, lw=1, ls="--", alpha=0.75,
+            label=f"{label}: generated",
+        )  # fmt: skip
+        times, depth = queue_depth(events)
+        bottom.step(times, depth, where="post", color=colour, lw=1.1, alpha=0.85, label=label)
+    top.set_ylabel("throughput (samples/s)")
+    top.set_title("Throughput (trained: per learner step; generated: finished rollouts per bin)", loc="left")
+    top.legend(fontsize=9, ncols=2, framealpha=0.9, loc="upper right")
+    bottom.set_ylabel("queue depth (groups)")
+    bottom.set_title("Finished groups waiting for the learner", loc="left")
+    bottom.set_xlabel("time (s)")
+    bottom.set_xlim(0, horizon * 1.01 or 1.0)
+    bottom.legend(fontsize=9, framealpha=0.9, loc="upper right")
+    for ax in (top, bottom):
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    figure.suptitle("Throughput and queue depth over time", fontsize=13)
+    return _save(figure, out)
+
+
+# ── predicted vs measured ───────────────────────────────────────────────────────
+
+
+def predicted_vs_measured(comparison: Comparison, out: Path) -> Path:
+    """Bars of A (predicted) and B (measured): wall time, speedup (when compared) and mean staleness."""
+    figures = {figure.key: figure for figure in comparison.figures}
+    panels: list[tuple[str, str, float, float, float]] = [
+        ("wall time", "wall time (s)", figures["wall_time_s"].a, figures["wall_time_s"].b, 0.0),
+    ]
+    if comparison.speedup is not None:
+        speedup = comparison.speedup
+        panels.append(("speedup sync/async", "speedup (×)", speedup.predicted, speedup.measured, 1.0))
+    stale = figures["staleness.mean"]
+    panels.append(("mean staleness", "staleness (steps)", stale.a, stale.b, 0.0))
+    figure = _figure(3.6 * len(panels) + 1.0, 4.8)
+    for ax, (title, unit, a, b, reference) in zip(
+        figure.subplots(1, len(panels), squeeze=False)[0], panels, strict=True
+    ):
+        bars = ax.bar([0, 1], [a, b], color=["C0", "C1"], width=0.6)
+        ax.bar_label(bars, [_short(a), _short(b)], padding=2, fontsize=9)
+        ax.set_xticks([0, 1], ["A", "B"])
+        ax.set_ylabel(unit)
+        ax.set_title(f"{title}\nB vs A: {format_relative(relative_error(a, b))}", fontsize=10)
+        ax.set_ylim(0, max(a, b, reference, 1e-9) * 1.18)
+        if reference:
+            ax.axhline(reference, color="#777777", lw=0.8, ls=":")
+        ax.grid(axis="y", alpha=0.3)
+    handles = [
+        Patch(color="C0", label=f"A: {comparison.a_label} ({comparison.a_run.get('backend', '?')})"),
+        Patch(color="C1", label=f"B: {comparison.b_label} ({comparison.b_run.get('backend', '?')})"),
+    ]
+    figure.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
+    figure.suptitle("Predicted (A) vs measured (B)", fontsize=13)
+    return _save(figure, out)
+
+
+def _short(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+# ── sizing ──────────────────────────────────────────────────────────────────────
+
+SIZING_LABEL = re.compile(r"^(?P<schedule>.+) (?P<generation>\d+):(?P<training>\d+) tp(?P<tp>\d+)$")
+SIZING_COLUMNS = ("schedule split tp", "samples/s", "stale mean")
+
+
+def read_sizing(csv_path: Path) -> pd.DataFrame:
+    """The ``asyncrl size`` CSV with its label split into schedule, generation, training and tp columns."""
+    try:
+        table = pd.read_csv(csv_path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ScenarioError(f"{csv_path}: cannot read the sizing CSV ({exc})") from None
+    missing = [column for column in SIZING_COLUMNS if column not in table.columns]
+    if missing:
+        raise ScenarioError(f"{csv_path}: not an `asyncrl size` CSV (missing columns {', '.join(missing)})")
+    parts = table["schedule split tp"].str.extract(SIZING_LABEL)
+    numbers = {column: pd.to_numeric(parts[column]).astype("Int64") for column in ("generation", "training", "tp")}
+    return table.assign(schedule=parts["schedule"], **numbers)
+
+
+def sizing(csv_path: Path, out: Path) -> Path:
+    """Throughput and mean staleness against the generation:training split, one line per schedule and tp."""
+    table = read_sizing(csv_path)
+    splits, baselines = table[table["generation"].notna()], table[table["generation"].isna()]
+    if splits.empty:
+        raise ScenarioError(f"{csv_path}: no generation:training split rows to plot")
+    figure = _figure(WIDTH_IN, 5.2)
+    axes = figure.subplots(1, 2)
+    metrics = (("samples/s", "throughput (samples/s)"), ("stale mean", "mean staleness (steps)"))
+    for ax, (column, unit) in zip(axes, metrics, strict=True):
+        for index, ((schedule, tp), rows) in enumerate(splits.groupby(["schedule", "tp"], sort=True)):
+            rows = rows.sort_values("generation")
+            ax.plot(
+                rows["generation"], rows[column], marker="o", ms=4, color=f"C{index % 10}", label=f"{schedule} tp{tp}"
+            )
+        for _, baseline in baselines.iterrows():
+            ax.axhline(baseline[column], color="#555555", ls="--", lw=1, label=baseline["schedule split tp"])
+        ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)
+        ax.set_title(unit.split(" (")[0], loc="left")
+        ax.grid(alpha=0.3)
+        _split_ticks(ax, splits)
+    axes[0].legend(frameon=False, fontsize=8)
+    figure.suptitle(f"Sizing: generation:training split of {_device_total(splits)} devices", fontsize=13)
+    return _save(figure, out)
+
+
+def _split_ticks(ax: Axes, splits: pd.DataFrame) -> None:
+    pairs = splits[["generation", "training"]].drop_duplicates().sort_values("generation")
+    step = max(1, math.ceil(len(pairs) / 12))
+    shown = pairs.iloc[::step]
+    ax.set_xticks(
+        shown["generation"], [f"{g}:{t}" for g, t in zip(shown["generation"], shown["training"], strict=True)]
+    )
+    ax.set_xlabel("generation:training devices")
+
+
+def _device_total(splits: pd.DataFrame) -> str:
+    totals = (splits["generation"] + splits["training"]).unique()
+    return str(int(totals[0])) if len(totals) == 1 else "various"
+
+
+# ── shared ──────────────────────────────────────────────────────────────────────
+
+
+def _figure(width_in: float, height_in: float) -> Figure:
+    figure = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _save(figure: Figure, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=DPI, format="png")
+    return out

@@ -1,0 +1,235 @@
+"""A report directory for one or more runs: figures, traces and an index.html that shows them.
+
+run dirs ─► summaries, events ─► plots (PNG) ─┐
+                              ─► traces      ─┼─► index.html (summary tables, comparison, figures, trace links)
+two runs ─► comparison.json ──────────────────┘
+
+report/
+  index.html              the page; open it in a browser
+  timeline.png            one panel per run on a shared time axis
+  staleness.png           normalized staleness histograms, overlaid
+  throughput.png          throughput and queue depth over time
+  predicted-vs-measured.png, comparison.json    when two runs are given (first = A, second = B)
+  sizing.png              when a sizing CSV is given
+  trace-<run>.json        per run, for ui.perfetto.dev or chrome://tracing
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import plots
+from analysis.compare import (
+    FIGURES,
+    TABLE_HEADER,
+    Comparison,
+    RunRecordError,
+    SpeedupComparison,
+    compare_speedup,
+    compare_summaries,
+    figure_value,
+    load_events,
+    load_summary,
+    table_rows,
+    write_comparison,
+)
+from analysis.trace import write_chrome_trace
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str
+    path: Path
+    summary: dict[str, Any]
+    events: pd.DataFrame
+
+
+@dataclass
+class ReportFiles:
+    index: Path
+    figures: list[Path] = field(default_factory=list)
+    traces: list[Path] = field(default_factory=list)
+    comparison: Path | None = None
+
+
+def run_labels(run_dirs: Sequence[Path]) -> list[str]:
+    """Short unique labels: the directory name, or more of the path where names repeat."""
+    parts = [run_dir.resolve().parts for run_dir in run_dirs]
+    depth = 1
+    while depth < max(len(p) for p in parts):
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+        depth += 1
+    return [f"{index}:{'/'.join(p[-1:])}" for index, p in enumerate(parts)]
+
+
+def file_stem(label: str) -> str:
+    """A label made safe for a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") or "run"
+
+
+def load_runs(run_dirs: Sequence[Path]) -> list[Run]:
+    labels = run_labels(run_dirs)
+    return [
+        Run(label, run_dir, load_summary(run_dir), load_events(run_dir))
+        for label, run_dir in zip(labels, run_dirs, strict=True)
+    ]
+
+
+def write_report(
+    run_dirs: Sequence[Path],
+    out: Path,
+    *,
+    speedup_dirs: tuple[Path, Path, Path, Path] | None = None,
+    sizing_csv: Path | None = None,
+) -> ReportFiles:
+    """Every applicable figure, a trace per run and index.html, written to ``out``."""
+    if speedup_dirs and len(run_dirs) != 2:
+        raise RunRecordError("--speedup: a report compares speedups only between exactly two runs")
+    if sizing_csv is not None:
+        plots.read_sizing(sizing_csv)  # a bad CSV fails before anything is drawn
+    runs = load_runs(run_dirs)
+    speedup = compare_speedup(*(load_summary(path) for path in speedup_dirs)) if speedup_dirs else None
+    comparison = _comparison(runs, speedup)
+    out.mkdir(parents=True, exist_ok=True)
+    files = ReportFiles(index=out / "index.html")
+    if comparison is not None:
+        files.comparison = write_comparison(comparison, out / "comparison.json")
+    captions = _draw_figures(runs, comparison, sizing_csv, out)
+    files.figures = [path for path, _ in captions]
+    files.traces = [
+        write_chrome_trace(run.events, out / f"trace-{stem}.json", run_label=run.label)
+        for run, stem in zip(runs, trace_stems(runs), strict=True)
+    ]
+    files.index.write_text(_page(runs, comparison, captions, files.traces))
+    return files
+
+
+def trace_stems(runs: Sequence[Run]) -> list[str]:
+    """File-safe run labels, numbered where two labels would give the same file name."""
+    stems = [file_stem(run.label) for run in runs]
+    return stems if len(set(stems)) == len(stems) else [f"{index}-{stem}" for index, stem in enumerate(stems)]
+
+
+def _draw_figures(
+    runs: Sequence[Run], comparison: Comparison | None, sizing_csv: Path | None, out: Path
+) -> list[tuple[Path, str]]:
+    """Each applicable figure as (PNG path, caption)."""
+    events = [(run.label, run.events) for run in runs]
+    histograms = [(run.label, run.summary["staleness"]["histogram"]) for run in runs]
+    captions = [
+        (plots.timeline(events, out / "timeline.png"), TIMELINE_TEXT),
+        (plots.staleness_histogram(histograms, out / "staleness.png"), STALENESS_TEXT),
+        (plots.throughput_and_queue(events, out / "throughput.png"), THROUGHPUT_TEXT),
+    ]
+    if comparison is not None:
+        captions.append((plots.predicted_vs_measured(comparison, out / "predicted-vs-measured.png"), COMPARE_TEXT))
+    if sizing_csv is not None:
+        captions.append((plots.sizing(sizing_csv, out / "sizing.png"), f"Sizing sweep from {sizing_csv}."))
+    return captions
+
+
+TIMELINE_TEXT = "Busy spans per worker, one panel per run on a shared time axis; grey is idle."
+STALENESS_TEXT = "Share of trained samples by staleness (learner steps), normalized per run."
+THROUGHPUT_TEXT = (
+    "Trained samples per second over each learner step, finished rollouts per second, and finished groups "
+    "waiting for the learner (from a group's last rollout to the start of the step that trains it)."
+)
+COMPARE_TEXT = "Run A (first) against run B (second); a speedup panel appears when speedup runs are given."
+
+
+def _comparison(runs: Sequence[Run], speedup: SpeedupComparison | None) -> Comparison | None:
+    if len(runs) != 2:
+        return None
+    a, b = runs
+    return compare_summaries(a.summary, b.summary, a_label=a.label, b_label=b.label, speedup=speedup)
+
+
+# ── the page ────────────────────────────────────────────────────────────────────
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1500px; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+td.off { color: #b00020; font-weight: bold; }
+figure { margin: 1.5em 0; }
+figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; }
+code { background: #f4f4f4; padding: 0 0.2em; }
+"""
+
+
+def _page(
+    runs: Sequence[Run], comparison: Comparison | None, captions: Sequence[tuple[Path, str]], traces: Sequence[Path]
+) -> str:
+    sections = [
+        f"<h1>asyncrl report: {html.escape(', '.join(run.label for run in runs))}</h1>",
+        "<h2>Runs</h2>",
+        _html_table(["figure", *(run.label for run in runs)], _summary_rows(runs)),
+    ]
+    if comparison is not None:
+        sections += [
+            f"<h2>Comparison: B = {html.escape(comparison.b_label)} against A = {html.escape(comparison.a_label)}</h2>",
+            "<p>Relative error is (B − A) / A; the histogram row is the total variation distance. "
+            "Also written to <a href='comparison.json'>comparison.json</a>.</p>",
+            _html_table(TABLE_HEADER, table_rows(comparison)),
+        ]
+    sections.append("<h2>Figures</h2>")
+    sections += [
+        f"<figure><img src='{html.escape(path.name)}' alt='{html.escape(path.stem)}'>"
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        for path, caption in captions
+    ]
+    links = "".join(f"<li><a href='{html.escape(path.name)}'>{html.escape(path.name)}</a></li>" for path in traces)
+    sections += [
+        "<h2>Traces</h2>",
+        "<p>Open in <code>https://ui.perfetto.dev</code> or <code>chrome://tracing</code>.</p>",
+        f"<ul>{links}</ul>",
+    ]
+    body = "\n".join(sections)
+    return (
+        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>asyncrl report</title>"
+        f"<style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def _summary_rows(runs: Sequence[Run]) -> list[list[Any]]:
+    rows: list[list[Any]] = [
+        ["backend", *(run.summary.get("backend", "?") for run in runs)],
+        ["scenario", *(run.summary.get("scenario", "?") for run in runs)],
+        ["steps", *(run.summary["steps"] for run in runs)],
+    ]
+    rows += [[label, *(figure_value(run.summary, path) for run in runs)] for _, label, path in FIGURES]
+    rows.append(["weight sync per engine (s)", *(float(run.summary["weight_sync_s"]) for run in runs)])
+    for key in ("generated", "trained", "dropped"):
+        rows.append([f"samples {key}", *(run.summary["samples"][key] for run in runs)])
+    return rows
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(_html_cell(cell) for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_cell(value: Any) -> str:
+    text = _text(value)
+    return f"<td class='off'>{html.escape(text)}</td>" if text == "OFF" else f"<td>{html.escape(text)}</td>"
+
+
+def _text(value: Any) -> str:
+    """A table cell as the terminal tables print it: 3 significant digits, thousands separated."""
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

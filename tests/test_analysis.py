@@ -1,0 +1,404 @@
+"""The analysis side: comparing run records, plots, traces, the report and their commands."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import compare, plots, report, trace
+from asyncrl.cli import main
+from scenarios.loading import dump_scenario, load_scenario
+from scenarios.record import EVENT_COLUMNS, empty_events, write_run
+from simulator.simulation import simulate
+
+# ── hand-made run records ───────────────────────────────────────────────────────
+
+
+def hand_summary(**changes: Any) -> dict[str, Any]:
+    """A summary with round numbers; ``changes`` replace fields, dotted keys reach into sections."""
+    summary: dict[str, Any] = {
+        "backend": "simulator",
+        "scenario": "hand",
+        "steps": 10,
+        "wall_time_s": 100.0,
+        "step_time_s": {"mean": 10.0, "p50": 10.0, "p95": 12.0},
+        "throughput": {"samples_per_s": 5.0, "tokens_per_s": 500.0},
+        "staleness": {"mean": 0.0, "p50": 0.0, "p95": 0.0, "max": 0, "token_mean": 0.0, "histogram": {"0": 500}},
+        "utilization": {"generation": 0.5, "training": 0.25, "generation_slots": 0.1},
+        "idle": {"generation": 0.5, "training": 0.75},
+        "weight_sync_s": 1.0,
+        "samples": {"generated": 500, "trained": 500, "queued": 0, "in_flight": 0, "dropped": 0},
+    }
+    for dotted, value in changes.items():
+        *sections, leaf = dotted.split(".")
+        node = summary
+        for section in sections:
+            node = node[section]
+        node[leaf] = value
+    return summary
+
+
+# B against A: +10% wall, +10% step mean, -10% p50, 0 p95, -20% samples/s, +20% tokens/s,
+# staleness from exactly 0 to 0.5 / 1 / 1 (infinite relative error), utilizations +20%, 0, -50%.
+B_CHANGES: dict[str, Any] = {
+    "backend": "executor",
+    "wall_time_s": 110.0,
+    "step_time_s.mean": 11.0,
+    "step_time_s.p50": 9.0,
+    "throughput.samples_per_s": 4.0,
+    "throughput.tokens_per_s": 600.0,
+    "staleness.mean": 0.5,
+    "staleness.p95": 1.0,
+    "staleness.max": 1,
+    "staleness.histogram": {"0": 250, "1": 250},
+    "utilization.generation": 0.6,
+    "utilization.generation_slots": 0.05,
+}
+EXPECTED_RELATIVE = {
+    "wall_time_s": 0.1,
+    "step_time_s.mean": 0.1,
+    "step_time_s.p50": -0.1,
+    "step_time_s.p95": 0.0,
+    "throughput.samples_per_s": -0.2,
+    "throughput.tokens_per_s": 0.2,
+    "staleness.mean": math.inf,
+    "staleness.p95": math.inf,
+    "staleness.max": math.inf,
+    "utilization.generation": 0.2,
+    "utilization.training": 0.0,
+    "utilization.generation_slots": -0.5,
+}
+
+
+def hand_events() -> pd.DataFrame:
+    """One engine running two rollouts of group 0 at once, a weight sync, one learner step, one drop."""
+    rows = [
+        ("engine-0", "generation", "generate", 0.0, 2.0, 0, 0, 0, 0, 100),
+        ("engine-0", "generation", "generate", 1.0, 3.0, 0, 0, 0, 1, 200),
+        ("engine-0", "generation", "sync", 5.0, 5.5, -1, 1, -1, -1, 0),
+        ("learner", "training", "train", 3.5, 5.0, 0, 0, -1, -1, 300),
+        ("queue", "generation", "drop", 4.0, 4.0, -1, 0, 1, 0, 50),
+    ]
+    return pd.DataFrame(rows, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+
+
+def write_hand_run(path: Path, summary: dict[str, Any]) -> Path:
+    write_run(path, scenario_yaml="name: hand\n", events=hand_events(), summary=summary)
+    return path
+
+
+@pytest.fixture
+def hand_runs(tmp_path: Path) -> tuple[Path, Path]:
+    return write_hand_run(tmp_path / "a", hand_summary()), write_hand_run(tmp_path / "b", hand_summary(**B_CHANGES))
+
+
+# ── compare ─────────────────────────────────────────────────────────────────────
+
+
+def test_relative_error_is_defined_for_a_zero_reference() -> None:
+    assert compare.relative_error(4.0, 5.0) == pytest.approx(0.25)
+    assert compare.relative_error(0.0, 0.0) == 0.0
+    assert compare.relative_error(0.0, 2.0) == math.inf
+    assert compare.relative_error(0.0, -2.0) == -math.inf
+
+
+def test_compare_arithmetic_on_hand_values(hand_runs: tuple[Path, Path]) -> None:
+    comparison = compare.compare_runs(*hand_runs)
+    errors = {figure.key: figure.relative_error for figure in comparison.figures}
+    assert set(errors) == set(EXPECTED_RELATIVE)
+    for key, expected in EXPECTED_RELATIVE.items():
+        assert errors[key] == pytest.approx(expected), key
+    wall = next(figure for figure in comparison.figures if figure.key == "wall_time_s")
+    assert (wall.a, wall.b, wall.absolute_error) == (100.0, 110.0, 10.0)
+    assert comparison.staleness_tv == pytest.approx(0.5)  # ½(|1 − ½| + |0 − ½|)
+    assert comparison.a_run == {"backend": "simulator", "scenario": "hand"}
+    assert comparison.b_run["backend"] == "executor"
+
+
+def test_total_variation_distance() -> None:
+    assert compare.total_variation({"0": 3, "1": 1}, {"0": 30, "1": 10}) == 0.0
+    assert compare.total_variation({"0": 1}, {"2": 7}) == 1.0
+    assert compare.total_variation({"0": 1, "1": 1}, {"1": 1, "2": 3}) == pytest.approx(0.75)
+    assert compare.total_variation({}, {}) == 0.0
+    assert compare.total_variation({}, {"0": 1}) == 1.0
+
+
+def test_a_run_compared_with_itself_has_no_error(hand_runs: tuple[Path, Path]) -> None:
+    a, b = hand_runs
+    for run in (a, b):
+        comparison = compare.compare_runs(run, run, (run, run, run, run))
+        assert all(figure.relative_error == 0 and figure.absolute_error == 0 for figure in comparison.figures)
+        assert comparison.staleness_tv == 0.0
+        assert comparison.speedup is not None and comparison.speedup.relative_error == 0.0
+        assert compare.figures_off(comparison, 0.0) == []
+
+
+def test_speedup_comparison_on_hand_values() -> None:
+    speedup = compare.compare_speedup(
+        hand_summary(wall_time_s=300.0),
+        hand_summary(wall_time_s=100.0),
+        hand_summary(wall_time_s=330.0),
+        hand_summary(wall_time_s=150.0),
+    )
+    assert speedup.predicted == pytest.approx(3.0)
+    assert speedup.measured == pytest.approx(2.2)
+    assert speedup.relative_error == pytest.approx((2.2 - 3.0) / 3.0)
+
+
+def test_tolerance_lists_the_figures_off(hand_runs: tuple[Path, Path]) -> None:
+    comparison = compare.compare_runs(*hand_runs)
+    expected = [key for key, error in EXPECTED_RELATIVE.items() if abs(error) > 0.15] + ["staleness.histogram_tv"]
+    assert compare.figures_off(comparison, 0.15) == expected
+    assert "wall_time_s" in compare.figures_off(comparison, 0.05)
+
+
+def test_comparison_json_is_strict_json(hand_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    comparison = compare.compare_runs(*hand_runs)
+    path = compare.write_comparison(comparison, tmp_path / "out", tolerance=0.15)
+    assert path == tmp_path / "out" / "comparison.json"
+    data = json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(f"non-JSON constant {name}"))
+    assert data["figures"]["staleness.mean"] == {"a": 0.0, "b": 0.5, "absolute_error": 0.5, "relative_error": None}
+    assert data["figures"]["wall_time_s"]["relative_error"] == pytest.approx(0.1)
+    assert data["staleness.histogram_tv"] == pytest.approx(0.5)
+    assert data["tolerance"]["off"] == compare.figures_off(comparison, 0.15)
+    assert data["speedup"] is None
+
+
+# ── command line: compare, trace, errors ────────────────────────────────────────
+
+
+def test_compare_command_prints_the_table_and_writes_next_to_b(hand_runs: tuple[Path, Path], capsys) -> None:
+    a, b = hand_runs
+    assert main(["compare", str(a), str(b)]) == 0
+    printed = capsys.readouterr().out
+    assert "wall time (s)" in printed and "+10.0%" in printed and "+inf" in printed
+    assert json.loads((b / "comparison.json").read_text())["b"]["backend"] == "executor"
+
+
+def test_compare_tolerance_exit_codes(hand_runs: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    a, b = hand_runs
+    out = tmp_path / "c.json"
+    assert main(["compare", str(a), str(a), "--tolerance", "0", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["tolerance"]["off"] == []
+    assert main(["compare", str(a), str(b), "--tolerance", "0.15", "--out", str(out)]) == 1
+    assert "staleness.histogram_tv" in json.loads(out.read_text())["tolerance"]["off"]
+    assert "OFF" in capsys.readouterr().out
+
+
+def test_compare_command_with_speedup(hand_runs: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    a, b = hand_runs  # predicted 100/100 = 1, measured 100/110
+    out = tmp_path / "c.json"
+    assert main(["compare", str(a), str(b), "--speedup", str(a), str(a), str(a), str(b), "--out", str(out)]) == 0
+    speedup = json.loads(out.read_text())["speedup"]
+    assert speedup["predicted"] == pytest.approx(1.0)
+    assert speedup["measured"] == pytest.approx(100 / 110)
+    assert "speedup sync/async" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["compare", "report", "trace"])
+def test_missing_run_is_a_one_line_error(command: str, hand_runs: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = tmp_path / "missing"
+    for bad in (empty, missing):
+        args = {
+            "compare": ["compare", str(hand_runs[0]), str(bad)],
+            "report": ["report", str(bad), "--out", str(tmp_path / "report")],
+            "trace": ["trace", str(bad)],
+        }[command]
+        assert main(args) == 2
+        error = capsys.readouterr().err
+        assert error.startswith("asyncrl: error: ") and error.count("\n") == 1 and str(bad) in error
+
+
+def test_trace_command_writes_the_default_file(hand_runs: tuple[Path, Path], capsys) -> None:
+    a, _ = hand_runs
+    assert main(["trace", str(a)]) == 0
+    assert (a / "trace.json").is_file() and str(a / "trace.json") in capsys.readouterr().out
+
+
+# ── trace ───────────────────────────────────────────────────────────────────────
+
+
+def check_chrome_trace(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Assert the Chrome trace format; return the complete ("X") events."""
+    assert isinstance(data["traceEvents"], list)
+    for event in data["traceEvents"]:
+        assert {"name", "ph", "ts", "pid", "tid"} <= event.keys()
+        if event["ph"] == "X":
+            assert event["dur"] >= 0
+    spans = [event for event in data["traceEvents"] if event["ph"] == "X"]
+    by_thread: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for event in spans:
+        by_thread.setdefault((event["pid"], event["tid"]), []).append((event["ts"], event["ts"] + event["dur"]))
+    for intervals in by_thread.values():  # slices of one thread never partly overlap
+        intervals.sort()
+        assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(intervals))
+    return spans
+
+
+def test_trace_of_hand_events() -> None:
+    data = json.loads(json.dumps(trace.chrome_trace(hand_events(), run_label="hand")))
+    spans = check_chrome_trace(data)
+    assert len(spans) == 5
+    train = next(event for event in spans if event["name"] == "train")
+    assert (train["ts"], train["dur"]) == (3.5e6, 1.5e6)
+    assert train["args"] == {"worker": "learner", "step": 0, "version": 0, "group": -1, "sample": -1, "tokens": 300}
+    assert train["pid"] != next(event for event in spans if event["name"] == "generate")["pid"]
+    generate_tids = {event["tid"] for event in spans if event["name"] == "generate"}
+    assert len(generate_tids) == 2  # the two overlapping rollouts land in two lanes
+    names = {event["args"]["name"] for event in data["traceEvents"] if event["name"] == "thread_name"}
+    assert {"engine-0", "engine-0 ·1", "learner", "queue"} <= names
+
+
+def test_assign_lanes_never_overlaps() -> None:
+    rng = np.random.default_rng(0)
+    starts = rng.uniform(0, 100, 300)
+    ends = starts + rng.exponential(5, 300)
+    lanes = trace.assign_lanes(starts, ends)
+    for lane in np.unique(lanes):
+        order = np.argsort(starts[lanes == lane])
+        s, e = starts[lanes == lane][order], ends[lanes == lane][order]
+        assert np.all(e[:-1] <= s[1:])
+    assert lanes.max() + 1 == max(np.sum((starts <= t) & (ends > t)) for t in starts)  # fewest lanes
+
+
+def test_natural_order() -> None:
+    names = ["engine-10", "engine-2", "learner", "engine-1"]
+    assert sorted(names, key=trace.natural_key) == ["engine-1", "engine-2", "engine-10", "learner"]
+
+
+# ── plots, from small simulated runs ────────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """quickstart for 5 steps, as written (streaming) and sync."""
+    root = tmp_path_factory.mktemp("runs")
+    runs = {}
+    for label, overrides in (("sync", ["schedule.kind=sync"]), ("async", [])):
+        scenario = load_scenario("quickstart", ["run.steps=5", *overrides])
+        result = simulate(scenario)
+        runs[label] = root / label
+        write_run(
+            runs[label], scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary
+        )
+    return runs
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    from matplotlib import image
+
+    pixels = image.imread(path)
+    assert pixels.size > 0 and pixels.std() > 0  # not a blank canvas
+    return pixels.shape[1], pixels.shape[0]
+
+
+def inches_to_px(width_in: float, height_in: float) -> tuple[int, int]:
+    return round(width_in * plots.DPI), round(height_in * plots.DPI)
+
+
+def test_timeline_png(simulated: dict[str, Path], tmp_path: Path) -> None:
+    runs = [(label, pd.read_parquet(path / "events.parquet")) for label, path in simulated.items()]
+    path = plots.timeline(runs, tmp_path / "timeline.png")
+    units = [sum(plots.row_heights(plots.timeline_workers(events))) for _, events in runs]
+    assert png_size(path) == inches_to_px(plots.WIDTH_IN, plots.timeline_height_in(units))
+
+
+def test_staleness_histogram_png(simulated: dict[str, Path], tmp_path: Path) -> None:
+    histograms = [(label, compare.load_summary(path)["staleness"]["histogram"]) for label, path in simulated.items()]
+    path = plots.staleness_histogram(histograms, tmp_path / "staleness.png")
+    assert png_size(path) == inches_to_px(9.0, 5.0)
+
+
+def test_throughput_and_queue_png(simulated: dict[str, Path], tmp_path: Path) -> None:
+    runs = [(label, compare.load_events(path)) for label, path in simulated.items()]
+    path = plots.throughput_and_queue(runs, tmp_path / "throughput.png")
+    assert png_size(path) == inches_to_px(plots.WIDTH_IN, 7.5)
+
+
+def test_predicted_vs_measured_png(simulated: dict[str, Path], tmp_path: Path) -> None:
+    sync, asynchronous = simulated["sync"], simulated["async"]
+    comparison = compare.compare_runs(asynchronous, asynchronous, (sync, asynchronous, sync, asynchronous))
+    path = plots.predicted_vs_measured(comparison, tmp_path / "pvm.png")
+    assert png_size(path) == inches_to_px(3.6 * 3 + 1.0, 4.8)
+
+
+def test_sizing_png(tmp_path: Path) -> None:
+    csv = tmp_path / "size.csv"
+    csv.write_text(
+        "schedule split tp,samples/s,step s,stale mean,stale max,gen util,train util,dropped\n"
+        "sync colocated 4 tp1 (baseline),2.0,10,0.0,0,50%,20%,0\n"
+        "streaming η=2 1:3 tp1,1.5,12,1.2,2,90%,30%,0\n"
+        "streaming η=2 2:2 tp1,3.0,8,1.4,2,80%,60%,0\n"
+        "streaming η=2 3:1 tp1,2.5,9,1.1,2,40%,90%,0\n"
+        "streaming η=2 2:2 tp2,2.8,8,1.3,2,70%,60%,0\n"
+    )
+    table = plots.read_sizing(csv)
+    assert table["generation"].tolist()[1:] == [1, 2, 3, 2] and table["tp"].tolist()[1:] == [1, 1, 1, 2]
+    path = plots.sizing(csv, tmp_path / "sizing.png")
+    assert png_size(path) == inches_to_px(plots.WIDTH_IN, 5.2)
+
+
+def test_queue_depth_and_rates_on_hand_events() -> None:
+    events = hand_events()
+    times, depth = plots.queue_depth(events)
+    assert times.tolist() == [0.0, 3.0, 3.5] and depth.tolist() == [0.0, 1.0, 0.0]  # group 0 waits 3 → 3.5
+    edges, rates = plots.trained_rate(events)
+    assert edges.tolist() == [0.0, 5.0] and rates.tolist() == [pytest.approx(2 / 5)]
+    assert plots.busy_intervals(np.array([0.0, 1.0, 5.0]), np.array([2.0, 3.0, 6.0])) == [(0.0, 3.0), (5.0, 1.0)]
+
+
+def test_importing_the_backends_does_not_import_matplotlib() -> None:
+    code = (
+        "import sys, simulator.simulation, scenarios.record, scenarios.loading, analysis.compare, analysis.trace, "
+        "asyncrl.cli; sys.exit('matplotlib' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1]).returncode == 0
+
+
+# ── report ──────────────────────────────────────────────────────────────────────
+
+
+def test_report_command_writes_a_page_of_existing_pngs(simulated: dict[str, Path], tmp_path: Path, capsys) -> None:
+    out = tmp_path / "report"
+    assert main(["report", str(simulated["sync"]), str(simulated["async"]), "--out", str(out)]) == 0
+    assert str(out / "index.html") in capsys.readouterr().out
+    page = (out / "index.html").read_text()
+    images = [part.split("'")[0] for part in page.split("<img src='")[1:]]
+    assert set(images) == {"timeline.png", "staleness.png", "throughput.png", "predicted-vs-measured.png"}
+    for name in images:
+        assert png_size(out / name)[0] > 0
+    assert "Comparison" in page and (out / "comparison.json").is_file()
+    for label in ("sync", "async"):
+        check_chrome_trace(json.loads((out / f"trace-{label}.json").read_text()))
+        assert f"trace-{label}.json" in page
+
+
+def test_report_of_one_run_has_no_comparison(simulated: dict[str, Path], tmp_path: Path) -> None:
+    files = report.write_report([simulated["async"]], tmp_path / "one")
+    assert files.comparison is None and len(files.traces) == 1
+    assert "Comparison" not in files.index.read_text()
+
+
+def test_run_labels_stay_unique() -> None:
+    assert report.run_labels([Path("/x/a/run"), Path("/x/b/run")]) == ["a/run", "b/run"]
+    assert report.run_labels([Path("/x/sync"), Path("/x/async")]) == ["sync", "async"]
+    assert report.file_stem("a/run η=2") == "a-run-2"
+
+
+def test_plots_and_trace_accept_a_run_without_events(tmp_path: Path) -> None:
+    empty = empty_events()
+    assert png_size(plots.timeline([("empty", empty)], tmp_path / "t.png"))[0] > 0
+    assert png_size(plots.throughput_and_queue([("empty", empty)], tmp_path / "q.png"))[0] > 0
+    assert png_size(plots.staleness_histogram([("empty", {})], tmp_path / "s.png"))[0] > 0
+    assert check_chrome_trace(trace.chrome_trace(empty)) == []
