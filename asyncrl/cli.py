@@ -1,6 +1,7 @@
 """The ``asyncrl`` command: the one place that wires scenarios, backends and analysis.
 
     asyncrl simulate SCENARIO [--out DIR] [--set key=value ...]   predict one schedule
+    asyncrl execute  SCENARIO [--device cuda] [--resume RUN]       run it for real
     asyncrl speedup  SCENARIO                                      as written vs sync baselines
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
     asyncrl schema                                                 JSON Schema of the scenario file
@@ -37,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"asyncrl: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("asyncrl: interrupted", file=sys.stderr)
+        print("asyncrl: interrupted (a run directory being written keeps a partial record)", file=sys.stderr)
         return 130
 
 
@@ -49,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_arguments(simulate)
     simulate.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>)")
     simulate.set_defaults(command=_simulate)
+
+    execute = commands.add_parser("execute", help="run one scenario for real with torch (CPU or CUDA)")
+    _scenario_arguments(execute)
+    execute.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>-executed)")
+    execute.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where engines and learner run")
+    execute.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
+    execute.set_defaults(command=_execute)
 
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
@@ -160,6 +168,44 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"{scenario.name}: {scenario.schedule.kind} on {_devices(scenario)} (simulated)")
     print(summary_lines(result.summary))
     print(f"wrote {out}/ (summary.json, events.parquet, scenario.yaml)")
+    return 0
+
+
+def _execute(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from analysis.tables import summary_lines
+    from executor.runtime import execute
+
+    scenario = _load(args)
+    out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
+    print(
+        f"{scenario.name}: {scenario.schedule.kind}, {scenario.cluster.engines} engine process(es) and a learner on {args.device}"
+    )
+    with tqdm(total=scenario.run.steps, desc="training", unit="step", disable=args.quiet or None) as bar:
+
+        def on_step(step: int, row: dict[str, float]) -> None:
+            bar.n = step + 1
+            rate = (step + 1) * scenario.batch_samples / max(row["end"], 1e-9)
+            bar.set_postfix(
+                reward=f"{row['reward_mean']:.3f}", staleness=f"{row['staleness_mean']:.2f}", samples_s=f"{rate:.1f}"
+            )
+
+        try:
+            result = execute(scenario, out, device=args.device, resume=args.resume is not None, on_step=on_step)
+        except RuntimeError as exc:
+            bar.close()
+            print(f"asyncrl: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            print(f"partial run record in {out}/ (summary.json status: failed)", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(result.summary, indent=2))
+        return 0
+    metrics = result.metrics
+    first, last = metrics["reward_mean"].head(3).mean(), metrics["reward_mean"].tail(3).mean()
+    print(summary_lines(result.summary))
+    print(f"reward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3")
+    print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, scenario.yaml)")
     return 0
 
 

@@ -1,0 +1,179 @@
+"""An actor process: one generation engine, driven by the learner's coordinator.
+
+    commands (from the coordinator)          results (to the coordinator)
+    ("go", t0)            start the clock    ("ready", actor)
+    ("start", group, [requests])  ──► engine.add ──► engine.step ... ──► ("group", actor, group, rollouts)
+    ("load", version)  ──recv weights──► engine.load_weights  ──► ("loaded", actor, version, start, end)
+    ("stop",)                                ("error", actor, traceback)
+
+The actor makes no schedule decision: what to start and which weights to load
+is decided by ``scenarios.policy`` in the coordinator. It reports each group
+once all its samples are done, with the wall-clock spans of every rollout.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.queues import Queue
+from typing import Any
+
+from scenarios.scenario import Scenario
+
+POLL_S = 0.05  # how long an idle actor waits for a command before checking again
+
+
+@dataclass
+class FinishedRollout:
+    """A rollout as the actor reports it: tokens, behaviour log-probs, versions and when each version ran."""
+
+    sample: int
+    tokens: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    start: float
+    end: float
+    segments: list[tuple[int, float, float, int]]  # (version, start, end, tokens)
+
+
+@dataclass
+class _Group:
+    start: float
+    done: list[FinishedRollout] = field(default_factory=list)
+
+
+def actor_main(
+    index: int,
+    scenario: Scenario,
+    device: str,
+    rendezvous: str,
+    world_size: int,
+    commands: Queue,
+    results: Queue,
+) -> None:
+    """Process entry point; any failure is reported as ("error", index, traceback) before exiting."""
+    try:
+        _run(index, scenario, device, rendezvous, world_size, commands, results)
+    except KeyboardInterrupt:
+        pass
+    except BaseException:
+        results.put(("error", index, traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+def _run(
+    index: int, scenario: Scenario, device: str, rendezvous: str, world_size: int, commands: Queue, results: Queue
+) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from executor.engine import ContinuousBatchingEngine
+    from executor.weights import WeightLayout, receive_weights
+    from executor.work import load_scenario_task, policy_model
+
+    torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)
+    backend = "nccl" if device.startswith("cuda") else "gloo"
+    dist.init_process_group(backend, init_method=rendezvous, rank=index + 1, world_size=world_size)
+    task = load_scenario_task(scenario)
+    model = policy_model(scenario, task).to(device).eval()
+    layout = WeightLayout.of(model.state_dict())
+    buffer = layout.empty(device)
+    engine = ContinuousBatchingEngine(
+        model,
+        max_batch=scenario.engine_concurrency,
+        eos_token_id=task.tokenizer.eos_token_id if task else None,
+        pad_token_id=task.tokenizer.pad_token_id if task else 0,
+        temperature=scenario.algorithm.temperature,
+        seed=scenario.run.seed * 1000 + index,
+        device=device,
+    )
+    results.put(("ready", index))
+    t0 = _wait_for_go(commands)
+    actor = _Actor(index, scenario.workload.samples_per_prompt, engine, results, t0)
+    while True:
+        for command in _commands(commands, block=engine.in_flight == 0 and engine.waiting == 0):
+            if command[0] == "stop":
+                dist.destroy_process_group()
+                return
+            if command[0] == "start":
+                actor.start(command[1], command[2])
+            elif command[0] == "load":
+                start = actor.now()
+                weights = layout.unflatten(receive_weights(buffer))
+                engine.load_weights(weights, command[1])
+                actor.loaded(command[1], start)
+        if engine.in_flight or engine.waiting:
+            actor.step()
+
+
+def _wait_for_go(commands: Queue) -> float:
+    while True:
+        command = commands.get()
+        if command[0] == "go":
+            return float(command[1])
+
+
+def _commands(commands: Queue, block: bool) -> list[tuple[Any, ...]]:
+    """Every command waiting now; with ``block``, wait (briefly) for at least one."""
+    pending = []
+    try:
+        pending.append(commands.get(timeout=POLL_S) if block else commands.get_nowait())
+        while True:
+            pending.append(commands.get_nowait())
+    except queue.Empty:
+        pass
+    return pending
+
+
+class _Actor:
+    """Bookkeeping around the engine: group start times, weight loads, finished groups."""
+
+    def __init__(self, index: int, group_size: int, engine: Any, results: Queue, t0: float) -> None:
+        self.index, self.group_size, self.engine, self.results, self.t0 = index, group_size, engine, results, t0
+        self.groups: dict[int, _Group] = {}
+        self.loads: list[tuple[float, int]] = []  # (time the version became active, version)
+
+    def now(self) -> float:
+        return time.time() - self.t0
+
+    def start(self, group: int, requests: list[Any]) -> None:
+        self.groups[group] = _Group(start=self.now())
+        for request in requests:
+            self.engine.add(request)
+
+    def loaded(self, version: int, start: float) -> None:
+        end = self.now()
+        self.loads.append((end, version))
+        self.results.put(("loaded", self.index, version, start, end))
+
+    def step(self) -> None:
+        for rollout in self.engine.step():
+            group, sample = divmod(rollout.id, self.group_size)
+            record = self.groups[group]
+            end = self.now()
+            segments = self._segments(rollout.versions, record.start, end)
+            record.done.append(
+                FinishedRollout(sample, rollout.tokens, rollout.logprobs, rollout.versions, record.start, end, segments)
+            )
+            if len(record.done) == self.group_size:
+                del self.groups[group]
+                self.results.put(("group", self.index, group, sorted(record.done, key=lambda r: r.sample)))
+
+    def _segments(self, versions: list[int], start: float, end: float) -> list[tuple[int, float, float, int]]:
+        """Runs of tokens made by one version, timed by the loads that switched versions."""
+        runs: list[list[int]] = []
+        for version in versions:
+            if runs and runs[-1][0] == version:
+                runs[-1][1] += 1
+            else:
+                runs.append([version, 1])
+        if not runs:
+            return [(0, start, end, 0)]
+        starts = [start] + [self._load_time(version, start) for version, _ in runs[1:]]
+        ends = [*starts[1:], end]
+        return [(v, s, e, n) for (v, n), s, e in zip(runs, starts, ends, strict=True)]
+
+    def _load_time(self, version: int, after: float) -> float:
+        return next((t for t, v in self.loads if v == version and t >= after), after)

@@ -1,0 +1,351 @@
+"""The local runtime: one learner process (this one) and one process per generation engine.
+
+    this process (rank 0)                                  actor processes (rank 1..E)
+    ┌────────────────────────────────────────────┐         ┌──────────────────────────┐
+    │ learner loop: take_batch → train → publish │         │ engine: continuous       │
+    │ coordinator (policy state, dispatch) ◄─────┼─results─┤ batching, behaviour      │
+    │ receiver thread ───────────────────────────┼─cmds───►│ log-probs, versions      │
+    │ weights ──torch.distributed isend──────────┼────────►│ recv → load_weights      │
+    └────────────────────────────────────────────┘         └──────────────────────────┘
+
+On CPU each process gets its own thread budget (``devices_per_engine`` threads
+per engine, ``training_devices`` for the learner), so generation and training
+really run at the same time; on CUDA engine i runs on cuda:i. The run writes
+the same record as the simulator (``summary.json`` with ``backend:
+"executor"``, ``events.parquet``, the resolved ``scenario.yaml``) plus
+``metrics.parquet`` (loss, reward, KL, staleness per step). A crashed worker or
+Ctrl-C ends the run with a partial record whose summary says ``status``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from scenarios.loading import ScenarioError, dump_scenario
+from scenarios.record import EVENT_COLUMNS, summarize, write_run
+from scenarios.scenario import Scenario
+
+READY_TIMEOUT_S = 300.0
+CHECKPOINT_DIR = "checkpoint"
+
+
+@dataclass
+class ExecutionResult:
+    summary: dict[str, Any]
+    events: pd.DataFrame
+    metrics: pd.DataFrame
+
+
+StepCallback = Callable[[int, dict[str, float]], None]
+
+
+def execute(
+    scenario: Scenario, out: Path, device: str = "cpu", resume: bool = False, on_step: StepCallback | None = None
+) -> ExecutionResult:
+    """Run ``scenario`` for real; write the run record to ``out`` (also when it fails)."""
+    _check_device(scenario, device)
+    run = _LocalRun(scenario, out, device)
+    try:
+        run.start(resume)
+        run.train(on_step)
+        return run.finish("complete")
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        raise
+    except BaseException:
+        run.finish("failed")
+        raise
+    finally:
+        run.stop()
+
+
+def _check_device(scenario: Scenario, device: str) -> None:
+    import torch
+
+    if device not in ("cpu", "cuda"):
+        raise ScenarioError(f"--device: {device!r}; use cpu or cuda")
+    if device == "cuda" and torch.cuda.device_count() < 1:
+        raise ScenarioError("--device: cuda asked for, but torch sees no GPU")
+    if device == "cuda" and scenario.cluster.devices_per_engine != 1:
+        raise ScenarioError("cluster.devices_per_engine: the executor's engine runs on one GPU; use 1")
+
+
+class _LocalRun:
+    """Processes, the coordinator and the learner of one run, and what they recorded."""
+
+    def __init__(self, scenario: Scenario, out: Path, device: str) -> None:
+        self.scenario, self.out, self.device = scenario, out, device
+        self.engines = scenario.cluster.engines
+        self.context = mp.get_context("spawn")
+        self.processes: list[Any] = []
+        self.metrics: list[dict[str, float]] = []
+        self.previous = _PreviousRun.empty()
+        self.coordinator: Any = None
+        self.t0 = time.time()
+        self._stop_receiving = threading.Event()
+
+    # Start-up.
+
+    def start(self, resume: bool) -> None:
+        import torch
+        import torch.distributed as dist
+
+        from executor.actor import actor_main
+        from executor.learner import Learner
+        from executor.work import load_scenario_task, policy_model
+
+        rendezvous = f"tcp://127.0.0.1:{_free_port()}"
+        self.commands = [self.context.Queue() for _ in range(self.engines)]
+        self.results = self.context.Queue()
+        for index in range(self.engines):
+            args = (
+                index,
+                self.scenario,
+                self._actor_device(index),
+                rendezvous,
+                self.engines + 1,
+                self.commands[index],
+                self.results,
+            )
+            process = self.context.Process(target=actor_main, args=args, daemon=True, name=f"asyncrl-actor-{index}")
+            process.start()
+            self.processes.append(process)
+        if self.device == "cpu":
+            torch.set_num_threads(self.scenario.training_devices)
+        dist.init_process_group(
+            "nccl" if self.device == "cuda" else "gloo", init_method=rendezvous, rank=0, world_size=self.engines + 1
+        )
+        self.task = load_scenario_task(self.scenario)
+        model = policy_model(self.scenario, self.task)
+        pad = self.task.tokenizer.pad_token_id if self.task else 0
+        self.learner = Learner.from_scenario(self.scenario, model, pad, device=self._learner_device())
+        self.first_step = self._resume() if resume else 0
+        self._wait_ready()
+        self._start_coordinator(model.config.vocab_size)
+
+    def _resume(self) -> int:
+        checkpoint = self.out / CHECKPOINT_DIR
+        if not (checkpoint / "learner").is_dir():
+            raise ScenarioError(f"--resume: no checkpoint in {self.out} (set run.checkpoint_every)")
+        step = self.learner.load_checkpoint(checkpoint / "learner")
+        self.previous = _PreviousRun.load(self.out, step)
+        return step
+
+    def _start_coordinator(self, model_vocab: int) -> None:
+        from executor.coordinator import Coordinator
+        from executor.weights import WeightLayout
+        from executor.work import WorkSource
+
+        self.t0 = time.time() - self.previous.wall_time
+        clock = self._clock
+        source = WorkSource(self.scenario, self.task, model_vocab)
+        first_group = self.first_step * self.scenario.batch_groups
+        self.coordinator = Coordinator(self.scenario, source, self.commands, clock, first_group=first_group)
+        self.layout = WeightLayout.of(self.learner.weights())
+        if self.first_step:
+            _skip_groups(source, first_group)
+            self.coordinator.restore_versions(_load_versions(self.out / CHECKPOINT_DIR))
+        for commands in self.commands:
+            commands.put(("go", self.t0))
+        threading.Thread(target=self._receive, name="asyncrl-receiver", daemon=True).start()
+        self.coordinator.publish(self.first_step, self.layout.flatten(self.learner.weights()))
+
+    def _wait_ready(self) -> None:
+        ready: set[int] = set()
+        deadline = time.time() + READY_TIMEOUT_S
+        while len(ready) < self.engines:
+            self._check_processes()
+            try:
+                message = self.results.get(timeout=0.5)
+            except queue.Empty:
+                if time.time() > deadline:
+                    raise RuntimeError(f"actors not ready after {READY_TIMEOUT_S:.0f} s") from None
+                continue
+            if message[0] == "error":
+                raise RuntimeError(f"actor {message[1]} failed while starting:\n{message[2]}")
+            ready.add(message[1])
+
+    # The learner loop.
+
+    def train(self, on_step: StepCallback | None) -> None:
+        from executor.engine import Rollout
+
+        scenario, learner, coordinator = self.scenario, self.learner, self.coordinator
+        for step in range(self.first_step, scenario.run.steps):
+            batch = coordinator.take_batch(step, self._check_processes)
+            groups = [
+                [
+                    (Rollout(r.sample, g.prompt, r.tokens, r.logprobs, r.versions, ""), reward)
+                    for r, reward in zip(g.rollouts, g.rewards, strict=True)
+                ]
+                for g in batch
+            ]
+            start = self._clock()
+            figures = learner.train_step(groups)
+            end = self._clock()
+            tokens = sum(len(g.prompt) + len(r.tokens) for g in batch for r in g.rollouts)
+            coordinator.train_row(step, start, end, tokens)
+            for record in batch:
+                coordinator.generate_rows(record, step)
+                coordinator.source.forget(record.group)
+            coordinator.publish(step + 1, self.layout.flatten(learner.weights()))
+            row = {"step": step, "start": start, "end": end, **figures, **_batch_staleness(batch, step)}
+            self.metrics.append(row)
+            if scenario.run.checkpoint_every and (step + 1) % scenario.run.checkpoint_every == 0:
+                self._checkpoint(step + 1)
+            if on_step is not None:
+                on_step(step, row)
+
+    def _checkpoint(self, step: int) -> None:
+        from safetensors.torch import save_file
+
+        checkpoint = self.out / CHECKPOINT_DIR
+        self.learner.save_checkpoint(checkpoint / "learner", step)
+        versions = self.coordinator.versions_kept()
+        save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(checkpoint / "versions.safetensors"))
+        self._write("checkpoint")
+
+    # Shutdown and the record.
+
+    def finish(self, status: str) -> ExecutionResult:
+        """Write the run record, complete or partial."""
+        if self.coordinator is None:
+            return ExecutionResult({}, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
+        self.coordinator.fail("stopping")  # wakes nothing useful now; marks the run as over
+        return self._write(status)
+
+    def _write(self, status: str) -> ExecutionResult:
+        coordinator = self.coordinator
+        rows = list(coordinator.rows)
+        if status != "checkpoint":
+            coordinator.rows_before_unfinished = len(rows)
+            coordinator.unfinished_rows(self._clock())
+            rows = list(coordinator.rows)
+        events = pd.concat([self.previous.events, pd.DataFrame(rows, columns=list(EVENT_COLUMNS))], ignore_index=True)
+        events = events.astype(EVENT_COLUMNS)
+        metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
+        summary = summarize(
+            events,
+            backend="executor",
+            scenario_name=self.scenario.name,
+            engines=self.engines,
+            concurrency=self.scenario.engine_concurrency,
+        )
+        summary["status"] = status
+        write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)
+        metrics.to_parquet(self.out / "metrics.parquet", index=False)
+        return ExecutionResult(summary, events, metrics)
+
+    def stop(self) -> None:
+        self._stop_receiving.set()
+        for commands in getattr(self, "commands", []):
+            with contextlib.suppress(Exception):
+                commands.put(("stop",))
+        for process in self.processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
+        _destroy_process_group()
+
+    # Helpers.
+
+    def _receive(self) -> None:
+        while not self._stop_receiving.is_set():
+            try:
+                message = self.results.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError):
+                return
+            self.coordinator.on_message(message)
+
+    def _check_processes(self) -> None:
+        for index, process in enumerate(self.processes):
+            if process.exitcode is not None:
+                raise RuntimeError(f"actor {index} exited with code {process.exitcode}")
+        if self.coordinator is not None and self.coordinator.failure and self.coordinator.failure != "stopping":
+            raise RuntimeError(self.coordinator.failure)
+
+    def _clock(self) -> float:
+        return time.time() - self.t0
+
+    def _actor_device(self, index: int) -> str:
+        return f"cuda:{index}" if self.device == "cuda" else "cpu"
+
+    def _learner_device(self) -> str:
+        if self.device != "cuda":
+            return "cpu"
+        import torch
+
+        return f"cuda:{min(self.engines, torch.cuda.device_count() - 1)}"
+
+
+@dataclass
+class _PreviousRun:
+    """What a resumed run keeps from before its checkpoint."""
+
+    events: pd.DataFrame
+    metrics: pd.DataFrame
+    wall_time: float
+
+    @classmethod
+    def empty(cls) -> _PreviousRun:
+        return cls(pd.DataFrame(columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS), pd.DataFrame(), 0.0)
+
+    @classmethod
+    def load(cls, out: Path, step: int) -> _PreviousRun:
+        """Events and metrics of the steps before ``step``; rollouts not trained by then are regenerated."""
+        events = pd.read_parquet(out / "events.parquet")
+        metrics = pd.read_parquet(out / "metrics.parquet")
+        trained_before = (events["step"] >= 0) & (events["step"] < step)
+        train = events[(events["kind"] == "train") & trained_before]
+        wall = float(train["end"].max()) if len(train) else 0.0
+        kept = events[trained_before | ((events["kind"].isin(["sync", "drop"])) & (events["end"] <= wall))]
+        return cls(kept.reset_index(drop=True), metrics[metrics["step"] < step].reset_index(drop=True), wall)
+
+
+def _batch_staleness(batch: list[Any], step: int) -> dict[str, float]:
+    staleness = [step - min(r.versions) for g in batch for r in g.rollouts if r.versions]
+    return {
+        "staleness_mean": sum(staleness) / max(1, len(staleness)),
+        "staleness_max": float(max(staleness, default=0)),
+    }
+
+
+def _skip_groups(source: Any, groups: int) -> None:
+    """Advance the length stream past the groups of steps already trained, so group i keeps its lengths."""
+    for _ in range(groups):
+        source._lengths.next_group()
+
+
+def _load_versions(checkpoint: Path) -> dict[int, Any]:
+    from safetensors.torch import load_file
+
+    path = checkpoint / "versions.safetensors"
+    return {int(v): w for v, w in load_file(str(path)).items()} if path.exists() else {}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _destroy_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()

@@ -1,0 +1,101 @@
+"""What the actors generate and how it is scored, in task mode or timing mode.
+
+    group id ──► WorkSource.requests(group) ──► G engine requests ──► actor
+    finished rollouts ──► WorkSource.reward(group, sample, rollout) ──► learner
+
+* **task mode** (``workload.task`` set): prompts come from the task, the model
+  stops at end-of-sequence or ``completion_tokens.max_tokens``, the task scores.
+* **timing mode** (no task): prompt and completion lengths come from the same
+  seeded ``LengthStream`` as the simulator's, each completion is forced to its
+  drawn length, and the reward is a synthetic deterministic number in [0, 1):
+  the learner still does the real work for every trained token.
+
+Group ``i`` gets the same work whatever the schedule, as in the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scenarios.scenario import Scenario
+from scenarios.workload import LengthStream
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from executor.engine import Request, Rollout
+    from executor.tasks import Task, TaskPrompt
+
+FIRST_TIMING_TOKEN = 3  # timing-mode prompts avoid the lowest ids, where special tokens usually sit
+
+
+class WorkSource:
+    """Requests for each group, in start order, and the reward of each finished rollout."""
+
+    def __init__(self, scenario: Scenario, task: Task | None, model_vocab: int) -> None:
+        self.scenario = scenario
+        self.group_size = scenario.workload.samples_per_prompt
+        self.task = task
+        self.model_vocab = model_vocab
+        self._lengths = LengthStream(scenario)
+        self._prompts: dict[int, TaskPrompt] = {}
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.task.tokenizer.eos_token_id if self.task else None
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.task.tokenizer.pad_token_id if self.task else 0
+
+    def requests(self, group: int) -> list[Request]:
+        """The G requests of ``group``; call in group order (lengths are drawn in sequence)."""
+        from executor.engine import Request
+        from executor.tasks import to_request
+
+        prompt_tokens, completion_tokens = self._lengths.next_group()
+        first = group * self.group_size
+        if self.task is not None:
+            prompt = self.task.prompts(np.random.default_rng([self.scenario.run.seed, group]), 1)[0]
+            self._prompts[group] = prompt
+            cap = self.scenario.workload.completion_tokens.cap
+            return [to_request(prompt, first + j, cap) for j in range(self.group_size)]
+        ids = self._timing_prompt(group, prompt_tokens)
+        return [
+            Request(id=first + j, prompt=ids, max_new_tokens=length, forced_length=length)
+            for j, length in enumerate(completion_tokens)
+        ]
+
+    def reward(self, group: int, sample: int, rollout: Rollout) -> float:
+        if self.task is not None:
+            return float(self.task.reward(self._prompts[group], rollout.tokens))
+        return float(np.random.default_rng([self.scenario.run.seed, group, sample, 1]).random())
+
+    def forget(self, group: int) -> None:
+        """The group is trained or dropped: its prompt is no longer needed."""
+        self._prompts.pop(group, None)
+
+    def _timing_prompt(self, group: int, length: int) -> list[int]:
+        rng = np.random.default_rng([self.scenario.run.seed, group, 0])
+        return rng.integers(FIRST_TIMING_TOKEN, self.model_vocab, size=length).tolist()
+
+
+def load_scenario_task(scenario: Scenario) -> Task | None:
+    """The scenario's task (task mode), or None (timing mode)."""
+    from executor.tasks import load_task
+
+    return load_task(scenario.workload.task) if scenario.workload.task else None
+
+
+def policy_model(scenario: Scenario, task: Task | None) -> PreTrainedModel:
+    """The initial policy: a local checkpoint (``model.path``) or a preset built from its seed."""
+    from executor.models import build_model, load_model
+
+    if scenario.model.path is not None:
+        return load_model(scenario.model.path, trust_remote_code=scenario.model.trust_remote_code)
+    if scenario.model.preset is None:
+        raise ValueError("model: the executor needs model.preset or model.path")
+    vocab_size = task.tokenizer.vocab_size if task else None
+    return build_model(scenario.model.preset, seed=scenario.run.seed, vocab_size=vocab_size)

@@ -1,0 +1,90 @@
+"""The executor's local runtime: real processes, a real model, the simulator's schedule rules."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from executor.runtime import execute
+from scenarios.loading import load_scenario
+from scenarios.record import EVENT_COLUMNS
+
+FAST = ["run.steps=4", "workload.completion_tokens.max_tokens=48", "workload.prompts_per_step=2"]
+
+
+def trained_staleness(events: pd.DataFrame) -> pd.DataFrame:
+    rows = events[(events["kind"] == "generate") & (events["step"] >= 0)]
+    per_sample = rows.groupby(["group", "sample"]).agg(step=("step", "first"), version=("version", "min"))
+    return per_sample.assign(staleness=per_sample["step"] - per_sample["version"])
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["schedule.kind=sync"],
+        ["schedule.kind=pipelined", "schedule.off_policy_steps=2"],
+        ["schedule.max_staleness=1"],
+        ["schedule.max_staleness=1", "schedule.in_flight_updates=true", "schedule.queue_policy=drop_oldest"],
+    ],
+    ids=["sync", "pipelined-2", "streaming", "streaming-in-flight"],
+)
+def test_every_schedule_runs_and_respects_its_versions(tmp_path: Path, overrides: list[str]) -> None:
+    scenario = load_scenario("cpu-timing", [*FAST, *overrides])
+    result = execute(scenario, tmp_path / "run")
+    summary = result.summary
+    assert summary["backend"] == "executor" and summary["status"] == "complete"
+    assert summary["steps"] == 4 and summary["samples"]["trained"] == 4 * scenario.batch_samples
+    events = pd.read_parquet(tmp_path / "run" / "events.parquet")
+    assert list(events.columns) == list(EVENT_COLUMNS)
+    assert len(pd.read_parquet(tmp_path / "run" / "metrics.parquet")) == 4
+    staleness = trained_staleness(events)
+    bound = scenario.staleness_bound
+    if scenario.schedule.kind == "streaming":
+        assert staleness["staleness"].max() <= bound
+    else:  # batch k generated with exactly version max(0, k - N)
+        assert (staleness["staleness"] == staleness["step"].clip(upper=bound)).all()
+    train = events[events["kind"] == "train"].set_index("step")["start"]
+    trained = events[(events["kind"] == "generate") & (events["step"] >= 0)]
+    assert (trained["end"].to_numpy() <= train.loc[trained["step"]].to_numpy() + 1e-6).all()
+
+
+def test_a_killed_worker_ends_the_run_with_an_error(tmp_path: Path) -> None:
+    scenario = load_scenario("cpu-timing", ["run.steps=50", *FAST[1:]])
+
+    def kill_an_actor(step: int, row: dict) -> None:
+        if step == 1:
+            for child in multiprocessing.active_children():
+                if child.name.startswith("asyncrl-actor"):
+                    child.kill()
+
+    with pytest.raises(RuntimeError, match="actor 0"):
+        execute(scenario, tmp_path / "run", on_step=kill_an_actor)
+    summary = pd.read_json(tmp_path / "run" / "summary.json", typ="series")
+    assert summary["status"] == "failed"
+    assert 2 <= summary["steps"] < 50
+
+
+def test_resume_trains_each_step_once(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = load_scenario("cpu-timing", [*FAST, "run.steps=4", "run.checkpoint_every=2"])
+
+    def stop_after_step_2(step: int, row: dict) -> None:
+        if step == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        execute(first, out, on_step=stop_after_step_2)
+    assert pd.read_json(out / "summary.json", typ="series")["status"] == "interrupted"
+    result = execute(first, out, resume=True)
+    assert result.metrics["step"].tolist() == [0, 1, 2, 3]
+    events = pd.read_parquet(out / "events.parquet")
+    assert sorted(events.loc[events["kind"] == "train", "step"]) == [0, 1, 2, 3]
+    trained = events[(events["kind"] == "generate") & (events["step"] >= 0)]
+    assert not trained.duplicated(["group", "sample", "version"]).any()
+    assert result.summary["samples"]["trained"] == 4 * first.batch_samples
