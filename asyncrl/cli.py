@@ -58,6 +58,26 @@ def _parser() -> argparse.ArgumentParser:
     execute.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
     execute.set_defaults(command=_execute)
 
+    calibrate = commands.add_parser(
+        "calibrate", help="measure the executor's costs; write a profile the simulator reads"
+    )
+    calibrate.add_argument(
+        "scenario",
+        nargs="?",
+        default="cpu-timing",
+        help="whose model and learner settings to measure (default cpu-timing)",
+    )
+    calibrate.add_argument("--model", help="a preset or a local checkpoint directory, instead of the scenario's model")
+    calibrate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    calibrate.add_argument("--repeats", type=_positive, default=5, help="measurements per figure; the median is kept")
+    calibrate.add_argument(
+        "--batch-sizes", default="1,2,4,8,16,32", help="engine batch sizes to time (comma-separated)"
+    )
+    calibrate.add_argument("--out", type=Path, required=True, help="profile file to write (YAML)")
+    calibrate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    calibrate.add_argument("--quiet", action="store_true")
+    calibrate.set_defaults(command=_calibrate)
+
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
     speedup.set_defaults(command=_speedup)
@@ -207,6 +227,64 @@ def _execute(args: argparse.Namespace) -> int:
     print(f"reward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3")
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, scenario.yaml)")
     return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from analysis.tables import format_table
+    from executor.calibrate import calibrate
+    from scenarios.profile import save_profile
+
+    overrides = list(args.overrides)
+    if args.model:
+        key = "model.path" if Path(args.model).is_dir() else "model.preset"
+        overrides.append(f"{key}={args.model}")
+    scenario = load_scenario(args.scenario, overrides)
+    batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
+    if args.device == "cuda":
+        raise ScenarioError("--device: calibration on CUDA is not written yet; calibrate on cpu")
+    with tqdm(total=len(batch_sizes) + 4, desc="calibrating", unit="figure", disable=args.quiet or None) as bar:
+        result = calibrate(
+            scenario,
+            batch_sizes,
+            repeats=args.repeats,
+            progress=lambda label: (bar.set_postfix_str(label), bar.update()),
+        )
+    save_profile(result.profile, args.out)
+    profile = result.profile
+    rows = [[f"decode step, batch {b}", f"{t * 1e3:.3f} ms"] for b, t in profile.decode_step_s.items()]
+    rows += [
+        ["decode, per context token", f"{profile.decode_context_token_s * 1e9:.1f} ns"],
+        ["prefill, per prompt token", f"{profile.prefill_token_s * 1e6:.2f} us"],
+        ["learner, per token (one device)", f"{profile.train_token_s * 1e6:.2f} us"],
+        ["learner, per step", f"{profile.train_step_overhead_s * 1e3:.2f} ms"],
+        ["weight sync", f"{profile.weight_sync_s * 1e3:.3f} ms"],
+    ]
+    print(f"{scenario.model.label} on {args.device}, median of {args.repeats}")
+    print(format_table(["figure", "measured"], rows))
+    worst = max(result.noise.items(), key=lambda item: item[1])
+    print(
+        f"noise: spread (max - min) / median over repeats is {statistics_median(result.noise):.0%} typically, {worst[1]:.0%} at worst ({worst[0]})"
+    )
+    print(f"wrote {args.out} (use it as hardware.profile)")
+    return 0
+
+
+def statistics_median(noise: dict[str, float]) -> float:
+    import statistics
+
+    return statistics.median(noise.values()) if noise else 0.0
+
+
+def _batch_sizes(text: str, limit: int) -> list[int]:
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ScenarioError(f"--batch-sizes: {text!r} is not a comma-separated list of integers") from None
+    if not sizes or sizes[0] < 1:
+        raise ScenarioError("--batch-sizes: give positive batch sizes, e.g. 1,2,4,8")
+    return [size for size in sizes if size <= limit] or [1]
 
 
 def _speedup(args: argparse.Namespace) -> int:

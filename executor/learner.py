@@ -32,7 +32,6 @@ directory and renamed into place, so a crash mid-save leaves the previous checkp
 from __future__ import annotations
 
 import copy
-import itertools
 import random
 import shutil
 from collections.abc import Sequence
@@ -48,6 +47,7 @@ from torch import Tensor, nn
 
 from executor.engine import Rollout
 from executor.losses import LOSSES, LossBatch, LossConfig
+from scenarios.workload import minibatch_bounds
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -178,10 +178,8 @@ def _padded(values: Sequence[Any], width: int, fill: Any) -> list[Any]:
 
 
 def split_groups(groups: Sequence[Group], parts: int) -> list[list[Group]]:
-    """Consecutive runs of whole groups, ``parts`` of them (fewer if there are fewer groups), sizes within one."""
-    parts = min(parts, len(groups))
-    bounds = [len(groups) * part // parts for part in range(parts + 1)]
-    return [list(groups[start:stop]) for start, stop in itertools.pairwise(bounds)]
+    """Consecutive runs of whole groups (``scenarios.workload.minibatch_bounds``, shared with the simulator)."""
+    return [list(groups[start:stop]) for start, stop in minibatch_bounds(len(groups), parts)]
 
 
 class Learner:

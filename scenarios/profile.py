@@ -4,6 +4,8 @@
     decode_context_token_s: 0.0   # optional: extra decode-step time per token of context in the batch
     prefill_token_s: 2.0e-5       # per prompt token, one engine
     train_token_s: 4.0e-4         # learner time per trained token on ONE training device
+    train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
+    train_padding: packed         # optional: packed (cost per real token) | longest (per token once padded)
     weight_sync_s: 0.3            # one synchronization of one engine
 
 Between the measured batch sizes the decode-step time is interpolated
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import (
@@ -41,6 +44,10 @@ class CostProfile(BaseModel):
     )
     prefill_token_s: NonNegativeFloat
     train_token_s: PositiveFloat
+    train_step_overhead_s: NonNegativeFloat = Field(0.0, description="fixed learner time per step (optimizer, launch)")
+    train_padding: Literal["packed", "longest"] = Field(
+        "packed", description="packed: cost per real token; longest: minibatches padded to their longest row"
+    )
     weight_sync_s: NonNegativeFloat
 
     @field_validator("decode_step_s")
@@ -80,4 +87,4 @@ def load_profile(path: Path) -> CostProfile:
 
 def save_profile(profile: CostProfile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+    path.write_text(yaml.safe_dump(profile.model_dump(), sort_keys=False))

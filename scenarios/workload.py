@@ -7,6 +7,10 @@ completions) read in the order groups start, in vectorized chunks.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
 from scenarios.scenario import Scenario
@@ -41,3 +45,30 @@ class LengthStream:
         self._prompt_chunk = prompts.tolist()
         self._completion_chunk = completions.reshape(_CHUNK_GROUPS, self._group_size).tolist()
         self._next = 0
+
+
+def minibatch_bounds(groups: int, parts: int) -> list[tuple[int, int]]:
+    """Consecutive runs of whole groups, ``parts`` of them (fewer if there are fewer groups), sizes within one.
+
+    The learner splits a batch this way into ``algorithm.updates_per_step`` minibatches.
+    """
+    parts = min(parts, groups)
+    bounds = [groups * part // parts for part in range(parts + 1)]
+    return list(itertools.pairwise(bounds))
+
+
+@dataclass(frozen=True)
+class TrainTokens:
+    """What a learner step trains: real tokens, and tokens once each minibatch is padded to its longest row."""
+
+    actual: int
+    padded: int
+
+    @classmethod
+    def of(cls, groups: Sequence[Sequence[int]], parts: int) -> TrainTokens:
+        """``groups``: per group, the prompt + completion length of each of its rows."""
+        padded = 0
+        for start, stop in minibatch_bounds(len(groups), parts):
+            rows = [length for group in groups[start:stop] for length in group]
+            padded += len(rows) * max(rows)
+        return cls(actual=sum(sum(group) for group in groups), padded=padded)

@@ -9,7 +9,9 @@
         analytic: 2 · active · n / (peak · mfu)         measured: n · prefill_token_s
     learner step (n tokens, prompt + completion)
         analytic: (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
-        measured: n · train_token_s / training devices
+        measured: n · train_token_s / training devices + train_step_overhead_s, with n the real
+                  tokens, or with ``train_padding: longest`` the tokens once every minibatch is
+                  padded to its longest row (what a learner without packing computes)
     weight sync (one engine)
         analytic: weights / devices_per_engine / interconnect + sync_latency_s
         measured: weight_sync_s
@@ -26,6 +28,7 @@ from typing import Protocol
 
 from scenarios.profile import CostProfile
 from scenarios.scenario import Scenario
+from scenarios.workload import TrainTokens
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class CostModel(Protocol):
     def decode_step(self, batch: int, context_tokens: float) -> float: ...
     def decode_step_table(self, max_batch: int) -> DecodeTable: ...
     def prefill(self, prompt_tokens: int) -> float: ...
-    def train_step(self, tokens: int) -> float: ...
+    def train_step(self, tokens: TrainTokens) -> float: ...
     def weight_sync(self) -> float: ...
 
 
@@ -95,8 +98,8 @@ class AnalyticCosts:
     def prefill(self, prompt_tokens: int) -> float:
         return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
 
-    def train_step(self, tokens: int) -> float:
-        return self._train_flops_per_token * tokens / self._train_flops
+    def train_step(self, tokens: TrainTokens) -> float:
+        return self._train_flops_per_token * tokens.actual / self._train_flops
 
     def weight_sync(self) -> float:
         return self._sync_s
@@ -120,8 +123,9 @@ class MeasuredCosts:
     def prefill(self, prompt_tokens: int) -> float:
         return prompt_tokens * self._profile.prefill_token_s
 
-    def train_step(self, tokens: int) -> float:
-        return tokens * self._profile.train_token_s / self._training_devices
+    def train_step(self, tokens: TrainTokens) -> float:
+        counted = tokens.padded if self._profile.train_padding == "longest" else tokens.actual
+        return counted * self._profile.train_token_s / self._training_devices + self._profile.train_step_overhead_s
 
     def weight_sync(self) -> float:
         return self._profile.weight_sync_s

@@ -15,6 +15,7 @@ import pandas as pd
 
 from scenarios.record import EVENT_COLUMNS
 from scenarios.scenario import Scenario
+from scenarios.workload import TrainTokens
 
 if TYPE_CHECKING:
     from simulator.engine import Engine
@@ -58,10 +59,11 @@ class Recorder:
         for group in groups:
             self.group_step[group] = step
 
-    def batch_tokens(self, groups: list[int]) -> int:
-        """Prompt plus completion tokens the learner trains on for these groups."""
+    def batch_tokens(self, groups: list[int], minibatches: int) -> TrainTokens:
+        """Prompt plus completion tokens the learner trains on for these groups, real and padded."""
         size = self.group_size
-        return sum(self.group_prompt[g] * size + sum(self.sample_tokens[g * size : (g + 1) * size]) for g in groups)
+        rows = [[self.group_prompt[g] + n for n in self.sample_tokens[g * size : (g + 1) * size]] for g in groups]
+        return TrainTokens.of(rows, minibatches)
 
     def events(self, engines: list[Engine], wall_time: float) -> pd.DataFrame:
         frames = [self._rollout_rows(engines, wall_time), self._drop_rows(), self._sync_rows(), self._train_rows()]

@@ -134,9 +134,9 @@ class Simulation:
         for step in range(self.scenario.run.steps):
             batch = yield from self._collect_batch(step)
             self.notify_engines()  # the queue shrank
-            tokens = self.recorder.batch_tokens(batch)
+            tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
             duration = self.costs.train_step(tokens)
-            self.recorder.train(step, env.now, env.now + duration, tokens, batch)
+            self.recorder.train(step, env.now, env.now + duration, tokens.actual, batch)
             yield env.timeout(duration)
             self.latest_version = step + 1
             self.notify_engines()

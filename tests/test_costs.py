@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scenarios.loading import load_scenario
+from scenarios.workload import TrainTokens
 from simulator.costs import AnalyticCosts, MeasuredCosts
 from tests.conftest import profile, small_scenario
 
@@ -29,7 +30,8 @@ def test_decode_turns_compute_bound_at_large_batches() -> None:
 def test_training_prefill_and_sync_formulas() -> None:
     costs = AnalyticCosts(load_scenario("quickstart"))
     # (6 + 2 · 1 extra forward pass) · N · tokens / (8 devices · peak · 0.35 MFU)
-    assert costs.train_step(1_000_000) == pytest.approx(8 * LLAMA_8B * 1e6 / (8 * H100_PEAK * 0.35))
+    tokens = TrainTokens(actual=1_000_000, padded=3_000_000)  # a packed learner: the padding costs nothing
+    assert costs.train_step(tokens) == pytest.approx(8 * LLAMA_8B * 1e6 / (8 * H100_PEAK * 0.35))
     assert costs.prefill(256) == pytest.approx(2 * LLAMA_8B * 256 / (H100_PEAK * 0.35))
     assert costs.weight_sync() == pytest.approx(LLAMA_8B * 2 / H100_NETWORK + 0.05)
 
@@ -56,7 +58,16 @@ def test_measured_profile_interpolates_between_batch_sizes_and_stays_flat_beyond
     assert table.decode_step(100) == 0.018
     costs = MeasuredCosts(small_scenario(schedule={"kind": "sync", "max_concurrency": 100}), table)
     assert costs.decode_step(40, 0) == pytest.approx(table.decode_step(40))
-    assert costs.train_step(1000) == pytest.approx(1000 * 0.002 / 2)  # two training devices
+    assert costs.train_step(TrainTokens(1000, 3000)) == pytest.approx(1000 * 0.002 / 2)  # two training devices
+    padded = MeasuredCosts(small_scenario(), profile(train_padding="longest", train_step_overhead_s=0.1))
+    assert padded.train_step(TrainTokens(1000, 3000)) == pytest.approx(3000 * 0.002 / 2 + 0.1)
+
+
+def test_padded_tokens_count_each_minibatch_at_its_longest_row() -> None:
+    groups = [[10, 30], [20, 20], [5, 50]]  # prompt + completion length of each row, per group
+    assert TrainTokens.of(groups, parts=1) == TrainTokens(actual=135, padded=6 * 50)
+    # Two minibatches of whole groups: [g0] and [g1, g2] -> 2 rows at 30, 4 rows at 50.
+    assert TrainTokens.of(groups, parts=2) == TrainTokens(actual=135, padded=2 * 30 + 4 * 50)
 
 
 def test_decode_tables_agree_with_the_formulas() -> None:

@@ -1,0 +1,178 @@
+"""Calibration: measure the executor's own costs and write the profile the simulator reads.
+
+    engine (ContinuousBatchingEngine) ──► decode step at batch b, per context token, prefill per token
+    learner (Learner.train_step)      ──► seconds per trained token, and per step
+    WeightLayout + engine             ──► one weight synchronization (flatten, copy, load)
+                                            │ median of repeats
+                                            ▼
+                                   profiles/<name>.yaml  (hardware.profile)
+
+Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
+keeps, per figure, the spread (max − min) / median so the command can say how
+noisy the machine was.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from executor.engine import ContinuousBatchingEngine, Request, Rollout
+from scenarios.profile import CostProfile
+from scenarios.scenario import Scenario
+
+DECODE_STEPS = 8  # decode steps timed per measurement
+SHORT_PROMPT, LONG_PROMPT = 16, 128
+
+
+@dataclass
+class Calibration:
+    profile: CostProfile
+    noise: dict[str, float] = field(default_factory=dict)  # figure -> (max - min) / median over repeats
+
+
+def calibrate(
+    scenario: Scenario, batch_sizes: list[int], repeats: int = 5, progress: Callable[[str], None] | None = None
+) -> Calibration:
+    """Measure on the scenario's model, device and learner settings (the executor's code paths)."""
+    from executor.learner import Learner
+    from executor.work import load_scenario_task, policy_model
+
+    torch.set_num_threads(scenario.cluster.devices_per_engine)
+    task = load_scenario_task(scenario)
+    model = policy_model(scenario, task).eval()
+    noise: dict[str, float] = {}
+    tick = progress or (lambda label: None)
+
+    decode: dict[int, float] = {}
+    for batch in batch_sizes:
+        tick(f"decode step, batch {batch}")
+        decode[batch] = _median(
+            noise, f"decode_step_s[{batch}]", repeats, lambda b=batch: _decode_step(model, b, SHORT_PROMPT)
+        )
+    tick("decode step, long context")
+    wide = batch_sizes[len(batch_sizes) // 2]
+    long_context = _median(
+        noise, "decode_step_s[long context]", repeats, lambda: _decode_step(model, wide, LONG_PROMPT)
+    )
+    per_context = max(0.0, (long_context - decode[wide]) / (wide * (LONG_PROMPT - SHORT_PROMPT)))
+    tick("prefill")
+    prefill = _median(noise, "prefill_token_s", repeats, lambda: _prefill_token(model, LONG_PROMPT, decode[1]))
+
+    torch.set_num_threads(scenario.training_devices)
+    learner = Learner.from_scenario(scenario, policy_model(scenario, task), task.tokenizer.pad_token_id if task else 0)
+    tick("learner step")
+    small, large = _train_sizes(scenario)
+    t_small = _median(noise, "train_step_s[small]", repeats, lambda: _train_step(learner, scenario, small))
+    t_large = _median(noise, "train_step_s[large]", repeats, lambda: _train_step(learner, scenario, large))
+    tokens_small, tokens_large = _train_tokens(scenario, small), _train_tokens(scenario, large)
+    per_token = (t_large - t_small) / (tokens_large - tokens_small)
+    overhead = max(0.0, t_small - per_token * tokens_small)
+
+    tick("weight sync")
+    sync = _median(noise, "weight_sync_s", repeats, lambda: _weight_sync(model))
+    profile = CostProfile(
+        decode_step_s=decode,
+        decode_context_token_s=per_context,
+        prefill_token_s=prefill,
+        train_token_s=per_token * scenario.training_devices,
+        train_step_overhead_s=overhead,
+        train_padding="longest",  # the executor's learner pads each minibatch to its longest row
+        weight_sync_s=sync,
+    )
+    return Calibration(profile, noise)
+
+
+def _median(noise: dict[str, float], name: str, repeats: int, measure: Callable[[], float]) -> float:
+    measure()  # warm-up: allocations, lazy initialisation
+    values = [measure() for _ in range(repeats)]
+    middle = statistics.median(values)
+    noise[name] = (max(values) - min(values)) / middle if middle > 0 else 0.0
+    return middle
+
+
+def _engine(model: Any, batch: int) -> ContinuousBatchingEngine:
+    return ContinuousBatchingEngine(model, max_batch=batch, eos_token_id=None, pad_token_id=0, seed=0)
+
+
+def _requests(batch: int, prompt: int, length: int, vocab: int) -> Iterator[Request]:
+    generator = torch.Generator().manual_seed(batch * 1000 + prompt)
+    for index in range(batch):
+        ids = torch.randint(3, vocab, (prompt,), generator=generator).tolist()
+        yield Request(id=index, prompt=ids, max_new_tokens=length, forced_length=length)
+
+
+def _decode_step(model: Any, batch: int, prompt: int) -> float:
+    """Seconds per decode step with ``batch`` rollouts of ``prompt``-token prompts in flight."""
+    engine = _engine(model, batch)
+    for request in _requests(batch, prompt, DECODE_STEPS + 2, model.config.vocab_size):
+        engine.add(request)
+    engine.step()  # admission (prefill) and the first token
+    start = time.perf_counter()
+    for _ in range(DECODE_STEPS):
+        engine.step()
+    return (time.perf_counter() - start) / DECODE_STEPS
+
+
+def _prefill_token(model: Any, prompt: int, decode_alone: float) -> float:
+    """Seconds per prompt token: an admitting step of one rollout minus a plain decode step."""
+    engine = _engine(model, 1)
+    engine.add(next(_requests(1, prompt, 2, model.config.vocab_size)))
+    start = time.perf_counter()
+    engine.step()
+    return max(0.0, (time.perf_counter() - start - decode_alone) / prompt)
+
+
+def _train_sizes(scenario: Scenario) -> tuple[int, int]:
+    """Completion lengths of the two synthetic batches the learner is timed on."""
+    cap = scenario.workload.completion_tokens.cap
+    return max(4, cap // 8), max(8, cap // 2)
+
+
+def _train_tokens(scenario: Scenario, completion: int) -> int:
+    return scenario.batch_samples * (SHORT_PROMPT + completion)
+
+
+def _train_step(learner: Any, scenario: Scenario, completion: int) -> float:
+    group = scenario.workload.samples_per_prompt
+    vocab = learner.model.config.vocab_size
+    groups = []
+    for g in range(scenario.batch_groups):
+        prompt = torch.randint(3, vocab, (SHORT_PROMPT,)).tolist()
+        rollouts = [
+            Rollout(
+                g * group + j,
+                prompt,
+                torch.randint(3, vocab, (completion,)).tolist(),
+                [-1.0] * completion,
+                [0] * completion,
+                "length",
+            )
+            for j in range(group)
+        ]
+        groups.append([(rollout, float(j % 2)) for j, rollout in enumerate(rollouts)])
+    start = time.perf_counter()
+    learner.train_step(groups)
+    return time.perf_counter() - start
+
+
+def _weight_sync(model: Any) -> float:
+    """One synchronization as the runtime does it, less the wire: flatten, copy the bytes, load into an engine.
+
+    On one machine the gloo transfer of a small model is a memory copy; the
+    runtime's own sync spans (events.parquet) show the full cost, wire included.
+    """
+    from executor.weights import WeightLayout
+
+    layout = WeightLayout.of(model.state_dict())
+    engine = _engine(model, 1)
+    start = time.perf_counter()
+    flat = layout.flatten(model.state_dict())
+    received = flat.clone()  # the transfer; in-process, a copy of the same bytes
+    engine.load_weights(layout.unflatten(received), 1)
+    return time.perf_counter() - start
