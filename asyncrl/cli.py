@@ -40,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("asyncrl: interrupted (a run directory being written keeps a partial record)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into head & co.
+        return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,6 +79,16 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     calibrate.add_argument("--quiet", action="store_true")
     calibrate.set_defaults(command=_calibrate)
+
+    demo = commands.add_parser("demo", help="the main job: calibrate, predict, execute, compare and report on CPU")
+    demo.add_argument(
+        "--out", type=Path, default=Path("runs/demo"), help="where runs and the report go (default runs/demo)"
+    )
+    demo.add_argument(
+        "--scenario", action="append", help="shipped CPU scenarios to use (repeatable; default all three)"
+    )
+    demo.add_argument("--steps", type=_positive, help="learner steps per run (default: each scenario's own)")
+    demo.set_defaults(command=_demo)
 
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
@@ -226,6 +238,16 @@ def _execute(args: argparse.Namespace) -> int:
     print(summary_lines(result.summary))
     print(f"reward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3")
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, scenario.yaml)")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from asyncrl.demo import DEMO_SCENARIOS, run_demo
+
+    scenarios = tuple(args.scenario or DEMO_SCENARIOS)
+    for name in scenarios:
+        load_scenario(name)  # bad names fail before anything runs
+    run_demo(args.out, scenarios, args.steps)
     return 0
 
 
