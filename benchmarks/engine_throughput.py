@@ -80,7 +80,13 @@ def make_requests(vocab: int, count: int, seed: int) -> list[Request]:
 
 def run_engine(model: PreTrainedModel, requests: list[Request], greedy: bool = False) -> Measurement:
     engine = ContinuousBatchingEngine(
-        model, max_batch=MAX_BATCH, eos_token_id=None, pad_token_id=PAD_TOKEN_ID, greedy=greedy, seed=SEED
+        model,
+        max_batch=MAX_BATCH,
+        eos_token_id=None,
+        pad_token_id=PAD_TOKEN_ID,
+        greedy=greedy,
+        seed=SEED,
+        device=model.device,
     )
     started = time.perf_counter()
     rollouts = generate_all(engine, requests)
@@ -99,7 +105,11 @@ def run_generate(model: PreTrainedModel, requests: list[Request]) -> Measurement
         longest = max(request.forced_length or request.max_new_tokens for request in batch)
         ids, mask = left_padded([request.prompt for request in batch])
         with torch.inference_mode():
-            output = model.generate(ids, attention_mask=mask, generation_config=sampling_config(longest))
+            output = model.generate(
+                ids.to(model.device), attention_mask=mask.to(model.device), generation_config=sampling_config(longest)
+            )
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
         produced += (output.shape[1] - ids.shape[1]) * len(batch)
         useful += sum(request.forced_length or request.max_new_tokens for request in batch)
     return Measurement("model.generate()", time.perf_counter() - started, produced, useful)
@@ -182,9 +192,10 @@ def main() -> None:
     parser.add_argument("--skip-generate-batch", action="store_true", help="skip transformers' continuous batching")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each; the fastest counts")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     arguments = parser.parse_args()
     torch.set_num_threads(arguments.threads)
-    model = build_model(PRESET, seed=SEED)
+    model = build_model(PRESET, seed=SEED).to(arguments.device)
     compare_on_long_tail(model, arguments.repeats)
     if not arguments.skip_generate_batch:
         compare_with_generate_batch(model, arguments.repeats)

@@ -48,6 +48,7 @@ def actor_main(
     index: int,
     scenario: Scenario,
     device: str,
+    backend: str,
     rendezvous: str,
     world_size: int,
     commands: Queue,
@@ -55,7 +56,7 @@ def actor_main(
 ) -> None:
     """Process entry point; any failure is reported as ("error", index, traceback) before exiting."""
     try:
-        _run(index, scenario, device, rendezvous, world_size, commands, results)
+        _run(index, scenario, device, backend, rendezvous, world_size, commands, results)
     except KeyboardInterrupt:
         pass
     except BaseException:
@@ -64,22 +65,28 @@ def actor_main(
 
 
 def _run(
-    index: int, scenario: Scenario, device: str, rendezvous: str, world_size: int, commands: Queue, results: Queue
+    index: int,
+    scenario: Scenario,
+    device: str,
+    backend: str,
+    rendezvous: str,
+    world_size: int,
+    commands: Queue,
+    results: Queue,
 ) -> None:
     import torch
     import torch.distributed as dist
 
     from executor.engine import ContinuousBatchingEngine
-    from executor.weights import WeightLayout, receive_weights
+    from executor.weights import WeightLayout, receive_weights, staging_device
     from executor.work import load_scenario_task, policy_model
 
     torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)
-    backend = "nccl" if device.startswith("cuda") else "gloo"
     dist.init_process_group(backend, init_method=rendezvous, rank=index + 1, world_size=world_size)
     task = load_scenario_task(scenario)
     model = policy_model(scenario, task).to(device).eval()
     layout = WeightLayout.of(model.state_dict())
-    buffer = layout.empty(device)
+    buffer = layout.empty(staging_device(backend, device))
     engine = ContinuousBatchingEngine(
         model,
         max_batch=scenario.engine_concurrency,

@@ -11,22 +11,23 @@ One ``train_step`` consumes a batch of groups (the G rollouts of one prompt, eac
 Row layout of one minibatch (prompt ``p``, completion ``c``, padding ``.``; completion tokens sit at different
 columns of the forward input, so the column predicting each completion token is gathered per row)::
 
-    input_ids   p p p c c c .        logprobs / mask / behaviour_logprobs   [N, T]
-                p p c c . . .            c c c        1 1 1
-                p p p p c . .            c c .        1 1 0
-                                         c . .        1 0 0
+    input_ids [N, L]           logprobs, behaviour_logprobs, mask [N, T]
+    p p p c c c .              c c c      1 1 1
+    p p c c . . .              c c .      1 1 0
+    p p p p c . .              c . .      1 0 0
 
 Log-probs are those of the tempered distribution, softmax(logits / temperature), which is what the actors sample
 from and record (``Rollout.logprobs``), so ρ = 1 for a fresh rollout. The reference is a frozen copy of the policy the
 learner was built with. For PPO, ``old_values`` are the value head's outputs at the start of the step, before any
 update (rollouts do not record values), and the value head is trained with the policy.
 
-The learner counts its updates in ``step`` (0 before the first); an actor that loads ``weights()`` after step k should
-tag its tokens with version k, which makes the staleness figures (``step - version`` per token) meaningful.
+The learner counts its train steps in ``step`` (0 before the first); an actor that loads ``weights()`` after step k
+should tag its tokens with version k, which makes the staleness figures (``step - version`` per token) meaningful.
 
 Checkpoint directory: ``policy.safetensors`` (and ``value_head.safetensors`` for PPO), ``optimizer.pt`` and
-``learner_state.pt`` (step and the torch, numpy and Python RNG states). It is written to a sibling temporary
-directory and renamed into place, so a crash mid-save leaves the previous checkpoint whole.
+``learner_state.pt`` (step and the torch, numpy and Python RNG states). It is written to a sibling ``.partial``
+directory that replaces the old one only once complete, so a crash while writing leaves the previous checkpoint whole.
+The reference policy is not saved: a resumed learner is built from the same scenario (same initial weights).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -47,6 +48,7 @@ from torch import Tensor, nn
 
 from executor.engine import Rollout
 from executor.losses import LOSSES, LossBatch, LossConfig
+from executor.tokenizer import Tokenizer
 from scenarios.workload import minibatch_bounds
 
 if TYPE_CHECKING:
@@ -60,10 +62,6 @@ POLICY_FILE = "policy.safetensors"
 VALUE_HEAD_FILE = "value_head.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 STATE_FILE = "learner_state.pt"
-
-
-class HasPadTokenId(Protocol):
-    pad_token_id: int
 
 
 @dataclass(frozen=True)
@@ -207,7 +205,7 @@ class Learner:
         cls,
         scenario: Scenario,
         model: PreTrainedModel,
-        tokenizer_or_pad_id: HasPadTokenId | int,
+        tokenizer_or_pad_id: Tokenizer | int,
         device: str | torch.device = "cpu",
     ) -> Learner:
         pad_token_id = tokenizer_or_pad_id if isinstance(tokenizer_or_pad_id, int) else tokenizer_or_pad_id.pad_token_id
@@ -228,12 +226,18 @@ class Learner:
     # ------------------------------------------------------------ training
 
     def train_step(self, groups: Sequence[Group]) -> dict[str, float]:
-        """One learner step: ``updates_per_step`` optimizer updates over minibatches of whole groups; its metrics."""
+        """One learner step: ``updates_per_step`` optimizer updates over minibatches of whole groups.
+
+        Returns the loss's metrics averaged over the minibatches (``loss``, ``ratio_mean``, ``clip_fraction``,
+        ``truncated_fraction``, ``kl_to_behaviour``, ... as ``executor.losses`` names them), ``kl`` (k3 to the initial
+        policy), ``grad_norm`` (before clipping), and figures of the whole batch: ``reward_mean``, ``reward_std``,
+        ``completion_tokens_mean``, ``staleness_mean``, ``staleness_max``, ``samples``, ``updates``.
+        """
         batches = [
             collate(part, self.pad_token_id).to(self.device)
             for part in split_groups(groups, self.config.updates_per_step)
         ]
-        old_values = [self._values(batch, self.model).detach() if self.value_head else None for batch in batches]
+        old_values = [self._values(batch) if self.value_head is not None else None for batch in batches]
         update_metrics = [self._update(batch, values) for batch, values in zip(batches, old_values, strict=True)]
         metrics = {name: float(np.mean([m[name] for m in update_metrics])) for name in update_metrics[0]}
         metrics.update(self._batch_figures(batches))
@@ -259,7 +263,7 @@ class Learner:
     def loss_batch(self, batch: RolloutBatch, old_values: Tensor | None = None) -> LossBatch:
         """The loss's input: current log-probs (with grad), the actor's, the reference's, and values for PPO."""
         with torch.no_grad():
-            reference_logprobs = self._logprobs(batch, self.reference)
+            _, reference_logprobs = self._forward(batch, self.reference, need_hidden=False)
         hidden, logprobs = self._forward(batch, self.model, need_hidden=self.value_head is not None)
         values = self.value_head(hidden).squeeze(-1) if self.value_head is not None else None
         if values is not None and old_values is None:
@@ -275,13 +279,11 @@ class Learner:
             old_values=old_values,
         )
 
-    def _logprobs(self, batch: RolloutBatch, model: nn.Module) -> Tensor:
-        return self._forward(batch, model, need_hidden=False)[1]
-
     @torch.no_grad()
-    def _values(self, batch: RolloutBatch, model: nn.Module) -> Tensor:
-        hidden, _ = self._forward(batch, model, need_hidden=True)
-        assert self.value_head is not None
+    def _values(self, batch: RolloutBatch) -> Tensor:
+        """The value head's [N, T] outputs before any update of the step: PPO's ``old_values``."""
+        hidden, _ = self._forward(batch, self.model, need_hidden=True)
+        assert self.value_head is not None and hidden is not None
         return self.value_head(hidden).squeeze(-1)
 
     def _forward(self, batch: RolloutBatch, model: nn.Module, need_hidden: bool) -> tuple[Tensor | None, Tensor]:

@@ -55,6 +55,7 @@ def execute(
 ) -> ExecutionResult:
     """Run ``scenario`` for real; write the run record to ``out`` (also when it fails)."""
     _check_device(scenario, device)
+    _check_task(scenario)
     run = _LocalRun(scenario, out, device)
     try:
         run.start(resume)
@@ -81,6 +82,15 @@ def _check_device(scenario: Scenario, device: str) -> None:
         raise ScenarioError("cluster.devices_per_engine: the executor's engine runs on one GPU; use 1")
 
 
+def _check_task(scenario: Scenario) -> None:
+    from executor.work import load_scenario_task
+
+    try:
+        load_scenario_task(scenario)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+
+
 class _LocalRun:
     """Processes, the coordinator and the learner of one run, and what they recorded."""
 
@@ -99,13 +109,14 @@ class _LocalRun:
 
     def start(self, resume: bool) -> None:
         import torch
-        import torch.distributed as dist
 
         from executor.actor import actor_main
         from executor.learner import Learner
+        from executor.weights import sync_backend
         from executor.work import load_scenario_task, policy_model
 
         rendezvous = f"tcp://127.0.0.1:{_free_port()}"
+        self.backend = sync_backend(self.device, self.engines + 1)
         self.commands = [self.context.Queue() for _ in range(self.engines)]
         self.results = self.context.Queue()
         for index in range(self.engines):
@@ -113,6 +124,7 @@ class _LocalRun:
                 index,
                 self.scenario,
                 self._actor_device(index),
+                self.backend,
                 rendezvous,
                 self.engines + 1,
                 self.commands[index],
@@ -123,9 +135,7 @@ class _LocalRun:
             self.processes.append(process)
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
-        dist.init_process_group(
-            "nccl" if self.device == "cuda" else "gloo", init_method=rendezvous, rank=0, world_size=self.engines + 1
-        )
+        self._init_distributed(rendezvous)
         self.task = load_scenario_task(self.scenario)
         model = policy_model(self.scenario, self.task)
         pad = self.task.tokenizer.pad_token_id if self.task else 0
@@ -133,6 +143,29 @@ class _LocalRun:
         self.first_step = self._resume() if resume else 0
         self._wait_ready()
         self._start_coordinator(model.config.vocab_size)
+
+    def _init_distributed(self, rendezvous: str) -> None:
+        """Join the process group, in a thread, so an actor that dies before joining is noticed."""
+        import torch.distributed as dist
+
+        failure: list[BaseException] = []
+
+        def join() -> None:
+            try:
+                dist.init_process_group(self.backend, init_method=rendezvous, rank=0, world_size=self.engines + 1)
+            except BaseException as exc:  # reported below, in the main thread
+                failure.append(exc)
+
+        joining = threading.Thread(target=join, name="asyncrl-join", daemon=True)
+        joining.start()
+        deadline = time.time() + READY_TIMEOUT_S
+        while joining.is_alive():
+            joining.join(timeout=0.2)
+            self._check_processes(starting=True)
+            if time.time() > deadline:
+                raise RuntimeError(f"actors did not join the process group within {READY_TIMEOUT_S:.0f} s")
+        if failure:
+            raise failure[0]
 
     def _resume(self) -> int:
         checkpoint = self.out / CHECKPOINT_DIR
@@ -159,7 +192,7 @@ class _LocalRun:
         for commands in self.commands:
             commands.put(("go", self.t0))
         threading.Thread(target=self._receive, name="asyncrl-receiver", daemon=True).start()
-        self.coordinator.publish(self.first_step, self.layout.flatten(self.learner.weights()))
+        self.coordinator.publish(self.first_step, self._flat_weights())
 
     def _wait_ready(self) -> None:
         ready: set[int] = set()
@@ -199,7 +232,7 @@ class _LocalRun:
             for record in batch:
                 coordinator.generate_rows(record, step)
                 coordinator.source.forget(record.group)
-            coordinator.publish(step + 1, self.layout.flatten(learner.weights()))
+            coordinator.publish(step + 1, self._flat_weights())
             row = {"step": step, "start": start, "end": end, **figures, **_batch_staleness(batch, step)}
             self.metrics.append(row)
             if scenario.run.checkpoint_every and (step + 1) % scenario.run.checkpoint_every == 0:
@@ -271,25 +304,45 @@ class _LocalRun:
                 return
             self.coordinator.on_message(message)
 
-    def _check_processes(self) -> None:
+    def _check_processes(self, starting: bool = False) -> None:
         for index, process in enumerate(self.processes):
             if process.exitcode is not None:
-                raise RuntimeError(f"actor {index} exited with code {process.exitcode}")
+                raise RuntimeError(f"actor {index} exited with code {process.exitcode}{self._actor_error(starting)}")
         if self.coordinator is not None and self.coordinator.failure and self.coordinator.failure != "stopping":
             raise RuntimeError(self.coordinator.failure)
+
+    def _flat_weights(self) -> Any:
+        from executor.weights import staging_device
+
+        flat = self.layout.flatten(self.learner.weights())
+        return flat.to(staging_device(self.backend, flat.device))
+
+    def _actor_error(self, starting: bool) -> str:
+        """The traceback a dead actor sent, if it sent one before the coordinator started reading."""
+        if not starting:
+            return ""
+        try:
+            message = self.results.get(timeout=1.0)
+        except queue.Empty:
+            return ""
+        return f":\n{message[2]}" if message[0] == "error" else ""
 
     def _clock(self) -> float:
         return time.time() - self.t0
 
     def _actor_device(self, index: int) -> str:
-        return f"cuda:{index}" if self.device == "cuda" else "cpu"
+        if self.device != "cuda":
+            return "cpu"
+        import torch
+
+        return f"cuda:{index % torch.cuda.device_count()}"
 
     def _learner_device(self) -> str:
         if self.device != "cuda":
             return "cpu"
         import torch
 
-        return f"cuda:{min(self.engines, torch.cuda.device_count() - 1)}"
+        return f"cuda:{self.engines}" if torch.cuda.device_count() > self.engines else "cuda:0"
 
 
 @dataclass

@@ -8,20 +8,34 @@
 ``workload.task`` names a shipped task (a key of ``TASKS``) or ``module:function``, a function of no arguments
 returning a ``Task``. ``load_task`` resolves either and reports any failure as a ValueError naming ``workload.task``.
 
-Shipped tasks (character tokenizer, completions of at most 5 tokens with EOS):
+Shipped tasks (character tokenizer of ``executor.tokenizer``; the task's budget is 4 tokens: 3 digits and EOS):
 
-* ``copy``: ``"<bos>4821="`` → ``"4821<eos>"``; 1 to 4 digits.
-* ``reverse``: ``"<bos>4821="`` → ``"1284<eos>"``; 1 to 4 digits (harder: the attention has to run backwards).
+* ``copy``: ``"<bos>482="`` → ``"482<eos>"``.
+* ``reverse``: ``"<bos>482="`` → ``"284<eos>"``.
 
-Reward (per-character credit): ``matches / max(len(target), len(completion))``, where the completion is cut at its
-first EOS, ``matches`` counts positions holding the target's token, and the max charges every extra or missing
-character. A random policy over the 17-token vocabulary scores about 0.03, with most groups of 8 holding at least
-one non-zero reward, so group-relative advantages have a signal from the first step; a perfect one scores 1.
+Reward (per-position credit against the answer followed by EOS): ``matches / max(len(target), len(completion))``
+over token ids, where target = answer + EOS, the completion is cut after its first EOS, and ``matches`` counts the
+positions holding the target's token; the max charges every missing or extra token. So ``"482<eos>"`` scores 1,
+``"482"`` (no stop) 0.75, ``"4<eos>"`` 0.25. A random policy over the 17-token vocabulary scores about 0.06 and about
+one sample in five scores above 0, so nearly every group of 16 has a reward spread and GRPO a signal from step one.
 
-Measured (on-policy GRPO, ``tiny`` preset, two CPU cores; see ``tests/test_learning.py`` for the loop)::
+Why these learn quickly: with a fixed answer length, the k-th answer digit always sits at the same offset back in
+the sequence (a fixed offset per position for ``reverse``) and EOS always at the same position, which two tiny
+attention layers pick up. Variants that were tried and learned less: 1 to 4 digits (the model copies the first digit
+but hardly learns where to stop: 0.06 → 0.58 in 400 steps), groups of 8 instead of 16 (0.06 → 0.65 in 400 steps;
+with 8 samples about one group in seven has no spread), learning rate 3e-3 (once collapsed to an immediate EOS,
+reward 0). The temperature was left at 1.0.
 
-    TODO
+Measured: on-policy GRPO, ``tiny`` preset built with vocab 17 and seed = run seed, 8 prompts × 16 samples per step,
+Adam lr 1e-3, gradient-norm clip 1, temperature 1, completions ≤ 4 tokens; mean reward of the first and last 10 steps,
+wall seconds on two CPU cores (alone on the machine)::
 
+    python -m tests.test_learning --seeds 0 1 2 3 4 5 6 7 --steps 150
+        first 0.059-0.066 → last 0.435 0.591 0.747 0.622 0.600 0.522 0.350 0.672   (~5.5 s a seed)
+    python -m tests.test_learning --seeds 0 1 2 3 --steps 400
+        first 0.059-0.066 → last 0.997 0.947 0.998 0.937                          (~14 s a seed)
+    python -m tests.test_learning --task reverse --seeds 0 1 --steps 400
+        first 0.058 0.055 → last 0.766 0.837                                        (~14 s a seed)
 """
 
 from __future__ import annotations
@@ -34,7 +48,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from executor.tokenizer import CharTokenizer
+from executor.tokenizer import CharTokenizer, Tokenizer
 
 if TYPE_CHECKING:
     from executor.engine import Request
@@ -57,7 +71,7 @@ class Task(Protocol):
     """A prompt generator with a verifiable reward."""
 
     name: str
-    tokenizer: CharTokenizer
+    tokenizer: Tokenizer
 
     def prompts(self, rng: Rng, n: int) -> list[TaskPrompt]: ...
 
@@ -137,8 +151,10 @@ def load_task(spec: str) -> Task:
     module_name, _, function_name = spec.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ValueError(f"workload.task: cannot import {spec!r}: {error}") from error
+    except Exception as error:  # whatever the module raises while importing: a missing module, a bad name, a bug
+        raise ValueError(f"workload.task: cannot import {spec!r}: {type(error).__name__}: {error}") from error
+    if not callable(factory):
+        raise ValueError(f"workload.task: {spec!r} is a {type(factory).__name__}, not a function returning a Task")
     task = factory()
     if not isinstance(task, Task):
         raise ValueError(f"workload.task: {spec!r} returned {type(task).__name__}, not a Task")

@@ -12,12 +12,29 @@ model is built with ``vocab_size`` = 3 + len(alphabet).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIAL_TOKENS = (PAD, BOS, EOS)
 #: Digits and the few symbols the shipped tasks write; small on purpose, so a random policy hits the right character
 #: often enough for reinforcement learning to get a signal.
 ALPHABET = "0123456789+-=:"
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What tasks, learner and actors need of a tokenizer."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    pad_token_id: int
+    bos_token_id: int
+    eos_token_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Iterable[int]) -> str: ...
 
 
 class CharTokenizer:

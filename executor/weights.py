@@ -6,7 +6,8 @@
 
 One message per synchronization: the actor knows the layout (names, shapes,
 dtypes) from its own copy of the model, so only the numbers travel. gloo on
-CPU, NCCL on CUDA.
+CPU; NCCL on CUDA when each process has its own GPU (NCCL cannot pair two
+processes on one device), else gloo through host memory.
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ class WeightLayout:
 
     def empty(self, device: torch.device | str) -> torch.Tensor:
         return torch.empty(self.numel, dtype=self.dtype, device=device)
+
+
+def sync_backend(device: str, processes: int) -> str:
+    """NCCL when every process has a GPU of its own; otherwise gloo, with weights staged in host memory."""
+    if device == "cuda" and torch.cuda.device_count() >= processes:
+        return "nccl"
+    return "gloo"
+
+
+def staging_device(backend: str, device: str | torch.device) -> str | torch.device:
+    """Where a flat weight tensor must live to travel over ``backend``."""
+    return device if backend == "nccl" else "cpu"
 
 
 def send_weights(flat: torch.Tensor, actor_rank: int) -> dist.Work:
