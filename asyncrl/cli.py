@@ -280,6 +280,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         ["decode, per context token", f"{profile.decode_context_token_s * 1e9:.1f} ns"],
         ["prefill, per prompt token", f"{profile.prefill_token_s * 1e6:.2f} us"],
         ["learner, per token (one device)", f"{profile.train_token_s * 1e6:.2f} us"],
+        ["learner, per row x length^2", f"{profile.train_token_square_s * 1e9:.3f} ns"],
         ["learner, per step", f"{profile.train_step_overhead_s * 1e3:.2f} ms"],
         ["weight sync", f"{profile.weight_sync_s * 1e3:.3f} ms"],
     ]

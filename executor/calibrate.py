@@ -1,7 +1,7 @@
 """Calibration: measure the executor's own costs and write the profile the simulator reads.
 
     engine (ContinuousBatchingEngine) ──► decode step at batch b, per context token, prefill per token
-    learner (Learner.train_step)      ──► seconds per trained token, and per step
+    learner (Learner.train_step)      ──► per step, per padded token, per padded row·length² (attention)
     WeightLayout + engine             ──► one weight synchronization (flatten, copy, load)
                                             │ median of repeats
                                             ▼
@@ -67,12 +67,11 @@ def calibrate(
     torch.set_num_threads(scenario.training_devices)
     learner = Learner.from_scenario(scenario, policy_model(scenario, task), task.tokenizer.pad_token_id if task else 0)
     tick("learner step")
-    small, large = _train_sizes(scenario)
-    t_small = _median(noise, "train_step_s[small]", repeats, lambda: _train_step(learner, scenario, small))
-    t_large = _median(noise, "train_step_s[large]", repeats, lambda: _train_step(learner, scenario, large))
-    tokens_small, tokens_large = _train_tokens(scenario, small), _train_tokens(scenario, large)
-    per_token = (t_large - t_small) / (tokens_large - tokens_small)
-    overhead = max(0.0, t_small - per_token * tokens_small)
+    lengths = _train_lengths(scenario)
+    times = [
+        _median(noise, f"train_step_s[{n}]", repeats, lambda n=n: _train_step(learner, scenario, n)) for n in lengths
+    ]
+    overhead, per_token, per_square = _fit_train(scenario, lengths, times)
 
     tick("weight sync")
     sync = _median(noise, "weight_sync_s", repeats, lambda: _weight_sync(model))
@@ -81,6 +80,7 @@ def calibrate(
         decode_context_token_s=per_context,
         prefill_token_s=prefill,
         train_token_s=per_token * scenario.training_devices,
+        train_token_square_s=per_square * scenario.training_devices,
         train_step_overhead_s=overhead,
         train_padding="longest",  # the executor's learner pads each minibatch to its longest row
         weight_sync_s=sync,
@@ -128,14 +128,22 @@ def _prefill_token(model: Any, prompt: int, decode_alone: float) -> float:
     return max(0.0, (time.perf_counter() - start - decode_alone) / prompt)
 
 
-def _train_sizes(scenario: Scenario) -> tuple[int, int]:
-    """Completion lengths of the two synthetic batches the learner is timed on."""
-    cap = scenario.workload.completion_tokens.cap
-    return max(4, cap // 8), max(8, cap // 2)
+def _train_lengths(scenario: Scenario) -> tuple[int, int, int]:
+    """Completion lengths of the synthetic batches the learner is timed on: short to past the scenario's cap."""
+    cap = max(64, scenario.workload.completion_tokens.cap)
+    return cap // 8, cap // 2, 2 * cap
 
 
-def _train_tokens(scenario: Scenario, completion: int) -> int:
-    return scenario.batch_samples * (SHORT_PROMPT + completion)
+def _fit_train(scenario: Scenario, lengths: tuple[int, ...], times: list[float]) -> tuple[float, float, float]:
+    """Solve t = overhead + rows·L·per_token + rows·L²·per_square through the three measured points."""
+    rows = scenario.batch_samples
+    widths = [SHORT_PROMPT + length for length in lengths]
+    matrix = torch.tensor([[1.0, rows * w, rows * w * w] for w in widths], dtype=torch.float64)
+    solution = torch.linalg.solve(matrix, torch.tensor(times, dtype=torch.float64)).tolist()
+    overhead, per_token, per_square = (max(0.0, value) for value in solution)
+    if per_token == 0.0:  # noise made the linear term negative: refit without it, through the extremes
+        per_square = (times[-1] - times[0]) / (rows * (widths[-1] ** 2 - widths[0] ** 2))
+    return overhead, per_token, per_square
 
 
 def _train_step(learner: Any, scenario: Scenario, completion: int) -> float:

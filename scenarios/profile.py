@@ -4,6 +4,7 @@
     decode_context_token_s: 0.0   # optional: extra decode-step time per token of context in the batch
     prefill_token_s: 2.0e-5       # per prompt token, one engine
     train_token_s: 4.0e-4         # learner time per trained token on ONE training device
+    train_token_square_s: 0.0     # optional: per row and squared row length (attention), ONE training device
     train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
     train_padding: packed         # optional: packed (cost per real token) | longest (per token once padded)
     weight_sync_s: 0.3            # one synchronization of one engine
@@ -44,6 +45,9 @@ class CostProfile(BaseModel):
     )
     prefill_token_s: NonNegativeFloat
     train_token_s: PositiveFloat
+    train_token_square_s: NonNegativeFloat = Field(
+        0.0, description="learner time per row per squared row length (attention), on ONE training device"
+    )
     train_step_overhead_s: NonNegativeFloat = Field(0.0, description="fixed learner time per step (optimizer, launch)")
     train_padding: Literal["packed", "longest"] = Field(
         "packed", description="packed: cost per real token; longest: minibatches padded to their longest row"

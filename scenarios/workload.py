@@ -59,16 +59,25 @@ def minibatch_bounds(groups: int, parts: int) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class TrainTokens:
-    """What a learner step trains: real tokens, and tokens once each minibatch is padded to its longest row."""
+    """What a learner step trains: tokens, and squared row lengths (attention), real and padded.
+
+    ``padded`` counts each minibatch as its rows times its longest row (a learner
+    without packing); the ``*_square`` sums add up each row's length squared,
+    which attention's cost follows.
+    """
 
     actual: int
     padded: int
+    actual_square: int = 0
+    padded_square: int = 0
 
     @classmethod
     def of(cls, groups: Sequence[Sequence[int]], parts: int) -> TrainTokens:
         """``groups``: per group, the prompt + completion length of each of its rows."""
-        padded = 0
+        padded = padded_square = 0
         for start, stop in minibatch_bounds(len(groups), parts):
             rows = [length for group in groups[start:stop] for length in group]
             padded += len(rows) * max(rows)
-        return cls(actual=sum(sum(group) for group in groups), padded=padded)
+            padded_square += len(rows) * max(rows) ** 2
+        rows = [length for group in groups for length in group]
+        return cls(sum(rows), padded, sum(length * length for length in rows), padded_square)

@@ -9,9 +9,10 @@
         analytic: 2 · active · n / (peak · mfu)         measured: n · prefill_token_s
     learner step (n tokens, prompt + completion)
         analytic: (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
-        measured: n · train_token_s / training devices + train_step_overhead_s, with n the real
-                  tokens, or with ``train_padding: longest`` the tokens once every minibatch is
-                  padded to its longest row (what a learner without packing computes)
+        measured: (n · train_token_s + Σ L² · train_token_square_s) / training devices
+                  + train_step_overhead_s, with n the real tokens and L each row's length, or
+                  with ``train_padding: longest`` both counted once every minibatch is padded
+                  to its longest row (what a learner without packing computes)
     weight sync (one engine)
         analytic: weights / devices_per_engine / interconnect + sync_latency_s
         measured: weight_sync_s
@@ -124,8 +125,11 @@ class MeasuredCosts:
         return prompt_tokens * self._profile.prefill_token_s
 
     def train_step(self, tokens: TrainTokens) -> float:
-        counted = tokens.padded if self._profile.train_padding == "longest" else tokens.actual
-        return counted * self._profile.train_token_s / self._training_devices + self._profile.train_step_overhead_s
+        profile = self._profile
+        padded = profile.train_padding == "longest"
+        linear = (tokens.padded if padded else tokens.actual) * profile.train_token_s
+        square = (tokens.padded_square if padded else tokens.actual_square) * profile.train_token_square_s
+        return (linear + square) / self._training_devices + profile.train_step_overhead_s
 
     def weight_sync(self) -> float:
         return self._profile.weight_sync_s

@@ -59,15 +59,19 @@ def test_measured_profile_interpolates_between_batch_sizes_and_stays_flat_beyond
     costs = MeasuredCosts(small_scenario(schedule={"kind": "sync", "max_concurrency": 100}), table)
     assert costs.decode_step(40, 0) == pytest.approx(table.decode_step(40))
     assert costs.train_step(TrainTokens(1000, 3000)) == pytest.approx(1000 * 0.002 / 2)  # two training devices
-    padded = MeasuredCosts(small_scenario(), profile(train_padding="longest", train_step_overhead_s=0.1))
-    assert padded.train_step(TrainTokens(1000, 3000)) == pytest.approx(3000 * 0.002 / 2 + 0.1)
+    padded = MeasuredCosts(
+        small_scenario(), profile(train_padding="longest", train_step_overhead_s=0.1, train_token_square_s=1e-6)
+    )
+    tokens = TrainTokens(actual=1000, padded=3000, actual_square=50_000, padded_square=90_000)
+    assert padded.train_step(tokens) == pytest.approx((3000 * 0.002 + 90_000 * 1e-6) / 2 + 0.1)
 
 
 def test_padded_tokens_count_each_minibatch_at_its_longest_row() -> None:
     groups = [[10, 30], [20, 20], [5, 50]]  # prompt + completion length of each row, per group
-    assert TrainTokens.of(groups, parts=1) == TrainTokens(actual=135, padded=6 * 50)
+    squares = 10**2 + 30**2 + 20**2 + 20**2 + 5**2 + 50**2  # 4,325
+    assert TrainTokens.of(groups, parts=1) == TrainTokens(135, 6 * 50, squares, 6 * 50**2)
     # Two minibatches of whole groups: [g0] and [g1, g2] -> 2 rows at 30, 4 rows at 50.
-    assert TrainTokens.of(groups, parts=2) == TrainTokens(actual=135, padded=2 * 30 + 4 * 50)
+    assert TrainTokens.of(groups, parts=2) == TrainTokens(135, 2 * 30 + 4 * 50, squares, 2 * 30**2 + 4 * 50**2)
 
 
 def test_decode_tables_agree_with_the_formulas() -> None:
