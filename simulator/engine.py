@@ -135,10 +135,13 @@ class Engine:
         memory_base, memory_per_context = table.second, table.second_per_context
         ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
-        gains_room = capacity - size + 1  # a finish at this batch size or below leaves room for a group
-        # ...which matters unless the engine already had room and was refused admission until a poke
-        had_room = capacity - size if self.blocked_with_room else -1
-        frozen_weights = not (self._in_flight_updates and sim.latest_version > self.version)
+        # A finish at batch ``crossing`` or below leaves room for a group, which is seen (the engine
+        # may start one) unless the engine already had room and was refused admission until a
+        # poke; then only the crossing itself is (other engines' fair share counts engines with room).
+        crossing = capacity - size + 1
+        floor = 2 if self.blocked_with_room else max(2, crossing)
+        if self._in_flight_updates and sim.latest_version > self.version:
+            floor = capacity + 1  # new weights are due: nothing is quiet
         heappop, plan = heapq.heappop, planned.append
         while True:
             # Time to the next finish, at the decode-step time of this segment's mid context.
@@ -149,10 +152,11 @@ class Engine:
             memory = memory_base[batch] + memory_per_context * context
             step_s = compute if compute > memory else memory
             finish_at = clock + pause + tokens * step_s
-            if batch < 3 or not frozen_weights or (batch <= gains_room and batch > had_room):
+            if batch <= floor or batch == crossing:
                 break
             group = sample // size
-            second, third = heap[1][0], heap[2][0]
+            second = heap[1][0]
+            third = heap[2][0]
             if remaining[group] == 1 or (second if second < third else third) <= mark + _EPS:
                 break
             heappop(heap)
@@ -160,7 +164,10 @@ class Engine:
             ends[sample] = finish_at
             remaining[group] -= 1
             offset -= prompts[group] - joins[group]
-            progress, clock, pause, batch = mark, finish_at, 0.0, batch - 1
+            progress = mark
+            clock = finish_at
+            pause = 0.0
+            batch -= 1
         self.progress, self._context_offset, self._clock, self._pause, self._step_s = (
             progress,
             offset,
@@ -231,13 +238,15 @@ class Engine:
         admissible = sim.admissible(self)
         self.blocked_with_room = admissible == 0
         starting = min(room, sim.fair_share(admissible))
+        heappush, heap, progress = heapq.heappush, self.in_flight, self.progress
         for _ in range(starting):
             group, prompt, lengths = sim.start_group(self)
             self._pause += sim.costs.prefill(prompt)
-            first = group * group_size
-            for offset, length in enumerate(lengths):
-                heapq.heappush(self.in_flight, (self.progress + length, first + offset))
-            self._context_offset += group_size * (prompt - self.progress)
+            sample = group * group_size
+            for length in lengths:
+                heappush(heap, (progress + length, sample))
+                sample += 1
+            self._context_offset += group_size * (prompt - progress)
         if starting == room:
             sim.engines_with_room -= 1
 
