@@ -236,7 +236,8 @@ def _execute(args: argparse.Namespace) -> int:
     metrics = result.metrics
     first, last = metrics["reward_mean"].head(3).mean(), metrics["reward_mean"].tail(3).mean()
     print(summary_lines(result.summary))
-    print(f"reward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3")
+    kind = "" if scenario.workload.task else " (synthetic: timing mode)"
+    print(f"reward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3{kind}")
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, scenario.yaml)")
     return 0
 
