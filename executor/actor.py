@@ -44,36 +44,30 @@ class _Group:
     done: list[FinishedRollout] = field(default_factory=list)
 
 
-def actor_main(
-    index: int,
-    scenario: Scenario,
-    device: str,
-    backend: str,
-    rendezvous: str,
-    world_size: int,
-    commands: Queue,
-    results: Queue,
-) -> None:
+@dataclass(frozen=True)
+class ActorSpec:
+    """What an actor process needs to start: its place in the process group and its scenario."""
+
+    index: int
+    scenario: Scenario
+    device: str
+    backend: str  # torch.distributed backend: gloo or nccl
+    rendezvous: str  # init_method of the process group
+    world_size: int
+
+
+def actor_main(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     """Process entry point; any failure is reported as ("error", index, traceback) before exiting."""
     try:
-        _run(index, scenario, device, backend, rendezvous, world_size, commands, results)
+        _run(spec, commands, results)
     except KeyboardInterrupt:
         pass
     except BaseException:
-        results.put(("error", index, traceback.format_exc()))
+        results.put(("error", spec.index, traceback.format_exc()))
         raise SystemExit(1) from None
 
 
-def _run(
-    index: int,
-    scenario: Scenario,
-    device: str,
-    backend: str,
-    rendezvous: str,
-    world_size: int,
-    commands: Queue,
-    results: Queue,
-) -> None:
+def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     import torch
     import torch.distributed as dist
 
@@ -81,12 +75,13 @@ def _run(
     from executor.weights import WeightLayout, receive_weights, staging_device
     from executor.work import load_scenario_task, policy_model
 
+    index, scenario, device = spec.index, spec.scenario, spec.device
     torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)
-    dist.init_process_group(backend, init_method=rendezvous, rank=index + 1, world_size=world_size)
+    dist.init_process_group(spec.backend, init_method=spec.rendezvous, rank=index + 1, world_size=spec.world_size)
     task = load_scenario_task(scenario)
     model = policy_model(scenario, task).to(device).eval()
     layout = WeightLayout.of(model.state_dict())
-    buffer = layout.empty(staging_device(backend, device))
+    buffer = layout.empty(staging_device(spec.backend, device))
     engine = ContinuousBatchingEngine(
         model,
         max_batch=scenario.engine_concurrency,

@@ -110,7 +110,7 @@ class _LocalRun:
     def start(self, resume: bool) -> None:
         import torch
 
-        from executor.actor import actor_main
+        from executor.actor import ActorSpec, actor_main
         from executor.learner import Learner
         from executor.weights import sync_backend
         from executor.work import load_scenario_task, policy_model
@@ -120,16 +120,10 @@ class _LocalRun:
         self.commands = [self.context.Queue() for _ in range(self.engines)]
         self.results = self.context.Queue()
         for index in range(self.engines):
-            args = (
-                index,
-                self.scenario,
-                self._actor_device(index),
-                self.backend,
-                rendezvous,
-                self.engines + 1,
-                self.commands[index],
-                self.results,
+            spec = ActorSpec(
+                index, self.scenario, self._actor_device(index), self.backend, rendezvous, self.engines + 1
             )
+            args = (spec, self.commands[index], self.results)
             process = self.context.Process(target=actor_main, args=args, daemon=True, name=f"asyncrl-actor-{index}")
             process.start()
             self.processes.append(process)
