@@ -266,13 +266,17 @@ def _calibrate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, overrides)
     batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
     if args.device == "cuda":
-        raise ScenarioError("--device: calibration on CUDA is not written yet; calibrate on cpu")
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ScenarioError("--device: cuda asked for, but torch sees no GPU")
     with tqdm(total=len(batch_sizes) + 4, desc="calibrating", unit="figure", disable=args.quiet or None) as bar:
         result = calibrate(
             scenario,
             batch_sizes,
             repeats=args.repeats,
             progress=lambda label: (bar.set_postfix_str(label), bar.update()),
+            device=args.device,
         )
     save_profile(result.profile, args.out)
     profile = result.profile

@@ -37,15 +37,19 @@ class Calibration:
 
 
 def calibrate(
-    scenario: Scenario, batch_sizes: list[int], repeats: int = 5, progress: Callable[[str], None] | None = None
+    scenario: Scenario,
+    batch_sizes: list[int],
+    repeats: int = 5,
+    progress: Callable[[str], None] | None = None,
+    device: str = "cpu",
 ) -> Calibration:
-    """Measure on the scenario's model, device and learner settings (the executor's code paths)."""
+    """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``."""
     from executor.learner import Learner
     from executor.work import load_scenario_task, policy_model
 
     torch.set_num_threads(scenario.cluster.devices_per_engine)
     task = load_scenario_task(scenario)
-    model = policy_model(scenario, task).eval()
+    model = policy_model(scenario, task).to(device).eval()
     noise: dict[str, float] = {}
     tick = progress or (lambda label: None)
 
@@ -65,7 +69,8 @@ def calibrate(
     prefill = _median(noise, "prefill_token_s", repeats, lambda: _prefill_token(model, LONG_PROMPT, decode[1]))
 
     torch.set_num_threads(scenario.training_devices)
-    learner = Learner.from_scenario(scenario, policy_model(scenario, task), task.tokenizer.pad_token_id if task else 0)
+    pad = task.tokenizer.pad_token_id if task else 0
+    learner = Learner.from_scenario(scenario, policy_model(scenario, task), pad, device=device)
     tick("learner step")
     lengths = _train_lengths(scenario)
     times = [
@@ -89,6 +94,7 @@ def calibrate(
 
 
 def _median(noise: dict[str, float], name: str, repeats: int, measure: Callable[[], float]) -> float:
+    measure = _synchronized(measure)
     measure()  # warm-up: allocations, lazy initialisation
     values = [measure() for _ in range(repeats)]
     middle = statistics.median(values)
@@ -96,8 +102,22 @@ def _median(noise: dict[str, float], name: str, repeats: int, measure: Callable[
     return middle
 
 
+def _synchronized(measure: Callable[[], float]) -> Callable[[], float]:
+    """On CUDA, wait for queued kernels before and after, so a measurement times the work itself."""
+    if not torch.cuda.is_available():
+        return measure
+
+    def timed() -> float:
+        torch.cuda.synchronize()
+        return measure()
+
+    return timed
+
+
 def _engine(model: Any, batch: int) -> ContinuousBatchingEngine:
-    return ContinuousBatchingEngine(model, max_batch=batch, eos_token_id=None, pad_token_id=0, seed=0)
+    return ContinuousBatchingEngine(
+        model, max_batch=batch, eos_token_id=None, pad_token_id=0, seed=0, device=next(model.parameters()).device
+    )
 
 
 def _requests(batch: int, prompt: int, length: int, vocab: int) -> Iterator[Request]:
