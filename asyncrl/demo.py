@@ -1,7 +1,7 @@
 """The main job: calibrate this machine, predict, execute, compare, report.
 
-    calibrate (executor code paths) ──► profile.yaml
-    for each CPU scenario:  simulate sync + as written (with the profile) ──► predicted runs
+    for each CPU scenario:  calibrate (the executor's code paths, its learner settings) ──► profile.yaml
+                            simulate sync + as written (with the profile) ──► predicted runs
                             execute  sync + as written                     ──► measured runs
                             compare predicted with measured (figures and speedup)
     report: plots and one page for the first scenario, a table for all
@@ -40,15 +40,15 @@ def run_demo(
     from scenarios.profile import save_profile
 
     out.mkdir(parents=True, exist_ok=True)
-    profile_path = out / "profile.yaml"
-    say(f"1/3 calibrating this machine's CPU with the executor's own code paths -> {profile_path}")
-    first = _load(scenarios[0], steps, [])
-    save_profile(calibrate(first, [1, 2, 4, 8, 16, 32], repeats=5).profile, profile_path)
     outcomes = []
     for index, name in enumerate(scenarios):
-        say(f"2/3 [{index + 1}/{len(scenarios)}] {name}: simulating and executing sync and as written")
+        # Each scenario's learner differs (loss, minibatches, lengths), so each is calibrated.
+        profile_path = out / name / "profile.yaml"
+        say(f"[{index + 1}/{len(scenarios)}] {name}: calibrating the executor's engine and learner -> {profile_path}")
+        save_profile(calibrate(_load(name, steps, []), [1, 2, 4, 8, 16, 32], repeats=7).profile, profile_path)
+        say(f"[{index + 1}/{len(scenarios)}] {name}: simulating and executing sync and as written")
         outcomes.append(_one_scenario(name, out / name, profile_path, steps))
-    say("3/3 writing the report")
+    say("writing the report")
     report = _report(out, outcomes[0])
     print(_table(outcomes))
     print(f"report: {report / 'index.html'}   runs and comparisons: {out}/")

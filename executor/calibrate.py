@@ -1,7 +1,8 @@
 """Calibration: measure the executor's own costs and write the profile the simulator reads.
 
     engine (ContinuousBatchingEngine) ──► decode step at batch b, per context token, prefill per token
-    learner (Learner.train_step)      ──► per step, per padded token, per padded row·length² (attention)
+    learner (Learner.train_step)      ──► per step, per padded token, per padded row·length² (attention),
+                                          least squares over five row lengths
     WeightLayout + engine             ──► one weight synchronization (flatten, copy, load)
                                             │ median of repeats
                                             ▼
@@ -26,7 +27,7 @@ from executor.engine import ContinuousBatchingEngine, Request, Rollout
 from scenarios.profile import CostProfile
 from scenarios.scenario import Scenario
 
-DECODE_STEPS = 8  # decode steps timed per measurement
+DECODE_STEPS = 16  # decode steps timed per measurement
 SHORT_PROMPT, LONG_PROMPT = 16, 128
 
 
@@ -148,21 +149,26 @@ def _prefill_token(model: Any, prompt: int, decode_alone: float) -> float:
     return max(0.0, (time.perf_counter() - start - decode_alone) / prompt)
 
 
-def _train_lengths(scenario: Scenario) -> tuple[int, int, int]:
+def _train_lengths(scenario: Scenario) -> tuple[int, ...]:
     """Completion lengths of the synthetic batches the learner is timed on: short to past the scenario's cap."""
     cap = max(64, scenario.workload.completion_tokens.cap)
-    return cap // 8, cap // 2, 2 * cap
+    return cap // 8, cap // 4, cap // 2, cap, 2 * cap
 
 
 def _fit_train(scenario: Scenario, lengths: tuple[int, ...], times: list[float]) -> tuple[float, float, float]:
-    """Solve t = overhead + rows·L·per_token + rows·L²·per_square through the three measured points."""
+    """Least squares of t = overhead + rows·L·per_token + rows·L²·per_square over the measured points."""
     rows = scenario.batch_samples
     widths = [SHORT_PROMPT + length for length in lengths]
-    matrix = torch.tensor([[1.0, rows * w, rows * w * w] for w in widths], dtype=torch.float64)
-    solution = torch.linalg.solve(matrix, torch.tensor(times, dtype=torch.float64)).tolist()
-    overhead, per_token, per_square = (max(0.0, value) for value in solution)
-    if per_token == 0.0:  # noise made the linear term negative: refit without it, through the extremes
-        per_square = (times[-1] - times[0]) / (rows * (widths[-1] ** 2 - widths[0] ** 2))
+    design = torch.tensor([[1.0, rows * w, rows * w * w] for w in widths], dtype=torch.float64)
+    observed = torch.tensor(times, dtype=torch.float64).unsqueeze(1)
+    overhead, per_token, per_square = torch.linalg.lstsq(design, observed).solution.squeeze(1).tolist()
+    if min(overhead, per_token, per_square) < 0:  # noise: keep the terms that stay positive, refit
+        keep = [i for i, value in enumerate((overhead, per_token, per_square)) if value > 0] or [1]
+        partial = torch.linalg.lstsq(design[:, keep], observed).solution.squeeze(1).tolist()
+        fitted = [0.0, 0.0, 0.0]
+        for index, value in zip(keep, partial, strict=True):
+            fitted[index] = max(0.0, value)
+        overhead, per_token, per_square = fitted
     return overhead, per_token, per_square
 
 

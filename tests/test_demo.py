@@ -18,7 +18,9 @@ def test_demo_calibrates_predicts_executes_compares_and_reports(tmp_path: Path, 
     assert main(["demo", "--out", str(out), "--scenario", "cpu-timing", "--steps", "3"]) == 0
     printed = capsys.readouterr().out
     assert "predicted speedup" in printed and "cpu-timing (streaming)" in printed
-    profile = load_scenario("cpu-timing", [f"hardware.profile={out / 'profile.yaml'}"]).hardware.cost_profile()
+    profile = load_scenario(
+        "cpu-timing", [f"hardware.profile={out / 'cpu-timing' / 'profile.yaml'}"]
+    ).hardware.cost_profile()
     assert profile is not None and profile.train_padding == "longest"
     for run in ("predicted-sync", "predicted-streaming", "measured-sync", "measured-streaming"):
         summary = json.loads((out / "cpu-timing" / run / "summary.json").read_text())
