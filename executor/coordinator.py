@@ -145,11 +145,6 @@ class Coordinator:
             self._dispatch()
             self._lock.notify_all()
 
-    def fail(self, reason: str) -> None:
-        with self._lock:
-            self.failure = self.failure or reason
-            self._lock.notify_all()
-
     # Policy decisions.
 
     def _dispatch(self) -> None:
@@ -207,7 +202,7 @@ class Coordinator:
             self.queue.remove(item)
             record = self.records.pop(item.group)
             self.source.forget(item.group)
-            self.generate_rows(record, step=-1)
+            self.rows.extend(self._generate_rows(record, step=-1))
             for rollout in record.rollouts:
                 self._row(
                     "queue",
@@ -228,52 +223,66 @@ class Coordinator:
     # Event rows.
 
     def generate_rows(self, record: GroupRecord, step: int) -> None:
-        """One row per (rollout, version it saw); ``step`` trained it (-1: none)."""
-        for rollout in record.rollouts:
-            for version, start, end, tokens in rollout.segments:
-                self._row(record.actor, "generate", start, end, step, version, record.group, rollout.sample, tokens)
-
-    def unfinished_rows(self, now: float) -> None:
-        """Groups still generating when the run stopped: cut at ``now`` (their token counts never came back)."""
-        for record in self.records.values():
-            if not record.rollouts:
-                for sample in range(self.group_size):
-                    self._row(record.actor, "unfinished", record.start, now, group=record.group, sample=sample)
-            else:
-                self.generate_rows(record, step=-1)
+        """Record one row per (rollout, version it saw); ``step`` trained it (-1: none)."""
+        with self._lock:
+            self.rows.extend(self._generate_rows(record, step))
 
     def train_row(self, step: int, start: float, end: float, tokens: int) -> None:
         with self._lock:
             self._row("learner", "train", start, end, step=step, version=step, tokens=tokens)
 
-    def _row(
-        self,
-        worker: int | str,
-        kind: str,
-        start: float,
-        end: float,
-        step: int = -1,
-        version: int = -1,
-        group: int = -1,
-        sample: int = -1,
-        tokens: int = 0,
-    ) -> None:
-        name = f"engine-{worker}" if isinstance(worker, int) else worker
-        role = "training" if kind == "train" else "generation"
-        self.rows.append(
-            {
-                "worker": name,
-                "role": role,
-                "kind": kind,
-                "start": start,
-                "end": end,
-                "step": step,
-                "version": version,
-                "group": group,
-                "sample": sample,
-                "tokens": tokens,
-            }
-        )
+    def event_rows(self, now: float, cut_unfinished: bool) -> list[dict[str, Any]]:
+        """Every row so far; with ``cut_unfinished``, also the groups not trained by ``now``:
+        finished ones with step -1, still generating ones as ``unfinished`` spans cut at ``now``
+        (their token counts never came back)."""
+        with self._lock:
+            rows = list(self.rows)
+            if cut_unfinished:
+                for record in self.records.values():
+                    if record.rollouts:
+                        rows.extend(self._generate_rows(record, step=-1))
+                    else:
+                        rows.extend(
+                            _event_row(record.actor, "unfinished", record.start, now, group=record.group, sample=sample)
+                            for sample in range(self.group_size)
+                        )
+            return rows
+
+    def _generate_rows(self, record: GroupRecord, step: int) -> list[dict[str, Any]]:
+        return [
+            _event_row(record.actor, "generate", start, end, step, version, record.group, rollout.sample, tokens)
+            for rollout in record.rollouts
+            for version, start, end, tokens in rollout.segments
+        ]
+
+    def _row(self, worker: int | str, kind: str, start: float, end: float, **columns: int) -> None:
+        self.rows.append(_event_row(worker, kind, start, end, **columns))
+
+
+def _event_row(
+    worker: int | str,
+    kind: str,
+    start: float,
+    end: float,
+    step: int = -1,
+    version: int = -1,
+    group: int = -1,
+    sample: int = -1,
+    tokens: int = 0,
+) -> dict[str, Any]:
+    """One row of the run's event table (``scenarios.record.EVENT_COLUMNS``)."""
+    return {
+        "worker": f"engine-{worker}" if isinstance(worker, int) else worker,
+        "role": "training" if kind == "train" else "generation",
+        "kind": kind,
+        "start": start,
+        "end": end,
+        "step": step,
+        "version": version,
+        "group": group,
+        "sample": sample,
+        "tokens": tokens,
+    }
 
 
 def wall_clock(t0: float) -> Callable[[], float]:

@@ -249,16 +249,11 @@ class _LocalRun:
         """Write the run record, complete or partial."""
         if self.coordinator is None:
             return ExecutionResult({}, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
-        self.coordinator.fail("stopping")  # wakes nothing useful now; marks the run as over
+        self._stop_receiving.set()
         return self._write(status)
 
     def _write(self, status: str) -> ExecutionResult:
-        coordinator = self.coordinator
-        rows = list(coordinator.rows)
-        if status != "checkpoint":
-            coordinator.rows_before_unfinished = len(rows)
-            coordinator.unfinished_rows(self._clock())
-            rows = list(coordinator.rows)
+        rows = self.coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
         events = pd.concat([self.previous.events, pd.DataFrame(rows, columns=list(EVENT_COLUMNS))], ignore_index=True)
         events = events.astype(EVENT_COLUMNS)
         metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
@@ -302,7 +297,7 @@ class _LocalRun:
         for index, process in enumerate(self.processes):
             if process.exitcode is not None:
                 raise RuntimeError(f"actor {index} exited with code {process.exitcode}{self._actor_error(starting)}")
-        if self.coordinator is not None and self.coordinator.failure and self.coordinator.failure != "stopping":
+        if self.coordinator is not None and self.coordinator.failure:
             raise RuntimeError(self.coordinator.failure)
 
     def _flat_weights(self) -> Any:
