@@ -8,7 +8,10 @@ Every rollout in an engine advances one token per decode step, so one number,
 ``n`` tokens to go finishes when progress reaches ``p + n``. Between batch
 changes the decode-step time is constant (evaluated at the batch's mid-segment
 context), so the next finish is one SimPy timeout away, and a rollout costs
-a heap push, a heap pop and at most one event. Prefill and weight loading pause
+a heap push, a heap pop and at most one event: none at all for a *quiet*
+finish, one that completes no group and cannot let the engine start one,
+which is applied ahead at its own time and undone if an interrupt comes first
+(``_plan_quiet_finishes``, ``settle``). Prefill and weight loading pause
 decoding: they accumulate in ``pause`` and elapse before progress moves again.
 """
 
