@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
     execute.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>-executed)")
     execute.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where engines and learner run")
     execute.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
+    execute.add_argument(
+        "--runtime",
+        default="local",
+        choices=["local", "ray"],
+        help="actors as local processes, or as Ray actors (a local Ray, or the cluster RAY_ADDRESS names)",
+    )
     execute.set_defaults(command=_execute)
 
     calibrate = commands.add_parser(
@@ -211,8 +217,9 @@ def _execute(args: argparse.Namespace) -> int:
 
     scenario = _load(args)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
+    where = "Ray actor(s)" if args.runtime == "ray" else "engine process(es)"
     print(
-        f"{scenario.name}: {scenario.schedule.kind}, {scenario.cluster.engines} engine process(es) and a learner on {args.device}"
+        f"{scenario.name}: {scenario.schedule.kind}, {scenario.cluster.engines} {where} and a learner on {args.device}"
     )
     with tqdm(total=scenario.run.steps, desc="training", unit="step", disable=args.quiet or None) as bar:
 
@@ -224,7 +231,9 @@ def _execute(args: argparse.Namespace) -> int:
             )
 
         try:
-            result = execute(scenario, out, device=args.device, resume=args.resume is not None, on_step=on_step)
+            result = execute(
+                scenario, out, device=args.device, resume=args.resume is not None, on_step=on_step, runtime=args.runtime
+            )
         except RuntimeError as exc:
             bar.close()
             print(f"asyncrl: error: {str(exc).splitlines()[0]}", file=sys.stderr)

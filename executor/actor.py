@@ -54,6 +54,7 @@ class ActorSpec:
     backend: str  # torch.distributed backend: gloo or nccl
     rendezvous: str  # init_method of the process group
     world_size: int
+    poll_interval_s: float = 0.0  # while generating, look for commands at most this often
 
 
 def actor_main(spec: ActorSpec, commands: Queue, results: Queue) -> None:
@@ -94,8 +95,14 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     results.put(("ready", index))
     t0 = _wait_for_go(commands)
     actor = _Actor(index, scenario.workload.samples_per_prompt, engine, results, t0)
+    polled = 0.0
     while True:
-        for command in _commands(commands, block=engine.in_flight == 0 and engine.waiting == 0):
+        idle = engine.in_flight == 0 and engine.waiting == 0
+        if not idle and time.monotonic() - polled < spec.poll_interval_s:
+            actor.step()
+            continue
+        polled = time.monotonic()
+        for command in _commands(commands, block=idle):
             if command[0] == "stop":
                 dist.destroy_process_group()
                 return

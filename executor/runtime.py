@@ -20,7 +20,6 @@ Ctrl-C ends the run with a partial record whose summary says ``status``.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import queue
 import socket
 import threading
@@ -37,6 +36,9 @@ from scenarios.record import EVENT_COLUMNS, summarize, write_run
 from scenarios.scenario import Scenario
 
 READY_TIMEOUT_S = 300.0
+#: How often a busy actor looks for commands: every decode step on local queues; Ray's queues
+#: are remote calls, so at most every 5 ms there.
+POLL_INTERVAL_S = {"local": 0.0, "ray": 0.005}
 CHECKPOINT_DIR = "checkpoint"
 
 
@@ -51,12 +53,21 @@ StepCallback = Callable[[int, dict[str, float]], None]
 
 
 def execute(
-    scenario: Scenario, out: Path, device: str = "cpu", resume: bool = False, on_step: StepCallback | None = None
+    scenario: Scenario,
+    out: Path,
+    device: str = "cpu",
+    resume: bool = False,
+    on_step: StepCallback | None = None,
+    runtime: str = "local",
 ) -> ExecutionResult:
-    """Run ``scenario`` for real; write the run record to ``out`` (also when it fails)."""
+    """Run ``scenario`` for real; write the run record to ``out`` (also when it fails).
+
+    ``runtime`` is where the actors run: ``local`` processes, or ``ray`` actors
+    (a local Ray, or the cluster ``RAY_ADDRESS`` names).
+    """
     _check_device(scenario, device)
     _check_task(scenario)
-    run = _LocalRun(scenario, out, device)
+    run = _Run(scenario, out, device, runtime)
     try:
         run.start(resume)
         run.train(on_step)
@@ -91,14 +102,13 @@ def _check_task(scenario: Scenario) -> None:
         raise ScenarioError(str(exc)) from None
 
 
-class _LocalRun:
-    """Processes, the coordinator and the learner of one run, and what they recorded."""
+class _Run:
+    """Workers, the coordinator and the learner of one run, and what they recorded."""
 
-    def __init__(self, scenario: Scenario, out: Path, device: str) -> None:
-        self.scenario, self.out, self.device = scenario, out, device
+    def __init__(self, scenario: Scenario, out: Path, device: str, runtime: str) -> None:
+        self.scenario, self.out, self.device, self.runtime = scenario, out, device, runtime
         self.engines = scenario.cluster.engines
-        self.context = mp.get_context("spawn")
-        self.processes: list[Any] = []
+        self.workers: Any = None
         self.metrics: list[dict[str, float]] = []
         self.previous = _PreviousRun.empty()
         self.coordinator: Any = None
@@ -110,23 +120,23 @@ class _LocalRun:
     def start(self, resume: bool) -> None:
         import torch
 
-        from executor.actor import ActorSpec, actor_main
+        from executor.actor import ActorSpec
         from executor.learner import Learner
         from executor.weights import sync_backend
         from executor.work import load_scenario_task, policy_model
+        from executor.workers import make_workers
 
-        rendezvous = f"tcp://127.0.0.1:{_free_port()}"
+        self.workers = make_workers(self.runtime, self.engines, self.scenario, self.device)
+        self.commands, self.results = self.workers.commands, self.workers.results
+        rendezvous = f"tcp://{self.workers.host}:{_free_port()}"
         self.backend = sync_backend(self.device, self.engines + 1)
-        self.commands = [self.context.Queue() for _ in range(self.engines)]
-        self.results = self.context.Queue()
-        for index in range(self.engines):
-            spec = ActorSpec(
-                index, self.scenario, self._actor_device(index), self.backend, rendezvous, self.engines + 1
-            )
-            args = (spec, self.commands[index], self.results)
-            process = self.context.Process(target=actor_main, args=args, daemon=True, name=f"asyncrl-actor-{index}")
-            process.start()
-            self.processes.append(process)
+        poll = POLL_INTERVAL_S[self.runtime]
+        self.workers.start(
+            [
+                ActorSpec(i, self.scenario, self._actor_device(i), self.backend, rendezvous, self.engines + 1, poll)
+                for i in range(self.engines)
+            ]
+        )
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
         self._init_distributed(rendezvous)
@@ -274,11 +284,8 @@ class _LocalRun:
         for commands in getattr(self, "commands", []):
             with contextlib.suppress(Exception):
                 commands.put(("stop",))
-        for process in self.processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=5)
+        if self.workers is not None:
+            self.workers.stop()
         _destroy_process_group()
 
     # Helpers.
@@ -294,17 +301,11 @@ class _LocalRun:
             self.coordinator.on_message(message)
 
     def _check_processes(self, starting: bool = False) -> None:
-        for index, process in enumerate(self.processes):
-            if process.exitcode is not None:
-                raise RuntimeError(f"actor {index} exited with code {process.exitcode}{self._actor_error(starting)}")
+        failure = self.workers.failure() if self.workers is not None else None
+        if failure:
+            raise RuntimeError(f"{failure}{self._actor_error(starting)}")
         if self.coordinator is not None and self.coordinator.failure:
             raise RuntimeError(self.coordinator.failure)
-
-    def _flat_weights(self) -> Any:
-        from executor.weights import staging_device
-
-        flat = self.layout.flatten(self.learner.weights())
-        return flat.to(staging_device(self.backend, flat.device))
 
     def _actor_error(self, starting: bool) -> str:
         """The traceback a dead actor sent, if it sent one before the coordinator started reading."""
@@ -315,6 +316,12 @@ class _LocalRun:
         except queue.Empty:
             return ""
         return f":\n{message[2]}" if message[0] == "error" else ""
+
+    def _flat_weights(self) -> Any:
+        from executor.weights import staging_device
+
+        flat = self.layout.flatten(self.learner.weights())
+        return flat.to(staging_device(self.backend, flat.device))
 
     def _clock(self) -> float:
         return time.time() - self.t0
@@ -381,7 +388,7 @@ def _load_versions(checkpoint: Path) -> dict[int, Any]:
 
 def _free_port() -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind(("", 0))
         return int(probe.getsockname()[1])
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up asyncrl in ./.venv: the package, its executor and analysis extras, and the test tools.
+# Set up asyncrl in ./.venv: the package, its executor, analysis and Ray extras, and the test tools.
 #
 # torch: a venv that can see the system's packages keeps any torch already installed
 # (a CUDA build on a GPU machine, say). Where there is none, torch==2.13.0 is installed
@@ -15,5 +15,5 @@ pip() { .venv/bin/python -m pip "$@"; }
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   pip install --quiet torch==2.13.0
 fi
-pip install --quiet -e ".[executor,analysis,dev]"
+pip install --quiet -e ".[executor,analysis,ray,dev]"
 echo "asyncrl is set up in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"
