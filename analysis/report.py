@@ -40,6 +40,7 @@ from analysis.compare import (
     table_rows,
     write_comparison,
 )
+from analysis.tables import format_cell
 from analysis.trace import write_chrome_trace
 
 
@@ -222,14 +223,5 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _html_cell(value: Any) -> str:
-    text = _text(value)
+    text = format_cell(value)
     return f"<td class='off'>{html.escape(text)}</td>" if text == "OFF" else f"<td>{html.escape(text)}</td>"
-
-
-def _text(value: Any) -> str:
-    """A table cell as the terminal tables print it: 3 significant digits, thousands separated."""
-    if isinstance(value, float):
-        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)

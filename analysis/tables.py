@@ -8,7 +8,7 @@ from typing import Any
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell; the first column left-aligned, the rest right-aligned."""
-    cells = [[str(cell) for cell in header], *[[_cell(cell) for cell in row] for row in rows]]
+    cells = [[str(cell) for cell in header], *[[format_cell(cell) for cell in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = []
     for index, row in enumerate(cells):
@@ -19,7 +19,8 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _cell(value: Any) -> str:
+def format_cell(value: Any) -> str:
+    """A table cell: 3 significant digits below 100, whole numbers above, thousands separated."""
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
     if isinstance(value, int):
