@@ -66,7 +66,12 @@ class Engine:
         """
         env, sim, heap = self.sim.env, self.sim, self.in_flight
         size, capacity, in_flight_updates = sim.group_size, self._capacity, self._in_flight_updates
-        ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
+        ends, remaining, prompts, joins = (
+            sim.recorder.sample_end,
+            sim.remaining,
+            sim.recorder.group_prompt,
+            sim.recorder.group_join,
+        )
         heappop, timeout = heapq.heappop, env.timeout
         while True:
             self.poked = False
@@ -136,7 +141,12 @@ class Engine:
         table = self._decode_step
         compute_base, compute_per_context = table.first, table.first_per_context
         memory_base, memory_per_context = table.second, table.second_per_context
-        ends, remaining, prompts, joins = sim.recorder.sample_end, sim.remaining, sim.prompt_of, sim.join_progress
+        ends, remaining, prompts, joins = (
+            sim.recorder.sample_end,
+            sim.remaining,
+            sim.recorder.group_prompt,
+            sim.recorder.group_join,
+        )
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
         # A finish at batch ``crossing`` or below leaves room for a group, which is seen (the engine
         # may start one) unless the engine already had room and was refused admission until a
@@ -191,7 +201,7 @@ class Engine:
                 sim.recorder.sample_end[sample] = math.nan
                 group = sample // size
                 sim.remaining[group] += 1
-                self._context_offset += sim.prompt_of[group] - sim.join_progress[group]
+                self._context_offset += sim.recorder.group_prompt[group] - sim.recorder.group_join[group]
             if planned:  # resume just after the last finish that did happen
                 self._clock, self.progress, self._pause = planned[-1][0], planned[-1][1], 0.0
             else:

@@ -50,9 +50,8 @@ class Simulation:
         self.finished_per_batch: dict[int, int] = {}
         self.lengths = LengthStream(scenario)
         self.recorder = Recorder(scenario)
-        # Per group, indexed by group id (the order groups started):
-        self.prompt_of: list[int] = []
-        self.join_progress: list[float] = []
+        # Per group, indexed by group id (the order groups started); prompt lengths and join
+        # progress live in the recorder (group_prompt, group_join), which engines read too.
         self.remaining: list[int] = []
         self.batch_of: list[int] = []
         self.engines = [Engine(self, index) for index in range(scenario.cluster.engines)]
@@ -74,10 +73,8 @@ class Simulation:
 
     def start_group(self, engine: Engine) -> tuple[int, int, list[int]]:
         """Start the next group on ``engine``: its id, prompt length and completion lengths."""
-        group = len(self.prompt_of)
+        group = len(self.remaining)
         prompt, lengths = self.lengths.next_group()
-        self.prompt_of.append(prompt)
-        self.join_progress.append(engine.progress)
         self.remaining.append(self.group_size)
         self.batch_of.append(policy.batch_of(self.live_groups, self.scenario))
         self.live_groups += 1
