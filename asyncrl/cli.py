@@ -213,9 +213,10 @@ def _execute(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from analysis.tables import summary_lines
-    from executor.runtime import execute
+    from executor.runtime import check, execute
 
     scenario = _load(args)
+    check(scenario, args.device)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
     where = "Ray actor(s)" if args.runtime == "ray" else "engine process(es)"
     print(

@@ -65,8 +65,7 @@ def execute(
     ``runtime`` is where the actors run: ``local`` processes, or ``ray`` actors
     (a local Ray, or the cluster ``RAY_ADDRESS`` names).
     """
-    _check_device(scenario, device)
-    _check_task(scenario)
+    check(scenario, device)
     run = _Run(scenario, out, device, runtime)
     try:
         run.start(resume)
@@ -82,6 +81,12 @@ def execute(
         run.stop()
 
 
+def check(scenario: Scenario, device: str) -> None:
+    """Raise ScenarioError, naming the field, for anything the executor cannot run."""
+    _check_device(scenario, device)
+    _check_task(scenario)
+
+
 def _check_device(scenario: Scenario, device: str) -> None:
     import torch
 
@@ -94,12 +99,27 @@ def _check_device(scenario: Scenario, device: str) -> None:
 
 
 def _check_task(scenario: Scenario) -> None:
+    """A task, model or checkpoint the executor cannot use is a one-line error before any process starts."""
+    from executor.models import build_config
     from executor.work import load_scenario_task
+    from scenarios.catalog import MODEL_PRESETS
 
+    model = scenario.model
     try:
         load_scenario_task(scenario)
+        if model.path is not None and not model.path.is_dir():
+            raise ValueError(f"model.path: {model.path} is not a directory")
+        if model.path is None and model.preset is None:
+            raise ValueError(
+                "model: the executor needs model.preset or model.path (architecture figures alone build no model)"
+            )
+        if model.path is None:
+            build_config(MODEL_PRESETS[model.preset])
     except ValueError as exc:
-        raise ScenarioError(str(exc)) from None
+        message = str(exc)
+        raise ScenarioError(
+            message if message.startswith(("model.", "model:", "workload.")) else f"model.preset: {message}"
+        ) from None
 
 
 class _Run:
