@@ -97,3 +97,20 @@ def test_the_reward_rises_on_cpu_learn_with_generation_and_training_overlapping(
     scenario = load_scenario("cpu-learn", ["run.steps=120"])
     rewards = execute(scenario, tmp_path / "run").metrics["reward_mean"]
     assert rewards.tail(20).mean() > rewards.head(20).mean() + 0.15
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.preset=qwen3-30b-a3b", "model.preset: model family 'qwen3_moe' is not supported"),
+        ("model.path=/nonexistent", "model.path: /nonexistent is not a directory"),
+        ("workload.task=nope", "workload.task: unknown task 'nope'"),
+    ],
+)
+def test_what_the_executor_cannot_run_is_a_one_line_error(tmp_path: Path, capsys, override: str, message: str) -> None:
+    from asyncrl.cli import main
+
+    assert main(["execute", "cpu-timing", "--set", override, "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and message in captured.err
+    assert not (tmp_path / "run").exists()
