@@ -1,1 +1,7 @@
-"""Real runs of a scenario's schedule with torch and transformers (work in progress)."""
+"""Real runs of a scenario's schedule with torch and transformers.
+
+    runtime (learner + coordinator) ──commands──► actors (continuous-batching engines)
+            ◄──finished groups── actors           weights ──torch.distributed──► actors
+
+See ``executor/runtime.py`` for the process layout and ``README.md`` (The executor).
+"""
