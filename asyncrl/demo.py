@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from analysis.compare import Comparison, compare_speedup, compare_summaries
 from analysis.tables import format_table
 from scenarios.loading import load_scenario
@@ -77,7 +79,9 @@ def _one_scenario(name: str, out: Path, profile: Path, steps: int | None) -> Sce
             summary=result.summary,
         )
         predicted[kind] = result.summary
-        execute(_load(name, steps, kind_override), out / f"measured-{kind}")
+        executed = _load(name, steps, kind_override)
+        with tqdm(total=executed.run.steps, desc=f"  executing {kind}", unit="step", leave=False, disable=None) as bar:
+            execute(executed, out / f"measured-{kind}", on_step=lambda step, row: bar.update())
         measured[kind] = read_summary(out / f"measured-{kind}")
     speedup = compare_speedup(predicted["sync"], predicted[written], measured["sync"], measured[written])
     comparison = compare_summaries(
