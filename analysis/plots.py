@@ -17,7 +17,6 @@ thin out as workers are added; workers sort naturally (engine-2 before engine-10
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -371,11 +370,12 @@ def sizing(csv_path: Path, out: Path) -> Path:
 
 def _split_ticks(ax: Axes, splits: pd.DataFrame) -> None:
     pairs = splits[["generation", "training"]].drop_duplicates().sort_values("generation")
-    step = max(1, math.ceil(len(pairs) / 12))
-    shown = pairs.iloc[::step]
-    ax.set_xticks(
-        shown["generation"], [f"{g}:{t}" for g, t in zip(shown["generation"], shown["training"], strict=True)]
-    )
+    span = max(1.0, float(pairs["generation"].max() - pairs["generation"].min()))
+    shown: list[tuple[int, int]] = []
+    for generation, training in zip(pairs["generation"], pairs["training"], strict=True):
+        if not shown or generation - shown[-1][0] >= span / 9:  # labels at least a ninth of the axis apart
+            shown.append((int(generation), int(training)))
+    ax.set_xticks([g for g, _ in shown], [f"{g}:{t}" for g, t in shown])
     ax.set_xlabel("generation:training devices")
 
 
