@@ -303,13 +303,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(format_table(["figure", "measured"], rows))
     worst = max(result.noise.items(), key=lambda item: item[1])
     print(
-        f"noise: spread (max - min) / median over repeats is {statistics_median(result.noise):.0%} typically, {worst[1]:.0%} at worst ({worst[0]})"
+        f"noise: spread (max - min) / median over repeats is {_median_noise(result.noise):.0%} typically, {worst[1]:.0%} at worst ({worst[0]})"
     )
     print(f"wrote {args.out} (use it as hardware.profile)")
     return 0
 
 
-def statistics_median(noise: dict[str, float]) -> float:
+def _median_noise(noise: dict[str, float]) -> float:
     import statistics
 
     return statistics.median(noise.values()) if noise else 0.0

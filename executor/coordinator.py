@@ -15,7 +15,6 @@ keeps the run's event rows.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.queues import Queue
@@ -283,7 +282,3 @@ def _event_row(
         "sample": sample,
         "tokens": tokens,
     }
-
-
-def wall_clock(t0: float) -> Callable[[], float]:
-    return lambda: time.time() - t0

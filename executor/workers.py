@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import queue
 from typing import Any, Protocol
 
 from executor.actor import ActorSpec, actor_main
@@ -130,11 +129,3 @@ def make_workers(runtime: str, engines: int, scenario: Scenario, device: str) ->
     if runtime == "ray":
         return RayActors(engines, scenario, device)
     raise ValueError(f"--runtime: {runtime!r}; use local or ray")
-
-
-def drain(results: Any, timeout: float) -> Any | None:
-    """The next message, or None after ``timeout`` seconds."""
-    try:
-        return results.get(timeout=timeout)
-    except queue.Empty:
-        return None
