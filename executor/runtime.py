@@ -215,7 +215,8 @@ class _Run:
             self.coordinator.restore_versions(_load_versions(self.out / CHECKPOINT_DIR))
         for commands in self.commands:
             commands.put(("go", self.t0))
-        threading.Thread(target=self._receive, name="asyncrl-receiver", daemon=True).start()
+        self._receiver = threading.Thread(target=self._receive, name="asyncrl-receiver", daemon=True)
+        self._receiver.start()
         self.coordinator.publish(self.first_step, self._flat_weights())
 
     def _wait_ready(self) -> None:
@@ -301,6 +302,8 @@ class _Run:
 
     def stop(self) -> None:
         self._stop_receiving.set()
+        if getattr(self, "_receiver", None) is not None:
+            self._receiver.join(timeout=2)  # it polls every 0.2 s; let it leave before its queue goes
         for commands in getattr(self, "commands", []):
             with contextlib.suppress(Exception):
                 commands.put(("stop",))
@@ -311,13 +314,14 @@ class _Run:
     # Helpers.
 
     def _receive(self) -> None:
+        """Hand every actor message to the coordinator until the run stops."""
         while not self._stop_receiving.is_set():
             try:
                 message = self.results.get(timeout=0.2)
             except queue.Empty:
                 continue
             except (EOFError, OSError):
-                return
+                return  # the queue closed under us: the run is ending
             self.coordinator.on_message(message)
 
     def _check_processes(self, starting: bool = False) -> None:
