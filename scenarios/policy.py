@@ -83,14 +83,6 @@ def admissible_groups(scenario: Scenario, *, engine_version: int, live_groups: i
     return max(0, min(window_end, run_end) - live_groups)
 
 
-def may_start(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> bool:
-    """May an engine holding ``engine_version`` start the next group now?"""
-    return (
-        admissible_groups(scenario, engine_version=engine_version, live_groups=live_groups, queued_groups=queued_groups)
-        > 0
-    )
-
-
 def sync_target(
     scenario: Scenario, *, engine_version: int, latest_version: int, live_groups: int, in_flight: int
 ) -> int | None:
