@@ -73,14 +73,27 @@ def admissible_groups(scenario: Scenario, *, engine_version: int, live_groups: i
     counts groups started and not dropped; ``queued_groups`` finished groups
     not yet trained (a full queue under ``block`` stops generation).
     """
+    limit = admission_limit(
+        scenario, engine_version=engine_version, live_groups=live_groups, queued_groups=queued_groups
+    )
+    return max(0, limit - live_groups)
+
+
+def admission_limit(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> int:
+    """The live-group count up to which an engine holding ``engine_version`` may start groups now.
+
+    It stays put while groups start (each one only raises ``live_groups``
+    towards it), so a dispatcher handing out a burst computes it once per
+    version; ``admissible_groups`` is the room left under it.
+    """
     if exact_versions(scenario):
         if engine_version != lowest_version(live_groups, scenario):
-            return 0
+            return live_groups
     elif scenario.schedule.queue_policy == "block" and queued_groups >= scenario.queue_capacity:
-        return 0
+        return live_groups
     window_end = (engine_version + scenario.staleness_bound + 1) * scenario.batch_groups
     run_end = scenario.run.steps * scenario.batch_groups  # no group beyond what the run trains
-    return max(0, min(window_end, run_end) - live_groups)
+    return min(window_end, run_end)
 
 
 def sync_target(

@@ -1,0 +1,261 @@
+"""The schedule state both backends hold: what the policy reads, and what it says to do.
+
+    backend event                      ScheduleState                         backend acts
+    ─────────────                      ─────────────                         ────────────
+    engine finished samples ──► samples_finished ─┐
+    a group's last sample   ──► group_finished ───┤  (queue overflow: dropped groups)
+    engine loaded weights   ──► loaded ───────────┼─► dispatch() ──► [Load(engine, v), Start(engine, groups)]
+    learner wants step k    ──► take(k) ──────────┤  (taken and dropped groups)
+    learner made version v  ──► publish(v) ───────┘  (versions nobody needs any more)
+
+``scenarios.policy`` is the rulebook; this class applies it to one run's state
+(latest version, live groups, the queue of finished groups, each engine's
+version and load, the weight versions still needed). The simulator and the
+executor's coordinator each hold one and call the same methods, so no queue or
+dispatch bookkeeping is written twice. No SimPy, torch or Ray here.
+
+**Dispatch** is what a router in front of several inference engines does: the
+admissible groups of a burst are handed out one at a time to the least-loaded
+engine that can take one (in-flight samples, ties to the lower index), so a
+burst of 4 groups on 2 empty engines is split 2 + 2. A group (the
+``samples_per_prompt`` completions of one prompt) stays on one engine: its
+samples share the prompt's KV prefix, and the group's rollouts finish on one
+engine's clock. Each engine's groups get consecutive ids, engine by engine in
+the order of the actions, so a backend that starts them in that order draws
+lengths and prompts in id order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from scenarios import policy
+from scenarios.policy import FinishedGroup
+from scenarios.scenario import Scenario
+
+
+@dataclass
+class EngineLoad:
+    """One engine as the dispatcher sees it."""
+
+    version: int = 0  # the weights it generates with
+    in_flight: int = 0  # samples started on it and not finished
+    loading: bool = False  # told to load weights; not done yet
+
+
+@dataclass(frozen=True)
+class Load:
+    """Tell ``engine`` to load weights ``version`` (it starts nothing until it has)."""
+
+    engine: int
+    version: int
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start these groups on ``engine``, in this order; ``batches[i]`` is the step ``groups[i]`` is for."""
+
+    engine: int
+    groups: tuple[int, ...]
+    batches: tuple[int, ...]
+
+
+Action = Load | Start
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The learner's answer for one step: the batch (empty: keep waiting) and what was dropped."""
+
+    batch: tuple[FinishedGroup, ...] = ()
+    dropped: tuple[FinishedGroup, ...] = ()
+
+
+class ScheduleState:
+    """Latest version, live groups, the queue and the engines; methods apply ``scenarios.policy``.
+
+    ``first_group`` and ``first_version`` let a resumed run start where the
+    checkpoint left off (groups of the steps already trained count as live).
+    Two indexes keep ``dispatch`` from scanning every engine on every event:
+    the engines with room for a group (by the version they hold) and the
+    engines that may have weights to load. They are exactly what a full scan
+    would find; ``tests/test_state.py`` checks that against one.
+    """
+
+    def __init__(self, scenario: Scenario, engines: int, first_group: int = 0, first_version: int = 0) -> None:
+        self.scenario = scenario
+        self.latest_version = first_version
+        self.live_groups = first_group  # started and not dropped: the next group's live index
+        self.next_group = first_group  # id of the next group to start
+        self.queue: list[FinishedGroup] = []
+        self.engines = [EngineLoad(version=first_version) for _ in range(engines)]
+        self.kept_versions: set[int] = set()  # published and still loadable
+        self._batch_of_group: dict[int, int] = {}  # started, not finished
+        self._queued_per_batch: dict[int, int] = {}
+        self._group_size = scenario.workload.samples_per_prompt
+        self._capacity = scenario.engine_concurrency
+        self._exact = policy.exact_versions(scenario)
+        self._in_flight_updates = bool(getattr(scenario.schedule, "in_flight_updates", False))
+        self._room: dict[int, set[int]] = {}  # version -> engines with room for a group
+        self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
+        self._maybe_load: set[int] = set()  # engines behind the latest version that could load now
+        for engine in range(engines):
+            self._index(engine)
+
+    # What happened.
+
+    def samples_finished(self, engine: int, count: int = 1) -> None:
+        """``count`` samples on ``engine`` finished (their slots are free again)."""
+        state = self.engines[engine]
+        had_room = self._capacity - state.in_flight >= self._group_size
+        state.in_flight -= count
+        if not had_room or state.in_flight == 0:  # otherwise no index changes
+            self._index(engine)
+
+    def group_finished(self, group: int, version: int) -> tuple[FinishedGroup, ...]:
+        """The last sample of ``group`` finished; queue it. Returns the groups a full queue pushed out."""
+        pushed_out = policy.overflow(self.scenario, queued_groups=len(self.queue))
+        dropped = tuple(self.queue[:pushed_out])
+        self._forget(dropped)
+        batch = self._batch_of_group.pop(group)
+        self.queue.append(FinishedGroup(group=group, batch=batch, version=version))
+        self._queued_per_batch[batch] = self._queued_per_batch.get(batch, 0) + 1
+        return dropped
+
+    def loaded(self, engine: int, version: int) -> None:
+        """``engine`` now generates with ``version``."""
+        state = self.engines[engine]
+        state.version, state.loading = version, False
+        self._index(engine)
+
+    def publish(self, version: int) -> list[int]:
+        """The learner made ``version``; returns the versions no engine may load any more."""
+        self.latest_version = version
+        self.kept_versions.add(version)
+        oldest_needed = version - self.scenario.staleness_bound
+        stale = sorted(v for v in self.kept_versions if v < oldest_needed)
+        self.kept_versions.difference_update(stale)
+        for engine in range(len(self.engines)):
+            self._index(engine)
+        return stale
+
+    def keep_versions(self, versions: list[int]) -> None:
+        """Versions a resumed run brought back from its checkpoint."""
+        self.kept_versions.update(versions)
+
+    def take(self, step: int) -> Taken:
+        """Step ``step``'s batch if the policy can form it now, and the groups it drops."""
+        if not self._may_be_ready(step):
+            return Taken()
+        choice = policy.select_batch(self.scenario, self.queue, step)
+        batch = tuple(self.queue[pos] for pos in choice.take)
+        dropped = tuple(self.queue[pos] for pos in choice.drop)
+        self._forget(dropped)
+        self._remove(batch)
+        return Taken(batch=batch, dropped=dropped)
+
+    # What to do.
+
+    def dispatch(self) -> list[Action]:
+        """Loads for engines whose weights should change, then starts for the admissible groups."""
+        actions: list[Action] = []
+        for index in sorted(self._maybe_load):
+            target = self.sync_target(index)
+            if target is not None and target in self.kept_versions:
+                self.engines[index].loading = True
+                self._index(index)
+                actions.append(Load(index, target))
+        actions.extend(self._split())
+        return actions
+
+    def sync_target(self, engine: int) -> int | None:
+        """The version ``engine`` should load now, or None (``policy.sync_target`` on its state)."""
+        state = self.engines[engine]
+        return policy.sync_target(
+            self.scenario,
+            engine_version=state.version,
+            latest_version=self.latest_version,
+            live_groups=self.live_groups,
+            in_flight=state.in_flight,
+        )
+
+    def admissible(self, engine: int) -> int:
+        """Groups the policy lets ``engine`` start now, room aside."""
+        return max(0, self._limit_at(self.engines[engine].version) - self.live_groups)
+
+    def _limit_at(self, version: int) -> int:
+        return policy.admission_limit(
+            self.scenario, engine_version=version, live_groups=self.live_groups, queued_groups=len(self.queue)
+        )
+
+    def _split(self) -> list[Start]:
+        """Hand admissible groups one at a time to the least-loaded engine that can take one."""
+        limits = {version: self._limit_at(version) for version in self._room}  # fixed while groups start
+        takers = [
+            (self.engines[index].in_flight, index)
+            for version, engines in self._room.items()
+            if limits[version] > self.live_groups
+            for index in engines
+        ]
+        heapq.heapify(takers)
+        batches: dict[int, list[int]] = {}
+        group_size, capacity, batch_groups = self._group_size, self._capacity, self.scenario.batch_groups
+        while takers:
+            load, index = takers[0]
+            engine = self.engines[index]
+            if self.live_groups >= limits[engine.version]:
+                heapq.heappop(takers)  # admission only tightens as groups start
+                continue
+            batches.setdefault(index, []).append(self.live_groups // batch_groups)  # policy.batch_of
+            self.live_groups += 1
+            load += group_size
+            engine.in_flight = load
+            if capacity - load >= group_size:
+                heapq.heapreplace(takers, (load, index))
+            else:
+                heapq.heappop(takers)
+        starts = []
+        for index in sorted(batches):
+            self._index(index)
+            count = len(batches[index])
+            groups = tuple(range(self.next_group, self.next_group + count))
+            self.next_group += count
+            self._batch_of_group.update(zip(groups, batches[index], strict=True))
+            starts.append(Start(index, groups, tuple(batches[index])))
+        return starts
+
+    # Bookkeeping.
+
+    def _index(self, engine: int) -> None:
+        """Put ``engine`` in the indexes its state calls for, and out of the others."""
+        state = self.engines[engine]
+        filed = self._filed.pop(engine, None)
+        if filed is not None:
+            self._room[filed].discard(engine)
+            if not self._room[filed]:
+                del self._room[filed]
+        if not state.loading and self._capacity - state.in_flight >= self._group_size:
+            self._room.setdefault(state.version, set()).add(engine)
+            self._filed[engine] = state.version
+        behind = state.version < self.latest_version
+        if not state.loading and behind and (self._in_flight_updates or state.in_flight == 0):
+            self._maybe_load.add(engine)
+        else:
+            self._maybe_load.discard(engine)
+
+    def _may_be_ready(self, step: int) -> bool:
+        """Cheap precondition for ``select_batch``, so it is not called on every arrival."""
+        if self._exact:
+            return self._queued_per_batch.get(step, 0) >= self.scenario.batch_groups
+        return len(self.queue) >= self.scenario.batch_groups
+
+    def _remove(self, groups: tuple[FinishedGroup, ...]) -> None:
+        for item in groups:
+            self.queue.remove(item)
+            self._queued_per_batch[item.batch] -= 1
+
+    def _forget(self, groups: tuple[FinishedGroup, ...]) -> None:
+        """Drop queued groups: they leave the queue and no longer count as live."""
+        self._remove(groups)
+        self.live_groups -= len(groups)
