@@ -46,7 +46,7 @@ def _seconds(work: Callable[[], object]) -> float:
 
 
 def _run_record(sim: Simulation, scenario: Scenario) -> dict:
-    events = sim.recorder.events(sim.engines, wall_time=sim.env.now)
+    events = sim.events()
     return summarize(
         events,
         backend="simulator",
@@ -69,8 +69,8 @@ def main() -> None:
         sim = Simulation(scenario)
         simulated.append(_seconds(sim.run))
         record.append(_seconds(lambda sim=sim: _run_record(sim, scenario)))
-    rollouts = len(sim.recorder.sample_end)
-    events = len(sim.recorder.events(sim.engines, wall_time=sim.env.now))
+    rollouts = len(sim.rollouts.end)
+    events = len(sim.events())
     bare_rate = max(bare)
     rollout_rate = rollouts / min(simulated)
     with_record_rate = rollouts / (min(simulated) + min(record))

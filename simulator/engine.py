@@ -13,31 +13,55 @@ finish, one that completes no group and cannot let the engine start one,
 which is applied ahead at its own time and undone if an interrupt comes first
 (``_plan_quiet_finishes``, ``settle``). Prefill and weight loading pause
 decoding: they accumulate in ``pause`` and elapse before progress moves again.
+
+The engine decides nothing about the schedule. It tells its ``Listener`` (the
+simulation) when samples finish; the simulation asks ``ScheduleState.dispatch``
+and hands the engine weights to load (``load``) and groups to start
+(``start``), then ``replan`` makes it account for them.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Generator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import simpy
 
-from scenarios import policy
-
-if TYPE_CHECKING:
-    from simulator.simulation import Simulation
+from scenarios.scenario import Scenario
+from simulator.costs import CostModel
+from simulator.rollouts import Rollouts
 
 _EPS = 1e-9
 
 
-class Engine:
-    """One generation engine: pulls groups, decodes them, reports finished groups."""
+class Listener(Protocol):
+    def finished(self, engine: Engine, samples: int, groups: list[int]) -> None:
+        """``samples`` rollouts on ``engine`` finished by now, completing ``groups``; may hand it work."""
 
-    def __init__(self, sim: Simulation, index: int) -> None:
-        self.sim = sim
+    def retired(self, engine: Engine, samples: int) -> None:
+        """``samples`` rollouts on ``engine`` finished earlier, found out only now (no decision due)."""
+
+
+class Engine:
+    """One generation engine: decodes the groups it is given, reports finished samples."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        index: int,
+        scenario: Scenario,
+        costs: CostModel,
+        rollouts: Rollouts,
+        listener: Listener,
+    ) -> None:
+        self.env = env
         self.index = index
+        self.costs = costs
+        self.rollouts = rollouts
+        self.listener = listener
         self.version = 0
         self.in_flight: list[tuple[float, int]] = []  # heap of (finish progress, sample id)
         self.progress = 0.0
@@ -47,47 +71,73 @@ class Engine:
         self._context_offset = 0.0  # context tokens in flight = b · progress + offset
         self.loads: list[tuple[float, float, int]] = []  # (progress, wall time, version) of each load
         self.wake: simpy.Event | None = None  # set while idle with nothing in flight
-        self.blocked_with_room = False  # could hold another group but the policy said wait
-        self.poked = False
-        self._capacity = sim.scenario.engine_concurrency
+        self._interrupted = False
+        self.refused = False  # planning with room left after a dispatch: finishes that add room are quiet
+        self._group_size = scenario.workload.samples_per_prompt
+        self._capacity = scenario.engine_concurrency
         self._planned: list[tuple[float, float, int]] = []  # quiet finishes applied ahead: (time, progress, sample)
+        self._reported = 0  # how many of them the listener has been told of (those already past)
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
-        self._in_flight_updates = getattr(sim.scenario.schedule, "in_flight_updates", False)
-        self._decode_step = sim.costs.decode_step_table(self._capacity)
-        self.process = sim.env.process(self._run())
+        self._decode_step = costs.decode_step_table(self._capacity)
+        self.process = env.process(self._run())
+
+    # What the simulation tells it.
+
+    def prepare(self, now: float) -> None:
+        """Bring a busy engine to ``now`` before the simulation changes its work."""
+        if self.process is not self.env.active_process and self.wake is None:
+            self.settle(now)
+
+    def load(self, version: int) -> tuple[float, float]:
+        """Load weights ``version`` once the pauses already due have elapsed; the load's (start, end)."""
+        self.advance(self.env.now)
+        start = self.env.now + self._pause
+        duration = self.costs.weight_sync()
+        self._pause += duration
+        self.version = version
+        self.loads.append((self.progress, start + duration, version))
+        return start, start + duration
+
+    def start(self, group: int, prompt: int, lengths: list[int]) -> None:
+        """Prefill ``group``'s prompt, then decode its samples alongside the others."""
+        self.advance(self.env.now)
+        self._pause += self.costs.prefill(prompt)
+        size, progress, heap = self._group_size, self.progress, self.in_flight
+        sample = group * size
+        for length in lengths:
+            heapq.heappush(heap, (progress + length, sample))
+            sample += 1
+        self._context_offset += size * (prompt - progress)
+
+    def replan(self) -> None:
+        """Re-evaluate now: the simulation changed this engine's weights, work or state."""
+        if self.process is self.env.active_process:
+            return  # already running: it plans again before it next waits
+        if self.wake is not None:
+            if not self.wake.triggered:
+                self.wake.succeed()
+        elif not self._interrupted:
+            self._interrupted = True
+            self.process.interrupt()
+
+    # Its own time.
 
     def _run(self) -> Generator[simpy.Event, None, None]:
-        """Ask the policy (load weights? start groups?), then decode until it must be asked again.
+        """Decode until the next finish someone can see, report it, repeat; idle when empty.
 
         The inner loop is the one every simulated rollout passes through, so it
-        keeps what it reads in locals. It hands back to the policy when the engine
-        is empty, when a finish left room for a group it may be allowed to start,
-        or when new weights should reach rollouts in flight.
+        keeps what it reads in locals.
         """
-        env, sim, heap = self.sim.env, self.sim, self.in_flight
-        size, capacity, in_flight_updates = sim.group_size, self._capacity, self._in_flight_updates
+        env, heap, listener = self.env, self.in_flight, self.listener
+        size = self._group_size
         ends, remaining, prompts, joins = (
-            sim.recorder.sample_end,
-            sim.remaining,
-            sim.recorder.group_prompt,
-            sim.recorder.group_join,
+            self.rollouts.end,
+            self.rollouts.remaining,
+            self.rollouts.prompt,
+            self.rollouts.join,
         )
         heappop, timeout = heapq.heappop, env.timeout
         while True:
-            self.poked = False
-            if sim.latest_version > self.version:  # sync_target is None otherwise; skip the call
-                target = policy.sync_target(
-                    sim.scenario,
-                    engine_version=self.version,
-                    latest_version=sim.latest_version,
-                    live_groups=sim.live_groups,
-                    in_flight=len(heap),
-                )
-                if target is not None:
-                    self._load(target)
-                    continue
-            if not self.blocked_with_room and capacity - len(heap) >= size:
-                self._start_groups()
             if not heap:
                 self.wake = env.event()
                 yield self.wake
@@ -95,66 +145,63 @@ class Engine:
                 self.advance(env.now)
                 continue
             try:
-                while True:
+                while heap:
                     finish_at = self._plan_quiet_finishes()
                     yield timeout(finish_at - env.now)
-                    self._planned = []  # the quiet finishes before it are now in the past
+                    retired = len(self._planned) - self._reported  # quiet finishes before it, now past
+                    self._planned, self._reported = [], 0
                     # The timer landed exactly on a finish someone may see: retire every rollout ending there.
-                    now, mark, batch, offset = env.now, heap[0][0], len(heap), self._context_offset
+                    now, mark, offset = env.now, heap[0][0], self._context_offset
                     self._clock, self._pause, self.progress = now, 0.0, mark
-                    had_room = capacity - batch >= size
                     limit = mark + _EPS
+                    completed = []
                     while heap and heap[0][0] <= limit:
                         sample = heappop(heap)[1]
+                        retired += 1
                         ends[sample] = now
                         group = sample // size
                         offset -= prompts[group] - joins[group]
                         remaining[group] -= 1
                         if not remaining[group]:
-                            sim.group_finished(group, now)
+                            completed.append(group)
                     self._context_offset = offset if heap else 0.0  # no drift across busy periods
-                    has_room = capacity - len(heap) >= size
-                    if has_room and not had_room:
-                        sim.engines_with_room += 1
-                    if not heap or (has_room and not self.blocked_with_room):
-                        break
-                    if in_flight_updates and sim.latest_version > self.version:
-                        break
+                    listener.finished(self, retired, completed)
             except simpy.Interrupt:
+                self._interrupted = False
                 self.settle(env.now)
 
     def _plan_quiet_finishes(self) -> float:
         """Retire the finishes nobody else can see; return the time of the next one someone can.
 
         A finish is *quiet* when it is the only one at its moment, completes no
-        group, and leaves the engine unable to start a group (no room gained, or
-        admission refused until a poke). It changes nothing but this engine's
-        batch size, so it is applied right away, at its own (future) time, without
-        a SimPy event. An interrupt before those times undoes them (``settle``).
-        Every simulated rollout passes through this loop, so it keeps what it
-        reads in locals and inlines ``_segment_step_s``.
+        group, and cannot let the engine start a group: it gains no room, or the
+        engine had room already and admission was exhausted when it last got
+        work (after every dispatch it is; what reopens admission, the simulation
+        learns first, and it settles the engine). A quiet finish changes nothing
+        but this engine's batch size, so it is applied right away, at its own
+        (future) time, without a SimPy event. An interrupt before those times
+        undoes them (``settle``). Every simulated rollout passes through this
+        loop, so it keeps what it reads in locals and inlines ``_segment_step_s``.
         """
-        sim, heap = self.sim, self.in_flight
+        heap = self.in_flight
         self._planned = planned = []
+        self._reported = 0
         self._plan_start = (self.progress, self._clock, self._pause)
-        size, capacity = sim.group_size, self._capacity
+        size, capacity = self._group_size, self._capacity
         table = self._decode_step
         compute_base, compute_per_context = table.first, table.first_per_context
         memory_base, memory_per_context = table.second, table.second_per_context
         ends, remaining, prompts, joins = (
-            sim.recorder.sample_end,
-            sim.remaining,
-            sim.recorder.group_prompt,
-            sim.recorder.group_join,
+            self.rollouts.end,
+            self.rollouts.remaining,
+            self.rollouts.prompt,
+            self.rollouts.join,
         )
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
-        # A finish at batch ``crossing`` or below leaves room for a group, which is seen (the engine
-        # may start one) unless the engine already had room and was refused admission until a
-        # poke; then only the crossing itself is (other engines' fair share counts engines with room).
-        crossing = capacity - size + 1
-        floor = 2 if self.blocked_with_room else max(2, crossing)
-        if self._in_flight_updates and sim.latest_version > self.version:
-            floor = capacity + 1  # new weights are due: nothing is quiet
+        # Finishes down to ``floor`` rollouts are quiet; below 3 the look-ahead needs a landing anyway.
+        # Without room, the finish that brings room (batch ``capacity - size + 1`` → one fewer) is seen.
+        self.refused = capacity - batch >= size  # room, and the last dispatch gave it nothing more
+        floor = 2 if self.refused else max(2, capacity - size + 1)
         heappop, plan = heapq.heappop, planned.append
         while True:
             # Time to the next finish, at the decode-step time of this segment's mid context.
@@ -165,7 +212,7 @@ class Engine:
             memory = memory_base[batch] + memory_per_context * context
             step_s = compute if compute > memory else memory
             finish_at = clock + pause + tokens * step_s
-            if batch <= floor or batch == crossing:
+            if batch <= floor:
                 break
             group = sample // size
             second = heap[1][0]
@@ -191,17 +238,17 @@ class Engine:
         return finish_at
 
     def settle(self, now: float) -> None:
-        """Bring the engine to ``now``: undo quiet finishes planned after it, then account the time."""
+        """Bring the engine to ``now``: undo quiet finishes planned after it, report those before it."""
         planned = self._planned
         if planned and planned[-1][0] > now:
-            sim, size = self.sim, self.sim.group_size
+            rollouts, size = self.rollouts, self._group_size
             while planned and planned[-1][0] > now:
                 _, mark, sample = planned.pop()
                 heapq.heappush(self.in_flight, (mark, sample))
-                sim.recorder.sample_end[sample] = math.nan
+                rollouts.end[sample] = math.nan
                 group = sample // size
-                sim.remaining[group] += 1
-                self._context_offset += sim.recorder.group_prompt[group] - sim.recorder.group_join[group]
+                rollouts.remaining[group] += 1
+                self._context_offset += rollouts.prompt[group] - rollouts.join[group]
             if planned:  # resume just after the last finish that did happen
                 self._clock, self.progress, self._pause = planned[-1][0], planned[-1][1], 0.0
             else:
@@ -209,6 +256,16 @@ class Engine:
             self._step_s = self._segment_step_s()
         self._planned = []
         self.advance(now)
+        if len(planned) > self._reported:
+            self.listener.retired(self, len(planned) - self._reported)
+        self._reported = 0
+
+    def confirm(self, now: float) -> None:
+        """Tell the listener of the quiet finishes up to ``now`` without disturbing the plan."""
+        past = bisect.bisect_right(self._planned, (now, math.inf, math.inf))
+        if past > self._reported:
+            self.listener.retired(self, past - self._reported)
+            self._reported = past
 
     def _segment_step_s(self) -> float:
         """Decode-step time from now to the next finish, at the segment's mid context."""
@@ -226,51 +283,3 @@ class Engine:
             elapsed -= used
         if self.in_flight and elapsed > 0:
             self.progress += elapsed / self._step_s
-
-    def _load(self, version: int) -> None:
-        self.advance(self.sim.env.now)
-        start = self.sim.env.now + self._pause
-        duration = self.sim.costs.weight_sync()
-        self._pause += duration
-        self.version = version
-        self.blocked_with_room = False
-        self.loads.append((self.progress, start + duration, version))
-        self.sim.recorder.sync(self.index, start, start + duration, version)
-
-    def _start_groups(self) -> None:
-        """Start as many groups as the policy allows, up to this engine's fair share.
-
-        Called only with room for a group and not ``blocked_with_room``: once refused,
-        admission reopens only when this engine loads weights or the simulation pokes
-        it (a publish, a learner take, a drop); groups that others start or finish
-        only close it further, so asking again before then is futile.
-        """
-        sim = self.sim
-        group_size = sim.group_size
-        room = (self._capacity - len(self.in_flight)) // group_size
-        admissible = sim.admissible(self)
-        self.blocked_with_room = admissible == 0
-        starting = min(room, sim.fair_share(admissible))
-        heappush, heap, progress = heapq.heappush, self.in_flight, self.progress
-        for _ in range(starting):
-            group, prompt, lengths = sim.start_group(self)
-            self._pause += sim.costs.prefill(prompt)
-            sample = group * group_size
-            for length in lengths:
-                heappush(heap, (progress + length, sample))
-                sample += 1
-            self._context_offset += group_size * (prompt - progress)
-        if starting == room:
-            sim.engines_with_room -= 1
-
-    def poke(self) -> None:
-        """Re-evaluate now: something the policy reads has changed."""
-        self.blocked_with_room = False
-        if self.process is self.sim.env.active_process:
-            return  # already running: it re-evaluates at the top of its loop
-        if self.wake is not None:
-            if not self.wake.triggered:
-                self.wake.succeed()
-        elif not self.poked and self.in_flight:
-            self.poked = True
-            self.process.interrupt()
