@@ -1,14 +1,14 @@
 """An actor process: one generation engine, driven by the learner's coordinator.
 
-    commands (from the coordinator)          results (to the coordinator)
-    ("go", t0)            start the clock    ("ready", actor)
-    ("start", group, [requests])  ──► engine.add ──► engine.step ... ──► ("group", actor, group, rollouts)
-    ("load", version)  ──recv weights──► engine.load_weights  ──► ("loaded", actor, version, start, end)
-    ("stop",)                                ("error", actor, traceback)
+    commands (from the coordinator)          results (to the coordinator), ``executor.messages``
+    Go(t0)                start the clock    Ready(actor)
+    StartGroup(group, requests) ──► engine.add ──► engine.step ... ──► RolloutDone(actor, group, rollout)
+    LoadWeights(version) ──recv weights──► engine.load_weights ──► Loaded(actor, version, start, end)
+    Stop()                                   ActorFailed(actor, traceback)
 
 The actor makes no schedule decision: what to start and which weights to load
-is decided by ``scenarios.policy`` in the coordinator. It reports each group
-once all its samples are done, with the wall-clock spans of every rollout.
+is decided by the coordinator's ``scenarios.state.ScheduleState``. It reports
+each sample as soon as it is done, with the wall-clock spans of its versions.
 """
 
 from __future__ import annotations
@@ -16,32 +16,25 @@ from __future__ import annotations
 import queue
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from typing import Any
 
+from executor.messages import (
+    ActorFailed,
+    Command,
+    FinishedRollout,
+    Go,
+    Loaded,
+    LoadWeights,
+    Ready,
+    RolloutDone,
+    StartGroup,
+    Stop,
+)
 from scenarios.scenario import Scenario
 
 POLL_S = 0.05  # how long an idle actor waits for a command before checking again
-
-
-@dataclass
-class FinishedRollout:
-    """A rollout as the actor reports it: tokens, behaviour log-probs, versions and when each version ran."""
-
-    sample: int
-    tokens: list[int]
-    logprobs: list[float]
-    versions: list[int]
-    start: float
-    end: float
-    segments: list[tuple[int, float, float, int]]  # (version, start, end, tokens)
-
-
-@dataclass
-class _Group:
-    start: float
-    done: list[FinishedRollout] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -58,13 +51,13 @@ class ActorSpec:
 
 
 def actor_main(spec: ActorSpec, commands: Queue, results: Queue) -> None:
-    """Process entry point; any failure is reported as ("error", index, traceback) before exiting."""
+    """Process entry point; any failure is reported as ``ActorFailed`` before exiting."""
     try:
         _run(spec, commands, results)
     except KeyboardInterrupt:
         pass
     except BaseException:
-        results.put(("error", spec.index, traceback.format_exc()))
+        results.put(ActorFailed(spec.index, traceback.format_exc()))
         raise SystemExit(1) from None
 
 
@@ -92,7 +85,7 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
         seed=scenario.run.seed * 1000 + index,
         device=device,
     )
-    results.put(("ready", index))
+    results.put(Ready(index))
     t0 = _wait_for_go(commands)
     actor = _Actor(index, scenario.workload.samples_per_prompt, engine, results, t0)
     polled = 0.0
@@ -103,16 +96,16 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
             continue
         polled = time.monotonic()
         for command in _commands(commands, block=idle):
-            if command[0] == "stop":
+            if isinstance(command, Stop):
                 dist.destroy_process_group()
                 return
-            if command[0] == "start":
-                actor.start(command[1], command[2])
-            elif command[0] == "load":
+            if isinstance(command, StartGroup):
+                actor.start(command.group, command.requests)
+            elif isinstance(command, LoadWeights):
                 start = actor.now()
                 weights = layout.unflatten(receive_weights(buffer))
-                engine.load_weights(weights, command[1])
-                actor.loaded(command[1], start)
+                engine.load_weights(weights, command.version)
+                actor.loaded(command.version, start)
         if engine.in_flight or engine.waiting:
             actor.step()
 
@@ -120,11 +113,11 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
 def _wait_for_go(commands: Queue) -> float:
     while True:
         command = commands.get()
-        if command[0] == "go":
-            return float(command[1])
+        if isinstance(command, Go):
+            return command.t0
 
 
-def _commands(commands: Queue, block: bool) -> list[tuple[Any, ...]]:
+def _commands(commands: Queue, block: bool) -> list[Command]:
     """Every command waiting now; with ``block``, wait (briefly) for at least one."""
     pending = []
     try:
@@ -137,38 +130,38 @@ def _commands(commands: Queue, block: bool) -> list[tuple[Any, ...]]:
 
 
 class _Actor:
-    """Bookkeeping around the engine: group start times, weight loads, finished groups."""
+    """Bookkeeping around the engine: group start times, weight loads, finished samples."""
 
     def __init__(self, index: int, group_size: int, engine: Any, results: Queue, t0: float) -> None:
         self.index, self.group_size, self.engine, self.results, self.t0 = index, group_size, engine, results, t0
-        self.groups: dict[int, _Group] = {}
+        self.group_start: dict[int, float] = {}
+        self.group_left: dict[int, int] = {}  # samples not finished yet
         self.loads: list[tuple[float, int]] = []  # (time the version became active, version)
 
     def now(self) -> float:
         return time.time() - self.t0
 
     def start(self, group: int, requests: list[Any]) -> None:
-        self.groups[group] = _Group(start=self.now())
+        self.group_start[group] = self.now()
+        self.group_left[group] = len(requests)
         for request in requests:
             self.engine.add(request)
 
     def loaded(self, version: int, start: float) -> None:
         end = self.now()
         self.loads.append((end, version))
-        self.results.put(("loaded", self.index, version, start, end))
+        self.results.put(Loaded(self.index, version, start, end))
 
     def step(self) -> None:
         for rollout in self.engine.step():
             group, sample = divmod(rollout.id, self.group_size)
-            record = self.groups[group]
-            end = self.now()
-            segments = self._segments(rollout.versions, record.start, end)
-            record.done.append(
-                FinishedRollout(sample, rollout.tokens, rollout.logprobs, rollout.versions, record.start, end, segments)
-            )
-            if len(record.done) == self.group_size:
-                del self.groups[group]
-                self.results.put(("group", self.index, group, sorted(record.done, key=lambda r: r.sample)))
+            start, end = self.group_start[group], self.now()
+            segments = self._segments(rollout.versions, start, end)
+            finished = FinishedRollout(sample, rollout.tokens, rollout.logprobs, rollout.versions, start, end, segments)
+            self.results.put(RolloutDone(self.index, group, finished))
+            self.group_left[group] -= 1
+            if not self.group_left[group]:
+                del self.group_start[group], self.group_left[group]
 
     def _segments(self, versions: list[int], start: float, end: float) -> list[tuple[int, float, float, int]]:
         """Runs of tokens made by one version, timed by the loads that switched versions."""

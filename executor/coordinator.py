@@ -1,15 +1,17 @@
-"""The coordinator: the executor's side of ``scenarios.policy``, in the learner process.
+"""The coordinator: the executor's side of ``scenarios.state``, in the learner process.
 
-    actors ──results──► receiver thread ─► on_message ─► queue of finished groups ─► take_batch (learner)
-       ▲                                      │                                        │
-       └────────── commands ◄── dispatch ◄────┴──────────── publish(version) ◄─────────┘
+    actors ──RolloutDone / Loaded──► receiver thread ─► on_message ─┐
+       ▲                                                            ▼
+       │                                          ScheduleState (queue, live groups, engines)
+       │                                                            │
+       └──── StartGroup / LoadWeights ◄── dispatch ◄────────────────┴── take_batch / publish (learner)
 
-It holds the state the policy functions read (latest version, live groups,
-the queue, each actor's version and rollouts in flight) and acts on their
-answers exactly as the simulator does: load weights when ``sync_target`` says
-so, start as many groups as ``admissible_groups`` allows (split evenly over
-actors with room), drop what ``overflow`` and ``select_batch`` drop. It also
-keeps the run's event rows.
+It holds one ``ScheduleState``, the very class the simulator holds, tells it
+what happened (a sample finished, a group completed, an actor loaded weights,
+the learner took a batch or published a version) and carries out what its
+``dispatch`` answers: weights to send, groups to start. Around that it keeps
+what only a real run has: the rollouts and rewards of each group, the weight
+tensors of the versions still loadable, and the run's event rows.
 """
 
 from __future__ import annotations
@@ -17,30 +19,32 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.queues import Queue
 from typing import Any
 
 import torch
 
-from executor.actor import FinishedRollout
+from executor.messages import (
+    ActorFailed,
+    FinishedRollout,
+    Loaded,
+    LoadWeights,
+    Result,
+    RolloutDone,
+    StartGroup,
+)
 from executor.weights import send_weights
 from executor.work import WorkSource
-from scenarios import policy
 from scenarios.policy import FinishedGroup
 from scenarios.scenario import Scenario
+from scenarios.state import Load, ScheduleState
 
 WAIT_S = 0.2  # the learner re-checks the workers' health this often while it waits
+
+SendWeights = Callable[[torch.Tensor, int], Any]  # (flat weights, actor rank) -> a handle with is_completed()
 
 
 class WorkerFailed(RuntimeError):
     """An actor process died or reported an error."""
-
-
-@dataclass
-class ActorState:
-    version: int = 0
-    in_flight: int = 0  # samples started and not reported back
-    loading: bool = False
 
 
 @dataclass
@@ -66,25 +70,24 @@ class Coordinator:
         self,
         scenario: Scenario,
         source: WorkSource,
-        commands: list[Queue],
+        commands: list[Any],
         clock: Callable[[], float],
         first_group: int = 0,
         first_version: int = 0,
+        send: SendWeights = send_weights,
     ) -> None:
         self.scenario = scenario
         self.source = source
-        self.commands = commands
+        self.commands = commands  # one queue per actor: put()
         self.clock = clock
         self.group_size = scenario.workload.samples_per_prompt
-        self.actors = [ActorState(version=first_version) for _ in commands]
-        self.latest_version = first_version
-        self.live_groups = first_group  # a resumed run counts the groups of the steps already trained
-        self.next_group = first_group
-        self.queue: list[FinishedGroup] = []
+        # A resumed run counts the groups of the steps already trained as live.
+        self.state = ScheduleState(scenario, len(commands), first_group=first_group, first_version=first_version)
         self.records: dict[int, GroupRecord] = {}
         self.rows: list[dict[str, Any]] = []
         self.failure: str | None = None
         self._weights: dict[int, torch.Tensor] = {}
+        self._send = send
         self._sends: list[Any] = []
         self._lock = threading.Condition()
 
@@ -94,28 +97,21 @@ class Coordinator:
         """A new version exists: keep it for actors that will load it, and let them react."""
         with self._lock:
             self._weights[version] = flat_weights
-            self.latest_version = version
-            oldest_needed = version - self.scenario.staleness_bound
-            for old in [v for v in self._weights if v < oldest_needed]:
-                del self._weights[old]
+            for old in self.state.publish(version):
+                self._weights.pop(old, None)
             self._dispatch()
 
     def take_batch(self, step: int, healthy: Callable[[], None]) -> list[GroupRecord]:
-        """Block until the policy forms step ``step``'s batch; ``healthy`` raises if a worker died."""
+        """Block until the state forms step ``step``'s batch; ``healthy`` raises if a worker died."""
         with self._lock:
             while True:
                 self._raise_failure()
-                choice = policy.select_batch(self.scenario, self.queue, step)
-                taken = [self.queue[pos] for pos in choice.take]
-                if choice.drop:
-                    self._drop([self.queue[pos] for pos in choice.drop])
-                if taken:
-                    for item in taken:
-                        self.queue.remove(item)
-                    self._dispatch()
-                    return [self.records.pop(item.group) for item in taken]
-                if choice.drop:
-                    self._dispatch()
+                taken = self.state.take(step)
+                self._drop(taken.dropped)
+                if taken.batch or taken.dropped:
+                    self._dispatch()  # the queue shrank, or fewer groups are live
+                if taken.batch:
+                    return [self.records.pop(item.group) for item in taken.batch]
                 self._lock.wait(WAIT_S)
                 healthy()
 
@@ -127,78 +123,51 @@ class Coordinator:
     def restore_versions(self, weights: dict[int, torch.Tensor]) -> None:
         with self._lock:
             self._weights.update(weights)
+            self.state.keep_versions(list(weights))
 
     # Receiver side: one message from an actor.
 
-    def on_message(self, message: tuple[Any, ...]) -> None:
-        kind = message[0]
+    def on_message(self, message: Result) -> None:
         with self._lock:
-            if kind == "group":
-                self._group_finished(message[1], message[2], message[3])
-            elif kind == "loaded":
-                _, actor, version, start, end = message
-                self.actors[actor].version, self.actors[actor].loading = version, False
-                self._row(actor, "sync", start, end, version=version)
-            elif kind == "error":
-                self.failure = f"actor {message[1]} failed:\n{message[2]}"
+            if isinstance(message, RolloutDone):
+                self._rollout_done(message.actor, message.group, message.rollout)
+            elif isinstance(message, Loaded):
+                self.state.loaded(message.actor, message.version)
+                self._row(message.actor, "sync", message.start, message.end, version=message.version)
+            elif isinstance(message, ActorFailed):
+                self.failure = f"actor {message.actor} failed:\n{message.traceback}"
             self._dispatch()
             self._lock.notify_all()
 
-    # Policy decisions.
+    # What the state says to do.
 
     def _dispatch(self) -> None:
-        """Ask the policy, for every actor, whether to load weights or start groups."""
-        for index, actor in enumerate(self.actors):
-            if actor.loading:
+        """Send the weights and start the groups that ``ScheduleState.dispatch`` asks for."""
+        for action in self.state.dispatch():
+            if isinstance(action, Load):
+                self.commands[action.engine].put(LoadWeights(action.version))
+                self._sends.append(self._send(self._weights[action.version], action.engine + 1))
                 continue
-            target = policy.sync_target(
-                self.scenario,
-                engine_version=actor.version,
-                latest_version=self.latest_version,
-                live_groups=self.live_groups,
-                in_flight=actor.in_flight,
-            )
-            if target is not None and target in self._weights:
-                actor.loading = True
-                self.commands[index].put(("load", target))
-                self._sends.append(send_weights(self._weights[target], index + 1))
-                continue
-            self._start_groups(index, actor)
+            for group, batch in zip(action.groups, action.batches, strict=True):
+                requests = self.source.requests(group)
+                self.records[group] = GroupRecord(group, action.engine, batch, self.clock(), requests[0].prompt)
+                self.commands[action.engine].put(StartGroup(group, requests))
         self._sends = [work for work in self._sends if not work.is_completed()]
 
-    def _start_groups(self, index: int, actor: ActorState) -> None:
-        room = (self.scenario.engine_concurrency - actor.in_flight) // self.group_size
-        if room <= 0:
-            return
-        admissible = policy.admissible_groups(
-            self.scenario, engine_version=actor.version, live_groups=self.live_groups, queued_groups=len(self.queue)
-        )
-        with_room = sum(1 for a in self.actors if self.scenario.engine_concurrency - a.in_flight >= self.group_size)
-        share = admissible if admissible <= 1 else -(-admissible // max(1, with_room))
-        for _ in range(min(room, share)):
-            group = self.next_group
-            batch = policy.batch_of(self.live_groups, self.scenario)
-            self.next_group += 1
-            self.live_groups += 1
-            requests = self.source.requests(group)
-            self.records[group] = GroupRecord(group, index, batch, self.clock(), requests[0].prompt)
-            self.commands[index].put(("start", group, requests))
-            actor.in_flight += self.group_size
-
-    def _group_finished(self, actor: int, group: int, rollouts: list[FinishedRollout]) -> None:
-        self.actors[actor].in_flight -= self.group_size
+    def _rollout_done(self, actor: int, group: int, rollout: FinishedRollout) -> None:
+        self.state.samples_finished(actor)
         record = self.records[group]
-        record.rollouts = rollouts
-        record.rewards = [self.source.reward(group, r.sample, r) for r in rollouts]
-        pushed_out = policy.overflow(self.scenario, queued_groups=len(self.queue))
-        if pushed_out:
-            self._drop(self.queue[:pushed_out])
-        self.queue.append(FinishedGroup(group=group, batch=record.batch, version=record.version))
+        record.rollouts.append(rollout)
+        if len(record.rollouts) < self.group_size:
+            return
+        record.rollouts.sort(key=lambda r: r.sample)
+        record.rewards = [self.source.reward(group, r.sample, r) for r in record.rollouts]
+        self._drop(self.state.group_finished(group, record.version))
 
-    def _drop(self, items: list[FinishedGroup]) -> None:
+    def _drop(self, items: tuple[FinishedGroup, ...]) -> None:
+        """Record groups the state dropped: their rollouts were generated and will never be trained."""
         now = self.clock()
         for item in items:
-            self.queue.remove(item)
             record = self.records.pop(item.group)
             self.source.forget(item.group)
             self.rows.extend(self._generate_rows(record, step=-1))
@@ -213,7 +182,6 @@ class Coordinator:
                     sample=rollout.sample,
                     tokens=len(rollout.tokens),
                 )
-        self.live_groups -= len(items)
 
     def _raise_failure(self) -> None:
         if self.failure:
@@ -232,19 +200,19 @@ class Coordinator:
 
     def event_rows(self, now: float, cut_unfinished: bool) -> list[dict[str, Any]]:
         """Every row so far; with ``cut_unfinished``, also the groups not trained by ``now``:
-        finished ones with step -1, still generating ones as ``unfinished`` spans cut at ``now``
-        (their token counts never came back)."""
+        finished rollouts with step -1, samples still generating as ``unfinished`` spans cut at
+        ``now`` (their token counts never came back)."""
         with self._lock:
             rows = list(self.rows)
             if cut_unfinished:
                 for record in self.records.values():
-                    if record.rollouts:
-                        rows.extend(self._generate_rows(record, step=-1))
-                    else:
-                        rows.extend(
-                            _event_row(record.actor, "unfinished", record.start, now, group=record.group, sample=sample)
-                            for sample in range(self.group_size)
-                        )
+                    rows.extend(self._generate_rows(record, step=-1))
+                    done = {rollout.sample for rollout in record.rollouts}
+                    rows.extend(
+                        _event_row(record.actor, "unfinished", record.start, now, group=record.group, sample=sample)
+                        for sample in range(self.group_size)
+                        if sample not in done
+                    )
             return rows
 
     def _generate_rows(self, record: GroupRecord, step: int) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from executor.messages import ActorFailed, Go, Stop
 from scenarios.loading import ScenarioError, dump_scenario
 from scenarios.record import EVENT_COLUMNS, summarize, write_run
 from scenarios.scenario import Scenario
@@ -214,7 +215,7 @@ class _Run:
             _skip_groups(source, first_group)
             self.coordinator.restore_versions(_load_versions(self.out / CHECKPOINT_DIR))
         for commands in self.commands:
-            commands.put(("go", self.t0))
+            commands.put(Go(self.t0))
         self._receiver = threading.Thread(target=self._receive, name="asyncrl-receiver", daemon=True)
         self._receiver.start()
         self.coordinator.publish(self.first_step, self._flat_weights())
@@ -230,9 +231,9 @@ class _Run:
                 if time.time() > deadline:
                     raise RuntimeError(f"actors not ready after {READY_TIMEOUT_S:.0f} s") from None
                 continue
-            if message[0] == "error":
-                raise RuntimeError(f"actor {message[1]} failed while starting:\n{message[2]}")
-            ready.add(message[1])
+            if isinstance(message, ActorFailed):
+                raise RuntimeError(f"actor {message.actor} failed while starting:\n{message.traceback}")
+            ready.add(message.actor)
 
     # The learner loop.
 
@@ -306,7 +307,7 @@ class _Run:
             self._receiver.join(timeout=2)  # it polls every 0.2 s; let it leave before its queue goes
         for commands in getattr(self, "commands", []):
             with contextlib.suppress(Exception):
-                commands.put(("stop",))
+                commands.put(Stop())
         if self.workers is not None:
             self.workers.stop()
         _destroy_process_group()
@@ -339,7 +340,7 @@ class _Run:
             message = self.results.get(timeout=1.0)
         except queue.Empty:
             return ""
-        return f":\n{message[2]}" if message[0] == "error" else ""
+        return f":\n{message.traceback}" if isinstance(message, ActorFailed) else ""
 
     def _flat_weights(self) -> Any:
         from executor.weights import staging_device
