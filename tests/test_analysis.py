@@ -5,8 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -446,14 +444,6 @@ def test_queue_depth_and_rates_on_hand_events() -> None:
     edges, rates = plots.trained_rate(events)
     assert edges.tolist() == [0.0, 5.0] and rates.tolist() == [pytest.approx(2 / 5)]
     assert plots.busy_intervals(np.array([0.0, 1.0, 5.0]), np.array([2.0, 3.0, 6.0])) == [(0.0, 3.0), (5.0, 1.0)]
-
-
-def test_importing_the_backends_does_not_import_matplotlib() -> None:
-    code = (
-        "import sys, simulator.simulation, scenarios.record, scenarios.loading, analysis.compare, analysis.trace, "
-        "asyncrl.cli; sys.exit('matplotlib' in sys.modules)"
-    )
-    assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1]).returncode == 0
 
 
 # ── report ──────────────────────────────────────────────────────────────────────
