@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from pydantic import BaseModel
 
 from analysis import compare, plots, report, trace
 from asyncrl.cli import main
 from scenarios.loading import dump_scenario, load_scenario
-from scenarios.record import EVENT_COLUMNS, empty_events, write_run
+from scenarios.record import EVENT_COLUMNS, RunSummary, empty_events, read_summary, write_run
 from simulator.simulation import simulate
 
 # ── hand-made run records ───────────────────────────────────────────────────────
@@ -216,6 +217,74 @@ def test_missing_run_is_a_one_line_error(command: str, hand_runs: tuple[Path, Pa
         assert main(args) == 2
         error = capsys.readouterr().err
         assert error.startswith("asyncrl: error: ") and error.count("\n") == 1 and str(bad) in error
+
+
+MISSING = object()
+MALFORMED = [
+    ("staleness.histogram", MISSING, "staleness.histogram: Field required"),
+    ("steps", "many", "steps: Input should be a valid integer"),
+    ("utilization", [0.5, 0.25], "utilization: Input should be a valid dictionary"),
+    ("samples.dropped", None, "samples.dropped: Input should be a valid integer"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "message"), MALFORMED)
+@pytest.mark.parametrize("command", ["compare", "report", "trace"])
+def test_malformed_summary_is_a_one_line_error_naming_the_field(
+    command: str, dotted: str, value: Any, message: str, hand_runs: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    summary = hand_summary()
+    *sections, leaf = dotted.split(".")
+    node = summary
+    for section in sections:
+        node = node[section]
+    if value is MISSING:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    bad = write_hand_run(tmp_path / "bad", summary)
+    args = {
+        "compare": ["compare", str(hand_runs[0]), str(bad)],
+        "report": ["report", str(bad), "--out", str(tmp_path / "report")],
+        "trace": ["trace", str(bad)],
+    }[command]
+    assert main(args) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"asyncrl: error: {bad / 'summary.json'}: {message}") and error.count("\n") == 1
+
+
+def test_summary_that_is_not_json_is_named(hand_runs: tuple[Path, Path], capsys) -> None:
+    a, b = hand_runs
+    (b / "summary.json").write_text('{"backend": "executor",')
+    assert main(["compare", str(a), str(b)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"asyncrl: error: {b / 'summary.json'}: not valid JSON (") and error.count("\n") == 1
+
+
+def test_reading_a_summary_keeps_the_file_as_written(hand_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    a, _ = hand_runs
+    assert list(read_summary(a).items()) == list(json.loads((a / "summary.json").read_text()).items())
+    executor = write_hand_run(tmp_path / "executor", {**hand_summary(), "status": "failed", "later_field": 1})
+    assert read_summary(executor) == {**hand_summary(), "status": "failed", "later_field": 1}
+
+
+def test_every_summary_field_is_documented_with_its_unit() -> None:
+    def fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
+        found = []
+        for name, field in model.model_fields.items():
+            if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+                assert field.annotation.__doc__, f"{prefix}{name}"
+                found += fields(field.annotation, f"{prefix}{name}.")
+            else:
+                found.append((f"{prefix}{name}", field))
+        return found
+
+    leaves = fields(RunSummary)
+    assert {name for name, _ in leaves} >= set(EXPECTED_RELATIVE) | {"staleness.histogram", "samples.dropped"}
+    for name, field in leaves:
+        assert field.description, name
+        if field.annotation in (int, float):
+            assert field.description.endswith(")"), f"{name}: no unit in {field.description!r}"
 
 
 def test_trace_command_writes_the_default_file(hand_runs: tuple[Path, Path], capsys) -> None:
