@@ -32,8 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from scenarios.loading import ScenarioError
-from scenarios.record import read_events, read_summary
+from scenarios.record import RunRecordError, read_events, read_summary
 
 Summary = Mapping[str, Any]
 
@@ -54,10 +53,6 @@ FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 HISTOGRAM_DISTANCE = "staleness.histogram_tv"
 SPEEDUP = "speedup"
-
-
-class RunRecordError(ScenarioError):
-    """A path that is not a complete run record; the command line prints it as one line."""
 
 
 @dataclass(frozen=True)
@@ -204,15 +199,9 @@ def write_comparison(comparison: Comparison, out: Path, tolerance: float | None 
 
 
 def load_summary(run_dir: Path) -> dict[str, Any]:
-    """``summary.json`` of a run directory; RunRecordError if the directory or the file is missing."""
-    if not run_dir.is_dir():
-        raise RunRecordError(f"{run_dir}: no such run directory")
-    if not (run_dir / "summary.json").is_file():
-        raise RunRecordError(f"{run_dir}: no summary.json (not a run directory, or the run did not finish)")
-    try:
-        return read_summary(run_dir)
-    except json.JSONDecodeError as exc:
-        raise RunRecordError(f"{run_dir / 'summary.json'}: not valid JSON ({exc})") from None
+    """``summary.json`` of a run directory, checked field by field (``scenarios.record.RunSummary``);
+    RunRecordError naming the directory, the file or the field when it is missing or malformed."""
+    return read_summary(run_dir)
 
 
 def load_events(run_dir: Path) -> pd.DataFrame:

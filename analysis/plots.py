@@ -7,7 +7,9 @@
 
 Each function draws one figure with the Agg canvas (no pyplot, no global
 backend switch) and writes it to ``out``; matplotlib is imported here and
-nowhere else, so the simulator and the scenarios never pay for it.
+nowhere else, so the simulator and the scenarios never pay for it. Except for
+``sizing``, a ``*_figure`` function builds the same figure without writing it
+(the tests read its bars, lines, labels and legend back).
 
 Timelines stay legible with hundreds of workers: each worker's spans are
 merged into busy intervals per kind first (an engine runs many rollouts at
@@ -97,6 +99,11 @@ def timeline_height_in(row_units: Sequence[float]) -> float:
 
 
 def timeline(runs: Sequence[LabelledEvents], out: Path) -> Path:
+    """Write ``timeline_figure(runs)`` to ``out`` as PNG."""
+    return _save(timeline_figure(runs), out)
+
+
+def timeline_figure(runs: Sequence[LabelledEvents]) -> Figure:
     """One panel per run, stacked on a shared time axis; one row per worker, spans coloured by kind."""
     workers = [timeline_workers(events) for _, events in runs]
     units = [sum(row_heights(names)) for names in workers]
@@ -115,7 +122,7 @@ def timeline(runs: Sequence[LabelledEvents], out: Path) -> Path:
     handles.append(Patch(facecolor=IDLE_COLOUR, edgecolor="#999999", label="idle"))
     figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), frameon=False)
     figure.suptitle("Timeline: busy spans per worker", x=0.01, ha="left", fontsize=13)
-    return _save(figure, out)
+    return figure
 
 
 def _draw_timeline_panel(
@@ -176,6 +183,11 @@ def _labelled_rows(names: list[str]) -> list[int]:
 
 
 def staleness_histogram(runs: Sequence[tuple[str, Histogram]], out: Path) -> Path:
+    """Write ``staleness_figure(runs)`` to ``out`` as PNG."""
+    return _save(staleness_figure(runs), out)
+
+
+def staleness_figure(runs: Sequence[tuple[str, Histogram]]) -> Figure:
     """Normalized staleness histograms of two or more runs overlaid as grouped bars."""
     figure = _figure(9.0, 5.0)
     ax = figure.subplots()
@@ -195,7 +207,7 @@ def staleness_histogram(runs: Sequence[tuple[str, Histogram]], out: Path) -> Pat
     ax.legend(frameon=False)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title("Staleness of trained samples, normalized")
-    return _save(figure, out)
+    return figure
 
 
 def _shares(histogram: Histogram) -> dict[int, float]:
@@ -249,6 +261,11 @@ def queue_depth(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path) -> Path:
+    """Write ``throughput_and_queue_figure(runs)`` to ``out`` as PNG."""
+    return _save(throughput_and_queue_figure(runs), out)
+
+
+def throughput_and_queue_figure(runs: Sequence[LabelledEvents]) -> Figure:
     """Top: trained and generated samples per second over time; bottom: queue depth over time."""
     figure = _figure(WIDTH_IN, 7.5)
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
@@ -278,13 +295,18 @@ def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path) -> Path:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     figure.suptitle("Throughput and queue depth over time", fontsize=13)
-    return _save(figure, out)
+    return figure
 
 
 # ── predicted vs measured ───────────────────────────────────────────────────────
 
 
 def predicted_vs_measured(comparison: Comparison, out: Path) -> Path:
+    """Write ``predicted_vs_measured_figure(comparison)`` to ``out`` as PNG."""
+    return _save(predicted_vs_measured_figure(comparison), out)
+
+
+def predicted_vs_measured_figure(comparison: Comparison) -> Figure:
     """Bars of A (predicted) and B (measured): wall time, speedup (when compared) and mean staleness."""
     figures = {figure.key: figure for figure in comparison.figures}
     panels: list[tuple[str, str, float, float, float]] = [
@@ -314,7 +336,7 @@ def predicted_vs_measured(comparison: Comparison, out: Path) -> Path:
     ]
     figure.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
     figure.suptitle("Predicted (A) vs measured (B)", fontsize=13)
-    return _save(figure, out)
+    return figure
 
 
 def _short(value: float) -> str:

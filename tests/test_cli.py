@@ -13,7 +13,7 @@ import yaml
 
 from asyncrl.cli import main
 from scenarios.loading import load_scenario, shipped_scenarios
-from scenarios.record import EVENT_COLUMNS
+from scenarios.record import EVENT_COLUMNS, read_summary
 
 DELETE = object()
 QUICKSTART = yaml.safe_load((Path(__file__).parents[1] / "scenarios" / "quickstart.yaml").read_text())
@@ -49,21 +49,9 @@ def test_simulate_writes_a_complete_run_record(tmp_path: Path, capsys) -> None:
     assert main(["simulate", "quickstart", "--steps", "5", "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "throughput" in printed and "staleness" in printed
-    summary = json.loads((out / "summary.json").read_text())
-    for key in (
-        "backend",
-        "scenario",
-        "steps",
-        "wall_time_s",
-        "step_time_s",
-        "throughput",
-        "staleness",
-        "utilization",
-        "weight_sync_s",
-    ):
-        assert key in summary
-    assert summary["backend"] == "simulator"
-    assert set(summary["staleness"]) >= {"mean", "p50", "p95", "max", "histogram"}
+    summary = read_summary(out)  # every field of RunSummary is there, of its type
+    assert summary["backend"] == "simulator" and "status" not in summary
+    assert summary["steps"] == 5
     events = pd.read_parquet(out / "events.parquet")
     assert list(events.columns) == list(EVENT_COLUMNS)
     resolved = load_scenario(out / "scenario.yaml")

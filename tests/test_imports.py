@@ -1,4 +1,7 @@
-"""Fast start: the simulator's import path stays free of heavy libraries."""
+"""Fast start: the simulator, the run record, the CLI and the non-plotting analysis import no heavy library.
+
+matplotlib is for the plots alone; torch, transformers and ray for the executor alone.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ HEAVY = ("torch", "transformers", "ray", "matplotlib")
 
 def test_simulator_and_cli_import_no_heavy_library() -> None:
     code = (
-        "import sys, asyncrl.cli, simulator.simulation, analysis.sweep, scenarios.loading; "
+        "import sys, asyncrl.cli, simulator.simulation, scenarios.loading, scenarios.record, "
+        "analysis.sweep, analysis.compare, analysis.trace; "
         f"print([name for name in {HEAVY!r} if name in sys.modules])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -22,7 +22,6 @@ from executor.losses import (
     gae,
     grpo_advantages,
     grpo_loss,
-    importance_ratio,
     online_dpo_loss,
     ppo_loss,
     ppo_token_rewards,
@@ -107,12 +106,6 @@ def test_rloo_needs_two_samples_per_group() -> None:
 
 
 # ---------------------------------------------------------------- off-policy correction
-
-
-def test_importance_ratio_is_exactly_one_when_policies_agree() -> None:
-    logprobs = torch.randn(4, 5, dtype=F64, requires_grad=True)
-    ratio = importance_ratio(logprobs, logprobs.detach().clone(), torch.ones(4, 5))
-    assert torch.equal(ratio, torch.ones(4, 5, dtype=F64))
 
 
 def test_grpo_loss_by_hand_with_clipping() -> None:
