@@ -106,14 +106,20 @@ class Coordinator:
         with self._lock:
             while True:
                 self._raise_failure()
-                taken = self.state.take(step)
-                self._drop(taken.dropped)
-                if taken.batch or taken.dropped:
-                    self._dispatch()  # the queue shrank, or fewer groups are live
-                if taken.batch:
-                    return [self.records.pop(item.group) for item in taken.batch]
+                batch = self.try_take(step)
+                if batch:
+                    return batch
                 self._lock.wait(WAIT_S)
                 healthy()
+
+    def try_take(self, step: int) -> list[GroupRecord]:
+        """Step ``step``'s batch if the state can form it now (empty if not); drops what it drops."""
+        with self._lock:
+            taken = self.state.take(step)
+            self._drop(taken.dropped)
+            if taken.batch or taken.dropped:
+                self._dispatch()  # the queue shrank, or fewer groups are live
+            return [self.records.pop(item.group) for item in taken.batch]
 
     def versions_kept(self) -> dict[int, torch.Tensor]:
         """The flat weights of every version an actor may still load (for checkpoints)."""
@@ -128,14 +134,19 @@ class Coordinator:
     # Receiver side: one message from an actor.
 
     def on_message(self, message: Result) -> None:
+        self.on_messages([message])
+
+    def on_messages(self, messages: list[Result]) -> None:
+        """Apply what the actors reported, then dispatch once (as the simulator does per instant)."""
         with self._lock:
-            if isinstance(message, RolloutDone):
-                self._rollout_done(message.actor, message.group, message.rollout)
-            elif isinstance(message, Loaded):
-                self.state.loaded(message.actor, message.version)
-                self._row(message.actor, "sync", message.start, message.end, version=message.version)
-            elif isinstance(message, ActorFailed):
-                self.failure = f"actor {message.actor} failed:\n{message.traceback}"
+            for message in messages:
+                if isinstance(message, RolloutDone):
+                    self._rollout_done(message.actor, message.group, message.rollout)
+                elif isinstance(message, Loaded):
+                    self.state.loaded(message.actor, message.version)
+                    self._row(message.actor, "sync", message.start, message.end, version=message.version)
+                elif isinstance(message, ActorFailed):
+                    self.failure = f"actor {message.actor} failed:\n{message.traceback}"
             self._dispatch()
             self._lock.notify_all()
 

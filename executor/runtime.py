@@ -315,15 +315,19 @@ class _Run:
     # Helpers.
 
     def _receive(self) -> None:
-        """Hand every actor message to the coordinator until the run stops."""
+        """Hand the actors' messages to the coordinator, all that are waiting at once, until the run stops."""
         while not self._stop_receiving.is_set():
+            messages = []
             try:
-                message = self.results.get(timeout=0.2)
+                messages.append(self.results.get(timeout=0.2))
+                while True:
+                    messages.append(self.results.get_nowait())
             except queue.Empty:
-                continue
+                pass
             except (EOFError, OSError):
                 return  # the queue closed under us: the run is ending
-            self.coordinator.on_message(message)
+            if messages:
+                self.coordinator.on_messages(messages)
 
     def _check_processes(self, starting: bool = False) -> None:
         failure = self.workers.failure() if self.workers is not None else None

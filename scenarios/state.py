@@ -146,7 +146,7 @@ class ScheduleState:
 
     def take(self, step: int) -> Taken:
         """Step ``step``'s batch if the policy can form it now, and the groups it drops."""
-        if not self._may_be_ready(step):
+        if not self.may_be_ready(step):
             return Taken()
         choice = policy.select_batch(self.scenario, self.queue, step)
         batch = tuple(self.queue[pos] for pos in choice.take)
@@ -244,8 +244,8 @@ class ScheduleState:
         else:
             self._maybe_load.discard(engine)
 
-    def _may_be_ready(self, step: int) -> bool:
-        """Cheap precondition for ``select_batch``, so it is not called on every arrival."""
+    def may_be_ready(self, step: int) -> bool:
+        """Cheap precondition for ``select_batch`` (``take`` does nothing without it)."""
         if self._exact:
             return self._queued_per_batch.get(step, 0) >= self.scenario.batch_groups
         return len(self.queue) >= self.scenario.batch_groups

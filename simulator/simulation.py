@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import simpy
 
+from scenarios import policy
 from scenarios.policy import FinishedGroup
 from scenarios.record import summarize
 from scenarios.scenario import Scenario
@@ -61,25 +62,22 @@ class Simulation:
 
     def finished(self, engine: Engine, samples: int, groups: list[int]) -> None:
         self.state.samples_finished(engine.index, samples)
-        dropped: list[FinishedGroup] = []
         for group in groups:
-            dropped.extend(self.state.group_finished(group, self.rollouts.version[group]))
-        self._record_drops(dropped)
+            if policy.overflow(self.scenario, queued_groups=len(self.state.queue)):
+                self._confirm_refused()  # the drop may let them in
+            self._record_drops(self.state.group_finished(group, self.rollouts.version[group]))
         if groups and self.learner_wake is not None and not self.learner_wake.triggered:
             self.learner_wake.succeed()
-        self.dispatch(reopened=bool(dropped))
+        self.dispatch()
 
     def retired(self, engine: Engine, samples: int) -> None:
         self.state.samples_finished(engine.index, samples)
 
     # Decisions applied.
 
-    def dispatch(self, reopened: bool) -> None:
-        """Apply what the state says to do now; ``reopened``: admission may have opened for engines
-        that were refused, so bring those up to date first (their loads decide the split)."""
+    def dispatch(self) -> None:
+        """Apply what the state says to do now."""
         now = self.env.now
-        if reopened:
-            self._confirm_refused(now)
         while actions := self.state.dispatch():  # a load completes at once here: its engine may start groups next
             for action in actions:
                 engine = self.engines[action.engine]
@@ -97,11 +95,13 @@ class Simulation:
                         engine.start(group, prompt, lengths)
                 engine.replan()
 
-    def _confirm_refused(self, now: float) -> None:
-        """Engines that had room and were refused plan finishes ahead; where admission now lets them
-        in, the state must see the finishes already past (their load decides the split)."""
+    def _confirm_refused(self) -> None:
+        """Before a change that may reopen admission (a publish, a take, a drop): engines that had room
+        and were refused plan finishes ahead, and the state must see those already past, since
+        their loads decide the split. It sees them as the coordinator would: before the change."""
+        now = self.env.now
         for engine in self.engines:
-            if engine.refused and engine.wake is None and self.state.admissible(engine.index) > 0:
+            if engine.refused and engine.wake is None:
                 engine.confirm(now)
 
     def _record_drops(self, dropped: Sequence[FinishedGroup]) -> None:
@@ -112,7 +112,7 @@ class Simulation:
 
     def _learner(self, on_step: StepCallback | None) -> Generator[simpy.Event, None, None]:
         env = self.env
-        self.dispatch(reopened=False)  # the first groups
+        self.dispatch()  # the first groups
         for step in range(self.scenario.run.steps):
             batch = yield from self._collect_batch(step)
             tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
@@ -120,8 +120,9 @@ class Simulation:
             self.recorder.train(step, env.now, env.now + duration, tokens.actual)
             self.rollouts.trained(batch, step)
             yield env.timeout(duration)
+            self._confirm_refused()
             self.state.publish(step + 1)
-            self.dispatch(reopened=True)
+            self.dispatch()
             if on_step is not None:
                 on_step(step, env.now)
         self.done.succeed()
@@ -129,10 +130,12 @@ class Simulation:
     def _collect_batch(self, step: int) -> Generator[simpy.Event, None, list[int]]:
         """Wait until the state forms step ``step``'s batch; return its group ids."""
         while True:
+            if self.state.may_be_ready(step):
+                self._confirm_refused()
             taken = self.state.take(step)
             self._record_drops(taken.dropped)
             if taken.batch or taken.dropped:
-                self.dispatch(reopened=True)  # the queue shrank, or fewer groups are live
+                self.dispatch()  # the queue shrank, or fewer groups are live
             if taken.batch:
                 return [item.group for item in taken.batch]
             self.learner_wake = self.env.event()
