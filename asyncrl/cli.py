@@ -326,8 +326,8 @@ def _batch_sizes(text: str, limit: int) -> list[int]:
 
 
 def _speedup(args: argparse.Namespace) -> int:
-    from analysis.sweep import simulate_all, speedup_variants
     from analysis.tables import format_table
+    from simulator.sweep import simulate_all, speedup_variants
 
     scenario = _load(args)
     results = list(simulate_all(speedup_variants(scenario), progress=not args.quiet))
@@ -352,8 +352,8 @@ def _speedup(args: argparse.Namespace) -> int:
 def _size(args: argparse.Namespace) -> int:
     import csv
 
-    from analysis.sweep import simulate_all, sizing_variants
     from analysis.tables import format_table
+    from simulator.sweep import simulate_all, sizing_variants
 
     scenario = _load(args)
     kinds = args.kind or [scenario.schedule.kind]

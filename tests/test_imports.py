@@ -10,7 +10,7 @@ HEAVY = ("torch", "transformers", "ray", "matplotlib")
 
 def test_simulator_and_cli_import_no_heavy_library() -> None:
     code = (
-        "import sys, asyncrl.cli, simulator.simulation, analysis.sweep, scenarios.loading; "
+        "import sys, asyncrl.cli, simulator.simulation, simulator.sweep, scenarios.loading; "
         f"print([name for name in {HEAVY!r} if name in sys.modules])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

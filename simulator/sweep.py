@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from scenarios.loading import ScenarioError, validate_scenario
 from scenarios.scenario import Scenario
+from simulator.simulation import simulate
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 
@@ -113,8 +114,6 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
 
 
 def _summary_of(scenario: Scenario) -> dict[str, Any]:
-    from simulator.simulation import simulate
-
     return simulate(scenario).summary
 
 
