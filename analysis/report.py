@@ -114,6 +114,18 @@ def write_report(
     return files
 
 
+def report_lines(files: ReportFiles, run_dirs: Sequence[Path]) -> str:
+    """What a report wrote, for the terminal."""
+    lines = [
+        f"wrote {files.index}",
+        f"  figures: {', '.join(path.name for path in files.figures)}",
+        f"  traces:  {', '.join(path.name for path in files.traces)}",
+    ]
+    if files.comparison is not None:
+        lines.append(f"  comparison: {files.comparison.name} (B = {run_dirs[1]} against A = {run_dirs[0]})")
+    return "\n".join(lines)
+
+
 def trace_stems(runs: Sequence[Run]) -> list[str]:
     """File-safe run labels, numbered where two labels would give the same file name."""
     stems = [file_stem(run.label) for run in runs]
