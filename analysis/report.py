@@ -40,6 +40,7 @@ from analysis.compare import (
     table_rows,
     write_comparison,
 )
+from analysis.sizing import read_sizing
 from analysis.tables import format_cell
 from analysis.trace import write_chrome_trace
 
@@ -96,7 +97,7 @@ def write_report(
     if speedup_dirs and len(run_dirs) != 2:
         raise RunRecordError("--speedup: a report compares speedups only between exactly two runs")
     if sizing_csv is not None:
-        plots.read_sizing(sizing_csv)  # a bad CSV fails before anything is drawn
+        read_sizing(sizing_csv)  # a bad CSV fails before anything is drawn
     runs = load_runs(run_dirs)
     speedup = compare_speedup(*(load_summary(path) for path in speedup_dirs)) if speedup_dirs else None
     comparison = _comparison(runs, speedup)
