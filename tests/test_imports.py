@@ -15,3 +15,12 @@ def test_simulator_and_cli_import_no_heavy_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_analysis_reads_records_and_never_imports_the_simulator() -> None:
+    code = (
+        "import sys, analysis.compare, analysis.plots, analysis.report, analysis.sizing, analysis.tables, "
+        "analysis.trace; print(sorted(name for name in sys.modules if name.split('.')[0] == 'simulator'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
