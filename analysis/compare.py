@@ -32,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.tables import format_table
 from scenarios.record import RunRecordError, read_events, read_summary
 
 Summary = Mapping[str, Any]
@@ -248,6 +249,26 @@ def table_rows(comparison: Comparison, tolerance: float | None = None) -> list[l
 
 
 TABLE_HEADER = ["figure", "A", "B", "B - A", "rel. error"]
+
+
+def comparison_lines(comparison: Comparison, tolerance: float | None = None) -> str:
+    """Which runs were compared, the figure table and, given a tolerance, the verdict."""
+    lines = [
+        f"{side}: {label} ({run['backend']}, {run['scenario']})"
+        for side, label, run in (
+            ("A", comparison.a_label, comparison.a_run),
+            ("B", comparison.b_label, comparison.b_run),
+        )
+    ]
+    if comparison.a_run["scenario"] != comparison.b_run["scenario"]:
+        lines.append("note: A and B ran different scenarios")
+    header = [*TABLE_HEADER, "off"] if tolerance is not None else TABLE_HEADER
+    lines.append(format_table(header, table_rows(comparison, tolerance)))
+    if tolerance is not None:
+        off = figures_off(comparison, tolerance)
+        verdict = f"{len(off)} off by more than {tolerance:g}: {', '.join(off)}" if off else "none off"
+        lines.append(f"tolerance {tolerance:g}: {verdict}")
+    return "\n".join(lines)
 
 
 def format_relative(error: float) -> str:

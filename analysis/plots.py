@@ -3,7 +3,7 @@
     events.parquet ─► timeline, throughput_and_queue
     summary.json   ─► staleness_histogram
     Comparison     ─► predicted_vs_measured
-    size CSV       ─► sizing
+    size CSV       ─► sizing (its tidy columns, via analysis.sizing.read_sizing)
 
 Each function draws one figure with the Agg canvas (no pyplot, no global
 backend switch) and writes it to ``out``; matplotlib is imported here and
@@ -19,7 +19,6 @@ thin out as workers are added; workers sort naturally (engine-2 before engine-10
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from analysis.compare import Comparison, format_relative, relative_error
+from analysis.sizing import read_sizing, schedule_label
 from analysis.trace import natural_key
 from scenarios.loading import ScenarioError
 
@@ -345,41 +345,33 @@ def _short(value: float) -> str:
 
 # ── sizing ──────────────────────────────────────────────────────────────────────
 
-SIZING_LABEL = re.compile(r"^(?P<schedule>.+) (?P<generation>\d+):(?P<training>\d+) tp(?P<tp>\d+)$")
-SIZING_COLUMNS = ("schedule split tp", "samples/s", "stale mean")
-
-
-def read_sizing(csv_path: Path) -> pd.DataFrame:
-    """The ``asyncrl size`` CSV with its label split into schedule, generation, training and tp columns."""
-    try:
-        table = pd.read_csv(csv_path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise ScenarioError(f"{csv_path}: cannot read the sizing CSV ({exc})") from None
-    missing = [column for column in SIZING_COLUMNS if column not in table.columns]
-    if missing:
-        raise ScenarioError(f"{csv_path}: not an `asyncrl size` CSV (missing columns {', '.join(missing)})")
-    parts = table["schedule split tp"].str.extract(SIZING_LABEL)
-    numbers = {column: pd.to_numeric(parts[column]).astype("Int64") for column in ("generation", "training", "tp")}
-    return table.assign(schedule=parts["schedule"], **numbers)
-
 
 def sizing(csv_path: Path, out: Path) -> Path:
     """Throughput and mean staleness against the generation:training split, one line per schedule and tp."""
     table = read_sizing(csv_path)
-    splits, baselines = table[table["generation"].notna()], table[table["generation"].isna()]
+    splits, baselines = table[~table["colocated"]], table[table["colocated"]]
     if splits.empty:
         raise ScenarioError(f"{csv_path}: no generation:training split rows to plot")
     figure = _figure(WIDTH_IN, 5.2)
     axes = figure.subplots(1, 2)
-    metrics = (("samples/s", "throughput (samples/s)"), ("stale mean", "mean staleness (steps)"))
+    metrics = (("samples_per_s", "throughput (samples/s)"), ("staleness_mean", "mean staleness (steps)"))
+    lines = splits.groupby(["schedule", "bound", "devices_per_engine"], sort=True)
     for ax, (column, unit) in zip(axes, metrics, strict=True):
-        for index, ((schedule, tp), rows) in enumerate(splits.groupby(["schedule", "tp"], sort=True)):
-            rows = rows.sort_values("generation")
+        for index, ((schedule, bound, tp), rows) in enumerate(lines):
+            rows = rows.sort_values("generation_devices")
             ax.plot(
-                rows["generation"], rows[column], marker="o", ms=4, color=f"C{index % 10}", label=f"{schedule} tp{tp}"
+                rows["generation_devices"],
+                rows[column],
+                marker="o",
+                ms=4,
+                color=f"C{index % 10}",
+                label=f"{schedule_label(schedule, bound)} tp{tp}",
             )
         for _, baseline in baselines.iterrows():
-            ax.axhline(baseline[column], color="#555555", ls="--", lw=1, label=baseline["schedule split tp"])
+            label = (
+                f"{baseline['schedule']} colocated {baseline['generation_devices']} tp{baseline['devices_per_engine']}"
+            )
+            ax.axhline(baseline[column], color="#555555", ls="--", lw=1, label=f"{label} (baseline)")
         ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)
         ax.set_title(unit.split(" (")[0], loc="left")
@@ -391,10 +383,10 @@ def sizing(csv_path: Path, out: Path) -> Path:
 
 
 def _split_ticks(ax: Axes, splits: pd.DataFrame) -> None:
-    pairs = splits[["generation", "training"]].drop_duplicates().sort_values("generation")
-    span = max(1.0, float(pairs["generation"].max() - pairs["generation"].min()))
+    pairs = splits[["generation_devices", "training_devices"]].drop_duplicates().sort_values("generation_devices")
+    span = max(1.0, float(pairs["generation_devices"].max() - pairs["generation_devices"].min()))
     shown: list[tuple[int, int]] = []
-    for generation, training in zip(pairs["generation"], pairs["training"], strict=True):
+    for generation, training in zip(pairs["generation_devices"], pairs["training_devices"], strict=True):
         if not shown or generation - shown[-1][0] >= span / 9:  # labels at least a ninth of the axis apart
             shown.append((int(generation), int(training)))
     ax.set_xticks([g for g, _ in shown], [f"{g}:{t}" for g, t in shown])
@@ -402,7 +394,7 @@ def _split_ticks(ax: Axes, splits: pd.DataFrame) -> None:
 
 
 def _device_total(splits: pd.DataFrame) -> str:
-    totals = (splits["generation"] + splits["training"]).unique()
+    totals = (splits["generation_devices"] + splits["training_devices"]).unique()
     return str(int(totals[0])) if len(totals) == 1 else "various"
 
 

@@ -40,6 +40,7 @@ from analysis.compare import (
     table_rows,
     write_comparison,
 )
+from analysis.sizing import read_sizing
 from analysis.tables import format_cell
 from analysis.trace import write_chrome_trace
 
@@ -96,7 +97,7 @@ def write_report(
     if speedup_dirs and len(run_dirs) != 2:
         raise RunRecordError("--speedup: a report compares speedups only between exactly two runs")
     if sizing_csv is not None:
-        plots.read_sizing(sizing_csv)  # a bad CSV fails before anything is drawn
+        read_sizing(sizing_csv)  # a bad CSV fails before anything is drawn
     runs = load_runs(run_dirs)
     speedup = compare_speedup(*(load_summary(path) for path in speedup_dirs)) if speedup_dirs else None
     comparison = _comparison(runs, speedup)
@@ -112,6 +113,18 @@ def write_report(
     ]
     files.index.write_text(_page(runs, comparison, captions, files.traces))
     return files
+
+
+def report_lines(files: ReportFiles, run_dirs: Sequence[Path]) -> str:
+    """What a report wrote, for the terminal."""
+    lines = [
+        f"wrote {files.index}",
+        f"  figures: {', '.join(path.name for path in files.figures)}",
+        f"  traces:  {', '.join(path.name for path in files.traces)}",
+    ]
+    if files.comparison is not None:
+        lines.append(f"  comparison: {files.comparison.name} (B = {run_dirs[1]} against A = {run_dirs[0]})")
+    return "\n".join(lines)
 
 
 def trace_stems(runs: Sequence[Run]) -> list[str]:

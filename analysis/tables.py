@@ -1,9 +1,34 @@
-"""Plain-text tables for the terminal: one run's summary, or many runs side by side."""
+"""Plain-text tables for the terminal: one run's summary, or many runs side by side.
+
+Everything the ``asyncrl`` command prints about a run, a calibration or a sweep
+is formatted here from run records (summaries, scenarios, profiles); nothing
+here runs a simulation.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from scenarios.profile import CostProfile
+    from scenarios.scenario import Scenario
+
+Summary = Mapping[str, Any]
+FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
+
+
+class Labelled(Protocol):
+    """A labelled scenario, such as one variant of a sweep."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def scenario(self) -> Scenario: ...
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -60,3 +85,84 @@ def summary_lines(summary: dict[str, Any]) -> str:
     ]
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
+
+
+def figure_cells(summary: Summary) -> list[Any]:
+    """One run's figures under ``FIGURE_HEADER``."""
+    return [
+        summary["throughput"]["samples_per_s"],
+        summary["step_time_s"]["mean"],
+        summary["staleness"]["mean"],
+        summary["staleness"]["max"],
+        f"{summary['utilization']['generation']:.0%}",
+        f"{summary['utilization']['training']:.0%}",
+        summary["samples"]["dropped"],
+    ]
+
+
+def devices_label(scenario: Scenario) -> str:
+    """The devices a scenario runs on, e.g. ``8+8 h100`` or ``16 h100 (colocated)``."""
+    cluster = scenario.cluster
+    if cluster.colocated:
+        return f"{cluster.generation_devices} {scenario.hardware.device} (colocated)"
+    return f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device}"
+
+
+def simulation_lines(scenario: Scenario, summary: Summary) -> str:
+    """A simulated run: what ran where, then its summary."""
+    return (
+        f"{scenario.name}: {scenario.schedule.kind} on {devices_label(scenario)} (simulated)\n{summary_lines(summary)}"
+    )
+
+
+def execution_header(scenario: Scenario, device: str, runtime: str) -> str:
+    """What an executed run is about to start."""
+    where = "Ray actor(s)" if runtime == "ray" else "engine process(es)"
+    return f"{scenario.name}: {scenario.schedule.kind}, {scenario.cluster.engines} {where} and a learner on {device}"
+
+
+def execution_lines(summary: Summary, metrics: pd.DataFrame, synthetic: bool) -> str:
+    """An executed run: its summary and how the reward moved from the first steps to the last."""
+    first, last = metrics["reward_mean"].head(3).mean(), metrics["reward_mean"].tail(3).mean()
+    kind = " (synthetic: timing mode)" if synthetic else ""
+    return (
+        f"{summary_lines(summary)}\nreward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3{kind}"
+    )
+
+
+def calibration_lines(model: str, device: str, repeats: int, profile: CostProfile, noise: Mapping[str, float]) -> str:
+    """A measured cost profile as a table, and how noisy the measurements were."""
+    rows: list[list[Any]] = [[f"decode step, batch {b}", f"{t * 1e3:.3f} ms"] for b, t in profile.decode_step_s.items()]
+    rows += [
+        ["decode, per context token", f"{profile.decode_context_token_s * 1e9:.1f} ns"],
+        ["prefill, per prompt token", f"{profile.prefill_token_s * 1e6:.2f} us"],
+        ["learner, per token (one device)", f"{profile.train_token_s * 1e6:.2f} us"],
+        ["learner, per row x length^2", f"{profile.train_token_square_s * 1e9:.3f} ns"],
+        ["learner, per step", f"{profile.train_step_overhead_s * 1e3:.2f} ms"],
+        ["weight sync", f"{profile.weight_sync_s * 1e3:.3f} ms"],
+    ]
+    typical = statistics.median(noise.values()) if noise else 0.0
+    worst = max(noise.items(), key=lambda item: item[1])
+    return (
+        f"{model} on {device}, median of {repeats}\n{format_table(['figure', 'measured'], rows)}\n"
+        f"noise: spread (max - min) / median over repeats is {typical:.0%} typically, {worst[1]:.0%} at worst ({worst[0]})"
+    )
+
+
+def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary]]) -> str:
+    """The scenario as written (the first result) against each baseline: figures and how much faster it is."""
+    written = results[0][1]["throughput"]["samples_per_s"]
+    rows = [
+        [
+            variant.label,
+            devices_label(variant.scenario),
+            *figure_cells(summary),
+            f"{written / summary['throughput']['samples_per_s']:.2f}x",
+        ]
+        for variant, summary in results
+    ]
+    header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this"]
+    return (
+        f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated\n"
+        f"{format_table(header, rows)}"
+    )

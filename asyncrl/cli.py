@@ -10,6 +10,9 @@
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
 
 Bad input prints one line naming the field and exits with status 2.
+
+Each handler parses and wires, nothing more: sweeps run in ``simulator.sweep``,
+and every table, CSV and summary printed is formatted in ``analysis``.
 """
 
 from __future__ import annotations
@@ -17,15 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
-    from analysis.compare import Comparison
+    from tqdm import tqdm
 
 EXIT_BAD_INPUT = 2
 
@@ -189,51 +192,39 @@ def _load(args: argparse.Namespace) -> Scenario:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from analysis.tables import summary_lines
+    from analysis.tables import simulation_lines
     from scenarios.record import write_run
     from simulator.simulation import simulate
 
     scenario = _load(args)
     out = args.out or Path("runs") / scenario.name
-    with tqdm(total=scenario.run.steps, desc="simulating", unit="step", disable=args.quiet or None, leave=False) as bar:
+    with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
         result = simulate(scenario, on_step=lambda step, now: bar.update())
     write_run(out, scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
     if args.json:
-        print(json.dumps(result.summary, indent=2))
-        return 0
-    print(f"{scenario.name}: {scenario.schedule.kind} on {_devices(scenario)} (simulated)")
-    print(summary_lines(result.summary))
+        return _print_json(result.summary)
+    print(simulation_lines(scenario, result.summary))
     print(f"wrote {out}/ (summary.json, events.parquet, scenario.yaml)")
     return 0
 
 
 def _execute(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from analysis.tables import summary_lines
+    from analysis.tables import execution_header, execution_lines
     from executor.runtime import check, execute
 
     scenario = _load(args)
     check(scenario, args.device)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
-    where = "Ray actor(s)" if args.runtime == "ray" else "engine process(es)"
-    print(
-        f"{scenario.name}: {scenario.schedule.kind}, {scenario.cluster.engines} {where} and a learner on {args.device}"
-    )
-    with tqdm(total=scenario.run.steps, desc="training", unit="step", disable=args.quiet or None) as bar:
-
-        def on_step(step: int, row: dict[str, float]) -> None:
-            bar.n = step + 1
-            rate = (step + 1) * scenario.batch_samples / max(row["end"], 1e-9)
-            bar.set_postfix(
-                reward=f"{row['reward_mean']:.3f}", staleness=f"{row['staleness_mean']:.2f}", samples_s=f"{rate:.1f}"
-            )
-
+    print(execution_header(scenario, args.device, args.runtime))
+    with _progress(scenario.run.steps, "training", "step", args.quiet) as bar:
         try:
             result = execute(
-                scenario, out, device=args.device, resume=args.resume is not None, on_step=on_step, runtime=args.runtime
+                scenario,
+                out,
+                device=args.device,
+                resume=args.resume is not None,
+                on_step=_training_progress(bar, scenario.batch_samples),
+                runtime=args.runtime,
             )
         except RuntimeError as exc:
             bar.close()
@@ -241,13 +232,8 @@ def _execute(args: argparse.Namespace) -> int:
             print(f"partial run record in {out}/ (summary.json status: failed)", file=sys.stderr)
             return 1
     if args.json:
-        print(json.dumps(result.summary, indent=2))
-        return 0
-    metrics = result.metrics
-    first, last = metrics["reward_mean"].head(3).mean(), metrics["reward_mean"].tail(3).mean()
-    print(summary_lines(result.summary))
-    kind = "" if scenario.workload.task else " (synthetic: timing mode)"
-    print(f"reward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3{kind}")
+        return _print_json(result.summary)
+    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task))
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, scenario.yaml)")
     return 0
 
@@ -263,24 +249,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from analysis.tables import format_table
-    from executor.calibrate import calibrate
+    from analysis.tables import calibration_lines
+    from executor.calibrate import calibrate, check_device
     from scenarios.profile import save_profile
 
-    overrides = list(args.overrides)
-    if args.model:
-        key = "model.path" if Path(args.model).is_dir() else "model.preset"
-        overrides.append(f"{key}={args.model}")
-    scenario = load_scenario(args.scenario, overrides)
+    scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
     batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
-    if args.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ScenarioError("--device: cuda asked for, but torch sees no GPU")
-    with tqdm(total=len(batch_sizes) + 4, desc="calibrating", unit="figure", disable=args.quiet or None) as bar:
+    check_device(args.device)
+    with _progress(len(batch_sizes) + 4, "calibrating", "figure", args.quiet) as bar:
         result = calibrate(
             scenario,
             batch_sizes,
@@ -289,154 +265,66 @@ def _calibrate(args: argparse.Namespace) -> int:
             device=args.device,
         )
     save_profile(result.profile, args.out)
-    profile = result.profile
-    rows = [[f"decode step, batch {b}", f"{t * 1e3:.3f} ms"] for b, t in profile.decode_step_s.items()]
-    rows += [
-        ["decode, per context token", f"{profile.decode_context_token_s * 1e9:.1f} ns"],
-        ["prefill, per prompt token", f"{profile.prefill_token_s * 1e6:.2f} us"],
-        ["learner, per token (one device)", f"{profile.train_token_s * 1e6:.2f} us"],
-        ["learner, per row x length^2", f"{profile.train_token_square_s * 1e9:.3f} ns"],
-        ["learner, per step", f"{profile.train_step_overhead_s * 1e3:.2f} ms"],
-        ["weight sync", f"{profile.weight_sync_s * 1e3:.3f} ms"],
-    ]
-    print(f"{scenario.model.label} on {args.device}, median of {args.repeats}")
-    print(format_table(["figure", "measured"], rows))
-    worst = max(result.noise.items(), key=lambda item: item[1])
-    print(
-        f"noise: spread (max - min) / median over repeats is {_median_noise(result.noise):.0%} typically, {worst[1]:.0%} at worst ({worst[0]})"
-    )
+    print(calibration_lines(scenario.model.label, args.device, args.repeats, result.profile, result.noise))
     print(f"wrote {args.out} (use it as hardware.profile)")
     return 0
 
 
-def _median_noise(noise: dict[str, float]) -> float:
-    import statistics
-
-    return statistics.median(noise.values()) if noise else 0.0
-
-
-def _batch_sizes(text: str, limit: int) -> list[int]:
-    try:
-        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ScenarioError(f"--batch-sizes: {text!r} is not a comma-separated list of integers") from None
-    if not sizes or sizes[0] < 1:
-        raise ScenarioError("--batch-sizes: give positive batch sizes, e.g. 1,2,4,8")
-    return [size for size in sizes if size <= limit] or [1]
-
-
 def _speedup(args: argparse.Namespace) -> int:
-    from analysis.sweep import simulate_all, speedup_variants
-    from analysis.tables import format_table
+    from analysis.tables import speedup_lines
+    from simulator.sweep import simulate_speedup
 
     scenario = _load(args)
-    results = list(simulate_all(speedup_variants(scenario), progress=not args.quiet))
+    results = simulate_speedup(scenario, progress=not args.quiet)
     if args.json:
-        print(json.dumps({variant.label: summary for variant, summary in results}, indent=2))
-        return 0
-    written = results[0][1]["throughput"]["samples_per_s"]
-    rows = [
-        [
-            variant.label,
-            _devices(variant.scenario),
-            *_figures(summary),
-            f"{written / summary['throughput']['samples_per_s']:.2f}x",
-        ]
-        for variant, summary in results
-    ]
-    print(f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated")
-    print(format_table(["schedule", "devices", *_FIGURE_HEADER, "as written vs this"], rows))
+        return _print_json({variant.label: summary for variant, summary in results})
+    print(speedup_lines(scenario, results))
     return 0
 
 
 def _size(args: argparse.Namespace) -> int:
-    import csv
-
-    from analysis.sweep import simulate_all, sizing_variants
-    from analysis.tables import format_table
+    from analysis.sizing import sizing_lines, write_sizing_csv
+    from simulator.sweep import simulate_sizing
 
     scenario = _load(args)
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
-    baselines, candidates = sizing_variants(scenario, args.devices, kinds, bounds, args.splits)
-    if not candidates:
-        raise ScenarioError(
-            f"--devices: no split of {args.devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
-        )
-    results = list(simulate_all(baselines + candidates, progress=not args.quiet))
-    throughput = _throughput_of
-    best_baseline = sorted(results[: len(baselines)], key=throughput)[:1]  # the best sync colocated engine size
-    ranked = best_baseline + sorted(results[len(baselines) :], key=throughput)
-    header = ["schedule split tp", *_FIGURE_HEADER]
-    rows = [[variant.label, *_figures(summary)] for variant, summary in ranked]
-    out = args.out or Path("runs") / f"{scenario.name}-size.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as handle:
-        csv.writer(handle).writerows([header, *rows])
+    ranked = simulate_sizing(scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet)
+    out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked)
     if args.json:
-        print(json.dumps([{"label": v.label, **s} for v, s in ranked], indent=2))
-        return 0
-    print(f"{scenario.name}: {args.devices} devices, {scenario.run.steps} steps simulated per row, best first")
-    print(format_table(header, rows[: args.top + 1]))
-    if len(rows) > args.top + 1:
-        print(f"... {len(rows) - args.top - 1} more rows in the CSV")
+        return _print_json([{"label": variant.label, **summary} for variant, summary in ranked])
+    print(sizing_lines(scenario, args.devices, ranked, args.top))
     print(f"wrote {out}")
     return 0
 
 
-def _throughput_of(result: tuple) -> float:
-    """Sort key: highest throughput first."""
-    return -result[1]["throughput"]["samples_per_s"]
-
-
 def _schema(args: argparse.Namespace) -> int:
-    print(json.dumps(Scenario.model_json_schema(), indent=2))
-    return 0
+    return _print_json(Scenario.model_json_schema())
 
 
 EXIT_OFF_TOLERANCE = 1
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from analysis.compare import compare_runs, comparison_dict, figures_off, write_comparison
+    from analysis.compare import compare_runs, comparison_dict, comparison_lines, figures_off, write_comparison
 
     comparison = compare_runs(args.a, args.b, tuple(args.speedup) if args.speedup else None)
     path = write_comparison(comparison, args.out or args.b, args.tolerance)
-    off = figures_off(comparison, args.tolerance) if args.tolerance is not None else []
     if args.json:
-        print(json.dumps(comparison_dict(comparison, args.tolerance), indent=2))
+        _print_json(comparison_dict(comparison, args.tolerance))
     else:
-        _print_comparison(args, comparison, off)
+        print(comparison_lines(comparison, args.tolerance))
         print(f"wrote {path}")
+    off = figures_off(comparison, args.tolerance) if args.tolerance is not None else []
     return EXIT_OFF_TOLERANCE if off else 0
 
 
-def _print_comparison(args: argparse.Namespace, comparison: Comparison, off: list[str]) -> None:
-    from analysis.compare import TABLE_HEADER, table_rows
-    from analysis.tables import format_table
-
-    for side, path, run in (("A", args.a, comparison.a_run), ("B", args.b, comparison.b_run)):
-        print(f"{side}: {path} ({run['backend']}, {run['scenario']})")
-    if comparison.a_run["scenario"] != comparison.b_run["scenario"]:
-        print("note: A and B ran different scenarios")
-    header = [*TABLE_HEADER, "off"] if args.tolerance is not None else TABLE_HEADER
-    print(format_table(header, table_rows(comparison, args.tolerance)))
-    if args.tolerance is not None:
-        verdict = f"{len(off)} off by more than {args.tolerance:g}: {', '.join(off)}" if off else "none off"
-        print(f"tolerance {args.tolerance:g}: {verdict}")
-
-
 def _report(args: argparse.Namespace) -> int:
-    from analysis.report import write_report
+    from analysis.report import report_lines, write_report
 
-    files = write_report(
-        args.runs, args.out, speedup_dirs=tuple(args.speedup) if args.speedup else None, sizing_csv=args.sizing
-    )
-    print(f"wrote {files.index}")
-    print(f"  figures: {', '.join(path.name for path in files.figures)}")
-    print(f"  traces:  {', '.join(path.name for path in files.traces)}")
-    if files.comparison is not None:
-        print(f"  comparison: {files.comparison.name} (B = {args.runs[1]} against A = {args.runs[0]})")
+    speedup_dirs = tuple(args.speedup) if args.speedup else None
+    files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing)
+    print(report_lines(files, args.runs))
     return 0
 
 
@@ -448,26 +336,50 @@ def _trace(args: argparse.Namespace) -> int:
     return 0
 
 
-_FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
+# ── wiring shared by the handlers ───────────────────────────────────────────────
 
 
-def _figures(summary: dict) -> list:
-    return [
-        summary["throughput"]["samples_per_s"],
-        summary["step_time_s"]["mean"],
-        summary["staleness"]["mean"],
-        summary["staleness"]["max"],
-        f"{summary['utilization']['generation']:.0%}",
-        f"{summary['utilization']['training']:.0%}",
-        summary["samples"]["dropped"],
-    ]
+def _print_json(data: Any) -> int:
+    print(json.dumps(data, indent=2))
+    return 0
 
 
-def _devices(scenario: Scenario) -> str:
-    cluster = scenario.cluster
-    if cluster.colocated:
-        return f"{cluster.generation_devices} {scenario.hardware.device} (colocated)"
-    return f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device}"
+def _progress(total: int, desc: str, unit: str, quiet: bool, leave: bool = True) -> tqdm:
+    """A progress bar on stderr; none when ``quiet`` or when stderr is not a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=quiet or None, leave=leave)
+
+
+def _training_progress(bar: tqdm, batch_samples: int) -> Callable[[int, dict[str, float]], None]:
+    """An ``on_step`` callback that shows reward, staleness and samples/s on the bar."""
+
+    def on_step(step: int, row: dict[str, float]) -> None:
+        bar.n = step + 1
+        rate = (step + 1) * batch_samples / max(row["end"], 1e-9)
+        bar.set_postfix(
+            reward=f"{row['reward_mean']:.3f}", staleness=f"{row['staleness_mean']:.2f}", samples_s=f"{rate:.1f}"
+        )
+
+    return on_step
+
+
+def _model_override(model: str | None) -> list[str]:
+    """``--model``: a local checkpoint directory or a preset name."""
+    if not model:
+        return []
+    key = "model.path" if Path(model).is_dir() else "model.preset"
+    return [f"{key}={model}"]
+
+
+def _batch_sizes(text: str, limit: int) -> list[int]:
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ScenarioError(f"--batch-sizes: {text!r} is not a comma-separated list of integers") from None
+    if not sizes or sizes[0] < 1:
+        raise ScenarioError("--batch-sizes: give positive batch sizes, e.g. 1,2,4,8")
+    return [size for size in sizes if size <= limit] or [1]
 
 
 def _positive(text: str) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from executor.engine import ContinuousBatchingEngine, Request, Rollout
+from scenarios.loading import ScenarioError
 from scenarios.profile import CostProfile
 from scenarios.scenario import Scenario
 
@@ -35,6 +36,12 @@ SHORT_PROMPT, LONG_PROMPT = 16, 128
 class Calibration:
     profile: CostProfile
     noise: dict[str, float] = field(default_factory=dict)  # figure -> (max - min) / median over repeats
+
+
+def check_device(device: str) -> None:
+    """Raise ScenarioError when ``device`` is cuda and torch sees no GPU."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ScenarioError("--device: cuda asked for, but torch sees no GPU")
 
 
 def calibrate(

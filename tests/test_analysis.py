@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from pydantic import BaseModel
 
-from analysis import compare, plots, report, trace
+from analysis import compare, plots, report, sizing, trace
 from asyncrl.cli import main
-from scenarios.loading import dump_scenario, load_scenario
+from scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from scenarios.record import EVENT_COLUMNS, RunSummary, empty_events, read_summary, write_run
 from simulator.simulation import simulate
 
@@ -472,18 +472,26 @@ def test_predicted_vs_measured_bars_are_the_compared_figures(simulated: dict[str
     assert legend_texts(figure) == [f"A: {sync} (simulator)", f"B: {asynchronous} (simulator)"]
 
 
+SIZING_HEADER = (
+    "label,schedule,bound,colocated,generation_devices,training_devices,devices_per_engine,"
+    "samples_per_s,step_s,staleness_mean,staleness_max,generation_utilization,training_utilization,dropped\n"
+)
+
+
 def test_sizing_figure_has_a_line_per_schedule_and_tp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     csv = tmp_path / "size.csv"
     csv.write_text(
-        "schedule split tp,samples/s,step s,stale mean,stale max,gen util,train util,dropped\n"
-        "sync colocated 4 tp1 (baseline),2.0,10,0.0,0,50%,20%,0\n"
-        "streaming η=2 1:3 tp1,1.5,12,1.2,2,90%,30%,0\n"
-        "streaming η=2 2:2 tp1,3.0,8,1.4,2,80%,60%,0\n"
-        "streaming η=2 3:1 tp1,2.5,9,1.1,2,40%,90%,0\n"
-        "streaming η=2 2:2 tp2,2.8,8,1.3,2,70%,60%,0\n"
+        SIZING_HEADER + "sync colocated 4 tp1 (baseline),sync,0,True,4,4,1,2.0,10,0.0,0,0.5,0.2,0\n"
+        "streaming η=2 1:3 tp1,streaming,2,False,1,3,1,1.5,12,1.2,2,0.9,0.3,0\n"
+        "streaming η=2 2:2 tp1,streaming,2,False,2,2,1,3.0,8,1.4,2,0.8,0.6,0\n"
+        "streaming η=2 3:1 tp1,streaming,2,False,3,1,1,2.5,9,1.1,2,0.4,0.9,0\n"
+        "streaming η=2 2:2 tp2,streaming,2,False,2,2,2,2.8,8,1.3,2,0.7,0.6,0\n"
     )
-    table = plots.read_sizing(csv)
-    assert table["generation"].tolist()[1:] == [1, 2, 3, 2] and table["tp"].tolist()[1:] == [1, 1, 1, 2]
+    table = sizing.read_sizing(csv)
+    assert table["colocated"].tolist() == [True, False, False, False, False]
+    assert table["generation_devices"].tolist()[1:] == [1, 2, 3, 2]
+    assert table["devices_per_engine"].tolist()[1:] == [1, 1, 1, 2]
+    assert table["bound"].tolist() == [0, 2, 2, 2, 2] and table["generation_utilization"].iloc[0] == 0.5
     drawn = []
     save = plots._save
     monkeypatch.setattr(plots, "_save", lambda figure, out: drawn.append(figure) or save(figure, out))
@@ -493,7 +501,7 @@ def test_sizing_figure_has_a_line_per_schedule_and_tp(tmp_path: Path, monkeypatc
     throughput, staleness = figure.axes
     assert throughput.get_ylabel() == "throughput (samples/s)" and staleness.get_ylabel() == "mean staleness (steps)"
     names = ["streaming η=2 tp1", "streaming η=2 tp2", "sync colocated 4 tp1 (baseline)"]
-    for ax, column in ((throughput, "samples/s"), (staleness, "stale mean")):
+    for ax, column in ((throughput, "samples_per_s"), (staleness, "staleness_mean")):
         assert ax.get_xlabel() == "generation:training devices"
         assert texts(ax.get_xticklabels()) == ["1:3", "2:2", "3:1"]
         lines = {line.get_label(): line for line in ax.get_lines()}
@@ -504,6 +512,26 @@ def test_sizing_figure_has_a_line_per_schedule_and_tp(tmp_path: Path, monkeypatc
         assert lines[names[1]].get_ydata().tolist() == [values[4]]
         assert set(lines[names[2]].get_ydata()) == {values[0]}
     assert legend_texts(throughput) == names
+
+
+def test_sizing_csv_without_tidy_columns_is_a_one_line_error(tmp_path: Path) -> None:
+    old = tmp_path / "old.csv"
+    old.write_text("schedule split tp,samples/s,stale mean\nstreaming η=2 2:2 tp1,3.0,1.4\n")
+    with pytest.raises(ScenarioError, match=r"not an `asyncrl size` CSV \(missing columns schedule, bound"):
+        sizing.read_sizing(old)
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text(SIZING_HEADER + "x,streaming,2,maybe,2,2,1,3.0,8,1.4,2,0.8,0.6,0\n")
+    with pytest.raises(ScenarioError, match="wrong kind"):
+        sizing.read_sizing(wrong)
+
+
+def test_size_command_csv_plots_as_written(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "size.csv"
+    args = ["size", "quickstart", "--devices", "8", "--steps", "3", "--splits", "2", "--kind", "streaming"]
+    assert main([*args, "--max-staleness", "1", "--max-staleness", "2", "--out", str(out), "--quiet"]) == 0
+    table = sizing.read_sizing(out)
+    assert set(table["schedule"]) == {"sync", "streaming"} and set(table["bound"]) == {0, 1, 2}
+    assert is_png(plots.sizing(out, tmp_path / "sizing.png"))
 
 
 def test_queue_depth_and_rates_on_hand_events() -> None:

@@ -87,10 +87,18 @@ def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "3", "--max-staleness", "1"]
     assert main([*args, "--out", str(out), "--quiet"]) == 0
     rows = pd.read_csv(out)
-    assert rows.iloc[0, 0].startswith("sync colocated 16")  # the baseline on top
-    throughput = rows["samples/s"].iloc[1:].to_numpy()
+    assert rows["label"].iloc[0].startswith("sync colocated 16")  # the baseline on top
+    baseline, splits = rows.iloc[0], rows.iloc[1:]
+    assert (baseline["schedule"], baseline["bound"], bool(baseline["colocated"])) == ("sync", 0, True)
+    assert baseline["generation_devices"] == baseline["training_devices"] == 16
+    throughput = splits["samples_per_s"].to_numpy()
     assert (throughput[:-1] >= throughput[1:]).all()  # then best first
     assert len(rows) > 2
+    assert not splits["colocated"].any() and set(splits["schedule"]) == {"streaming"} and set(splits["bound"]) == {1}
+    assert ((splits["generation_devices"] + splits["training_devices"]) == 16).all()
+    assert (splits["generation_devices"] % splits["devices_per_engine"] == 0).all()
+    assert rows[["generation_utilization", "training_utilization"]].stack().between(0, 1).all()
+    assert rows["dropped"].dtype.kind == "i" and rows["staleness_max"].dtype.kind == "i"
 
 
 def test_schema_is_json_schema(capsys) -> None:

@@ -2,6 +2,10 @@
 
     scenario ─► variants (speedup) or candidate splits (size) ─► process pool ─► summaries ─► ranked rows
 
+``simulate_speedup`` and ``simulate_sizing`` are what ``asyncrl speedup`` and
+``asyncrl size`` run; turning their (variant, summary) pairs into tables and
+CSV files is ``analysis``' job.
+
 Each variant is a full ``Scenario`` built from the original by changing a few
 fields and validating again, so a variant the catalog cannot hold (weights
 that do not fit, a split that does not divide) is skipped, not simulated.
@@ -19,14 +23,20 @@ from tqdm import tqdm
 
 from scenarios.loading import ScenarioError, validate_scenario
 from scenarios.scenario import Scenario
+from simulator.simulation import simulate
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
 class Variant:
+    """One scenario of a sweep and the label its row carries in tables."""
+
     label: str
     scenario: Scenario
+
+
+Result = tuple[Variant, dict[str, Any]]  # a variant and its simulated summary
 
 
 def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -113,14 +123,38 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
 
 
 def _summary_of(scenario: Scenario) -> dict[str, Any]:
-    from simulator.simulation import simulate
-
     return simulate(scenario).summary
 
 
-def simulate_all(
-    variants: list[Variant], workers: int | None = None, progress: bool = True
-) -> Iterator[tuple[Variant, dict]]:
+def simulate_speedup(scenario: Scenario, progress: bool = True) -> list[Result]:
+    """The scenario as written (first) and its sync baselines, simulated."""
+    return list(simulate_all(speedup_variants(scenario), progress=progress))
+
+
+def simulate_sizing(
+    scenario: Scenario,
+    devices: int,
+    kinds: Iterable[str],
+    staleness: Iterable[int],
+    splits: int = 16,
+    progress: bool = True,
+) -> list[Result]:
+    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline."""
+    baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
+    if not candidates:
+        raise ScenarioError(
+            f"--devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
+        )
+    results = list(simulate_all(baselines + candidates, progress=progress))
+    best_baseline = sorted(results[: len(baselines)], key=_fastest_first)[:1]  # the best engine size
+    return best_baseline + sorted(results[len(baselines) :], key=_fastest_first)
+
+
+def _fastest_first(result: Result) -> float:
+    return -result[1]["throughput"]["samples_per_s"]
+
+
+def simulate_all(variants: list[Variant], workers: int | None = None, progress: bool = True) -> Iterator[Result]:
     """Simulate every variant in a process pool; yields (variant, summary) in input order."""
     workers = workers or os.cpu_count() or 1
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
