@@ -25,14 +25,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from scenarios.loading import ScenarioError, dump_scenario
-from scenarios.record import EVENT_COLUMNS, summarize, write_run
+from executor.record import ExecutionResult, PreviousRun, RunRecord
+from scenarios.loading import ScenarioError
 from scenarios.scenario import Scenario
 
 READY_TIMEOUT_S = 300.0
@@ -40,13 +37,6 @@ READY_TIMEOUT_S = 300.0
 #: are remote calls, so at most every 5 ms there.
 POLL_INTERVAL_S = {"local": 0.0, "ray": 0.005}
 CHECKPOINT_DIR = "checkpoint"
-
-
-@dataclass
-class ExecutionResult:
-    summary: dict[str, Any]
-    events: pd.DataFrame
-    metrics: pd.DataFrame
 
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -129,8 +119,7 @@ class _Run:
         self.scenario, self.out, self.device, self.runtime = scenario, out, device, runtime
         self.engines = scenario.cluster.engines
         self.workers: Any = None
-        self.metrics: list[dict[str, float]] = []
-        self.previous = _PreviousRun.empty()
+        self.record = RunRecord(scenario, out)
         self.coordinator: Any = None
         self.t0 = time.time()
         self._stop_receiving = threading.Event()
@@ -196,7 +185,7 @@ class _Run:
         if not (checkpoint / "learner").is_dir():
             raise ScenarioError(f"--resume: no checkpoint in {self.out} (set run.checkpoint_every)")
         step = self.learner.load_checkpoint(checkpoint / "learner")
-        self.previous = _PreviousRun.load(self.out, step)
+        self.record.continue_from(PreviousRun.load(self.out, step))
         return step
 
     def _start_coordinator(self, model_vocab: int) -> None:
@@ -204,7 +193,7 @@ class _Run:
         from executor.weights import WeightLayout
         from executor.work import WorkSource
 
-        self.t0 = time.time() - self.previous.wall_time
+        self.t0 = time.time() - self.record.previous.wall_time
         clock = self._clock
         source = WorkSource(self.scenario, self.task, model_vocab)
         first_group = self.first_step * self.scenario.batch_groups
@@ -259,7 +248,7 @@ class _Run:
                 coordinator.source.forget(record.group)
             coordinator.publish(step + 1, self._flat_weights())
             row = {"step": step, "start": start, "end": end, **figures, **_batch_staleness(batch, step)}
-            self.metrics.append(row)
+            self.record.add_step(row)
             if scenario.run.checkpoint_every and (step + 1) % scenario.run.checkpoint_every == 0:
                 self._checkpoint(step + 1)
             if on_step is not None:
@@ -277,28 +266,15 @@ class _Run:
     # Shutdown and the record.
 
     def finish(self, status: str) -> ExecutionResult:
-        """Write the run record, complete or partial."""
+        """Write the run record, complete or partial (nothing if the coordinator never started)."""
         if self.coordinator is None:
-            return ExecutionResult({}, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
+            return ExecutionResult.empty()
         self._stop_receiving.set()
         return self._write(status)
 
     def _write(self, status: str) -> ExecutionResult:
         rows = self.coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
-        events = pd.concat([self.previous.events, pd.DataFrame(rows, columns=list(EVENT_COLUMNS))], ignore_index=True)
-        events = events.astype(EVENT_COLUMNS)
-        metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
-        summary = summarize(
-            events,
-            backend="executor",
-            scenario_name=self.scenario.name,
-            engines=self.engines,
-            concurrency=self.scenario.engine_concurrency,
-        )
-        summary["status"] = status
-        write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)
-        metrics.to_parquet(self.out / "metrics.parquet", index=False)
-        return ExecutionResult(summary, events, metrics)
+        return self.record.write(status, rows)
 
     def stop(self) -> None:
         self._stop_receiving.set()
@@ -363,30 +339,6 @@ class _Run:
         import torch
 
         return f"cuda:{self.engines}" if torch.cuda.device_count() > self.engines else "cuda:0"
-
-
-@dataclass
-class _PreviousRun:
-    """What a resumed run keeps from before its checkpoint."""
-
-    events: pd.DataFrame
-    metrics: pd.DataFrame
-    wall_time: float
-
-    @classmethod
-    def empty(cls) -> _PreviousRun:
-        return cls(pd.DataFrame(columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS), pd.DataFrame(), 0.0)
-
-    @classmethod
-    def load(cls, out: Path, step: int) -> _PreviousRun:
-        """Events and metrics of the steps before ``step``; rollouts not trained by then are regenerated."""
-        events = pd.read_parquet(out / "events.parquet")
-        metrics = pd.read_parquet(out / "metrics.parquet")
-        trained_before = (events["step"] >= 0) & (events["step"] < step)
-        train = events[(events["kind"] == "train") & trained_before]
-        wall = float(train["end"].max()) if len(train) else 0.0
-        kept = events[trained_before | ((events["kind"].isin(["sync", "drop"])) & (events["end"] <= wall))]
-        return cls(kept.reset_index(drop=True), metrics[metrics["step"] < step].reset_index(drop=True), wall)
 
 
 def _batch_staleness(batch: list[Any], step: int) -> dict[str, float]:
