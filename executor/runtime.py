@@ -28,7 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from executor.record import ExecutionResult, PreviousRun, RunRecord
+from executor import checkpoint
+from executor.record import ExecutionResult, RunRecord
 from scenarios.loading import ScenarioError
 from scenarios.scenario import Scenario
 
@@ -36,7 +37,6 @@ READY_TIMEOUT_S = 300.0
 #: How often a busy actor looks for commands: every decode step on local queues; Ray's queues
 #: are remote calls, so at most every 5 ms there.
 POLL_INTERVAL_S = {"local": 0.0, "ray": 0.005}
-CHECKPOINT_DIR = "checkpoint"
 
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -120,6 +120,7 @@ class _Run:
         self.engines = scenario.cluster.engines
         self.workers: Any = None
         self.record = RunRecord(scenario, out)
+        self.resumed = checkpoint.Resumed()
         self.coordinator: Any = None
         self.t0 = time.time()
         self._stop_receiving = threading.Event()
@@ -153,7 +154,9 @@ class _Run:
         model = policy_model(self.scenario, self.task)
         pad = self.task.tokenizer.pad_token_id if self.task else 0
         self.learner = Learner.from_scenario(self.scenario, model, pad, device=self._learner_device())
-        self.first_step = self._resume() if resume else 0
+        if resume:
+            self.resumed = checkpoint.resume(self.out, self.learner)
+            self.record.continue_from(self.resumed.previous)
         self._wait_ready()
         self._start_coordinator(model.config.vocab_size)
 
@@ -180,33 +183,25 @@ class _Run:
         if failure:
             raise failure[0]
 
-    def _resume(self) -> int:
-        checkpoint = self.out / CHECKPOINT_DIR
-        if not (checkpoint / "learner").is_dir():
-            raise ScenarioError(f"--resume: no checkpoint in {self.out} (set run.checkpoint_every)")
-        step = self.learner.load_checkpoint(checkpoint / "learner")
-        self.record.continue_from(PreviousRun.load(self.out, step))
-        return step
-
     def _start_coordinator(self, model_vocab: int) -> None:
         from executor.coordinator import Coordinator
         from executor.weights import WeightLayout
         from executor.work import WorkSource
 
-        self.t0 = time.time() - self.record.previous.wall_time
+        self.t0 = time.time() - self.resumed.previous.wall_time
         clock = self._clock
         source = WorkSource(self.scenario, self.task, model_vocab)
-        first_group = self.first_step * self.scenario.batch_groups
+        first_group = self.resumed.step * self.scenario.batch_groups
         self.coordinator = Coordinator(self.scenario, source, self.commands, clock, first_group=first_group)
         self.layout = WeightLayout.of(self.learner.weights())
-        if self.first_step:
-            _skip_groups(source, first_group)
-            self.coordinator.restore_versions(_load_versions(self.out / CHECKPOINT_DIR))
+        if self.resumed.step:
+            checkpoint.skip_groups(source, first_group)
+            self.coordinator.restore_versions(self.resumed.versions)
         for commands in self.commands:
             commands.put(("go", self.t0))
         self._receiver = threading.Thread(target=self._receive, name="asyncrl-receiver", daemon=True)
         self._receiver.start()
-        self.coordinator.publish(self.first_step, self._flat_weights())
+        self.coordinator.publish(self.resumed.step, self._flat_weights())
 
     def _wait_ready(self) -> None:
         ready: set[int] = set()
@@ -229,7 +224,7 @@ class _Run:
         from executor.engine import Rollout
 
         scenario, learner, coordinator = self.scenario, self.learner, self.coordinator
-        for step in range(self.first_step, scenario.run.steps):
+        for step in range(self.resumed.step, scenario.run.steps):
             batch = coordinator.take_batch(step, self._check_processes)
             groups = [
                 [
@@ -255,12 +250,7 @@ class _Run:
                 on_step(step, row)
 
     def _checkpoint(self, step: int) -> None:
-        from safetensors.torch import save_file
-
-        checkpoint = self.out / CHECKPOINT_DIR
-        self.learner.save_checkpoint(checkpoint / "learner", step)
-        versions = self.coordinator.versions_kept()
-        save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(checkpoint / "versions.safetensors"))
+        checkpoint.save(self.out, step, self.learner, self.coordinator.versions_kept())
         self._write("checkpoint")
 
     # Shutdown and the record.
@@ -347,19 +337,6 @@ def _batch_staleness(batch: list[Any], step: int) -> dict[str, float]:
         "staleness_mean": sum(staleness) / max(1, len(staleness)),
         "staleness_max": float(max(staleness, default=0)),
     }
-
-
-def _skip_groups(source: Any, groups: int) -> None:
-    """Advance the length stream past the groups of steps already trained, so group i keeps its lengths."""
-    for _ in range(groups):
-        source._lengths.next_group()
-
-
-def _load_versions(checkpoint: Path) -> dict[int, Any]:
-    from safetensors.torch import load_file
-
-    path = checkpoint / "versions.safetensors"
-    return {int(v): w for v, w in load_file(str(path)).items()} if path.exists() else {}
 
 
 def _free_port() -> int:
