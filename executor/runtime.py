@@ -15,6 +15,15 @@ the same record as the simulator (``summary.json`` with ``backend:
 "executor"``, ``events.parquet``, the resolved ``scenario.yaml``) plus
 ``metrics.parquet`` (loss, reward, KL, staleness per step). A crashed worker or
 Ctrl-C ends the run with a partial record whose summary says ``status``.
+
+This module holds the learner loop; the rest of a run lives next to it:
+
+    execute ─► _Run.start   ActorProcesses.spawn, connect    (executor/processes.py, executor/distributed.py)
+                            Learner, checkpoint.resume        (executor/checkpoint.py)
+                            ActorProcesses.wait_ready, Coordinator, ActorProcesses.go, publish(first version)
+              _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
+              _Run.finish   RunRecord.write(status)          (executor/record.py)
+              _Run.stop     ActorProcesses.stop
 """
 
 from __future__ import annotations
