@@ -15,40 +15,36 @@ the same record as the simulator (``summary.json`` with ``backend:
 "executor"``, ``events.parquet``, the resolved ``scenario.yaml``) plus
 ``metrics.parquet`` (loss, reward, KL, staleness per step). A crashed worker or
 Ctrl-C ends the run with a partial record whose summary says ``status``.
+
+This module holds the learner loop; the rest of a run lives next to it:
+
+    execute ─► _Run.start   ActorProcesses.spawn, connect    (executor/processes.py, executor/distributed.py)
+                            Learner, checkpoint.resume        (executor/checkpoint.py)
+                            ActorProcesses.wait_ready, Coordinator, ActorProcesses.go, publish(first version)
+              _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
+              _Run.finish   RunRecord.write(status)          (executor/record.py)
+              _Run.stop     ActorProcesses.stop
 """
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import socket
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from executor.messages import ActorFailed, Go, Stop
-from scenarios.loading import ScenarioError, dump_scenario
-from scenarios.record import EVENT_COLUMNS, summarize, write_run
+from executor import checkpoint
+from executor.processes import ActorProcesses
+from executor.record import ExecutionResult, RunRecord
+from scenarios.loading import ScenarioError
 from scenarios.scenario import Scenario
 
-READY_TIMEOUT_S = 300.0
-#: How often a busy actor looks for commands: every decode step on local queues; Ray's queues
-#: are remote calls, so at most every 5 ms there.
-POLL_INTERVAL_S = {"local": 0.0, "ray": 0.005}
-CHECKPOINT_DIR = "checkpoint"
+if TYPE_CHECKING:
+    import torch
 
-
-@dataclass
-class ExecutionResult:
-    summary: dict[str, Any]
-    events: pd.DataFrame
-    metrics: pd.DataFrame
-
+    from executor.coordinator import Coordinator, GroupRecord
+    from executor.learner import Learner
+    from executor.tasks import Task
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
@@ -124,125 +120,63 @@ def _check_task(scenario: Scenario) -> None:
 
 
 class _Run:
-    """Workers, the coordinator and the learner of one run, and what they recorded."""
+    """The learner side of one run: the learner, the coordinator, the record, and the actors they drive."""
 
     def __init__(self, scenario: Scenario, out: Path, device: str, runtime: str) -> None:
-        self.scenario, self.out, self.device, self.runtime = scenario, out, device, runtime
-        self.engines = scenario.cluster.engines
-        self.workers: Any = None
-        self.metrics: list[dict[str, float]] = []
-        self.previous = _PreviousRun.empty()
-        self.coordinator: Any = None
+        self.scenario, self.out, self.device = scenario, out, device
+        self.actors = ActorProcesses(scenario, device, runtime)
+        self.record = RunRecord(scenario, out)
+        self.resumed = checkpoint.Resumed()
+        self.coordinator: Coordinator | None = None
         self.t0 = time.time()
-        self._stop_receiving = threading.Event()
 
     # Start-up.
 
     def start(self, resume: bool) -> None:
         import torch
 
-        from executor.actor import ActorSpec
         from executor.learner import Learner
-        from executor.weights import sync_backend
         from executor.work import load_scenario_task, policy_model
-        from executor.workers import make_workers
 
-        self.workers = make_workers(self.runtime, self.engines, self.scenario, self.device)
-        self.commands, self.results = self.workers.commands, self.workers.results
-        rendezvous = f"tcp://{self.workers.host}:{_free_port()}"
-        self.backend = sync_backend(self.device, self.engines + 1)
-        poll = POLL_INTERVAL_S[self.runtime]
-        self.workers.start(
-            [
-                ActorSpec(i, self.scenario, self._actor_device(i), self.backend, rendezvous, self.engines + 1, poll)
-                for i in range(self.engines)
-            ]
-        )
+        self.actors.spawn()
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
-        self._init_distributed(rendezvous)
-        self.task = load_scenario_task(self.scenario)
+        self.actors.connect()
+        self.task: Task | None = load_scenario_task(self.scenario)
         model = policy_model(self.scenario, self.task)
         pad = self.task.tokenizer.pad_token_id if self.task else 0
-        self.learner = Learner.from_scenario(self.scenario, model, pad, device=self._learner_device())
-        self.first_step = self._resume() if resume else 0
-        self._wait_ready()
+        self.learner: Learner = Learner.from_scenario(self.scenario, model, pad, device=self._learner_device())
+        if resume:
+            self.resumed = checkpoint.resume(self.out, self.learner)
+            self.record.continue_from(self.resumed.previous)
+        self.actors.wait_ready()
         self._start_coordinator(model.config.vocab_size)
-
-    def _init_distributed(self, rendezvous: str) -> None:
-        """Join the process group, in a thread, so an actor that dies before joining is noticed."""
-        import torch.distributed as dist
-
-        failure: list[BaseException] = []
-
-        def join() -> None:
-            try:
-                dist.init_process_group(self.backend, init_method=rendezvous, rank=0, world_size=self.engines + 1)
-            except BaseException as exc:  # reported below, in the main thread
-                failure.append(exc)
-
-        joining = threading.Thread(target=join, name="asyncrl-join", daemon=True)
-        joining.start()
-        deadline = time.time() + READY_TIMEOUT_S
-        while joining.is_alive():
-            joining.join(timeout=0.2)
-            self._check_processes(starting=True)
-            if time.time() > deadline:
-                raise RuntimeError(f"actors did not join the process group within {READY_TIMEOUT_S:.0f} s")
-        if failure:
-            raise failure[0]
-
-    def _resume(self) -> int:
-        checkpoint = self.out / CHECKPOINT_DIR
-        if not (checkpoint / "learner").is_dir():
-            raise ScenarioError(f"--resume: no checkpoint in {self.out} (set run.checkpoint_every)")
-        step = self.learner.load_checkpoint(checkpoint / "learner")
-        self.previous = _PreviousRun.load(self.out, step)
-        return step
 
     def _start_coordinator(self, model_vocab: int) -> None:
         from executor.coordinator import Coordinator
         from executor.weights import WeightLayout
         from executor.work import WorkSource
 
-        self.t0 = time.time() - self.previous.wall_time
-        clock = self._clock
+        self.t0 = time.time() - self.resumed.previous.wall_time
         source = WorkSource(self.scenario, self.task, model_vocab)
-        first_group = self.first_step * self.scenario.batch_groups
-        self.coordinator = Coordinator(self.scenario, source, self.commands, clock, first_group=first_group)
+        first_group = self.resumed.step * self.scenario.batch_groups
+        coordinator = Coordinator(self.scenario, source, self.actors.commands, self._clock, first_group=first_group)
+        self.coordinator = coordinator
         self.layout = WeightLayout.of(self.learner.weights())
-        if self.first_step:
-            _skip_groups(source, first_group)
-            self.coordinator.restore_versions(_load_versions(self.out / CHECKPOINT_DIR))
-        for commands in self.commands:
-            commands.put(Go(self.t0))
-        self._receiver = threading.Thread(target=self._receive, name="asyncrl-receiver", daemon=True)
-        self._receiver.start()
-        self.coordinator.publish(self.first_step, self._flat_weights())
-
-    def _wait_ready(self) -> None:
-        ready: set[int] = set()
-        deadline = time.time() + READY_TIMEOUT_S
-        while len(ready) < self.engines:
-            self._check_processes()
-            try:
-                message = self.results.get(timeout=0.5)
-            except queue.Empty:
-                if time.time() > deadline:
-                    raise RuntimeError(f"actors not ready after {READY_TIMEOUT_S:.0f} s") from None
-                continue
-            if isinstance(message, ActorFailed):
-                raise RuntimeError(f"actor {message.actor} failed while starting:\n{message.traceback}")
-            ready.add(message.actor)
+        if self.resumed.step:
+            checkpoint.skip_groups(source, first_group)
+            coordinator.restore_versions(self.resumed.versions)
+        self.actors.go(self.t0, coordinator)
+        coordinator.publish(self.resumed.step, self._flat_weights())
 
     # The learner loop.
 
     def train(self, on_step: StepCallback | None) -> None:
         from executor.engine import Rollout
 
-        scenario, learner, coordinator = self.scenario, self.learner, self.coordinator
-        for step in range(self.first_step, scenario.run.steps):
-            batch = coordinator.take_batch(step, self._check_processes)
+        scenario, learner, coordinator = self.scenario, self.learner, self._coordinator()
+        for step in range(self.resumed.step, scenario.run.steps):
+            batch = coordinator.take_batch(step, self._check_health)
             groups = [
                 [
                     (Rollout(r.sample, g.prompt, r.tokens, r.logprobs, r.versions, ""), reward)
@@ -260,170 +194,66 @@ class _Run:
                 coordinator.source.forget(record.group)
             coordinator.publish(step + 1, self._flat_weights())
             row = {"step": step, "start": start, "end": end, **figures, **_batch_staleness(batch, step)}
-            self.metrics.append(row)
+            self.record.add_step(row)
             if scenario.run.checkpoint_every and (step + 1) % scenario.run.checkpoint_every == 0:
                 self._checkpoint(step + 1)
             if on_step is not None:
                 on_step(step, row)
 
     def _checkpoint(self, step: int) -> None:
-        from safetensors.torch import save_file
-
-        checkpoint = self.out / CHECKPOINT_DIR
-        self.learner.save_checkpoint(checkpoint / "learner", step)
-        versions = self.coordinator.versions_kept()
-        save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(checkpoint / "versions.safetensors"))
+        checkpoint.save(self.out, step, self.learner, self._coordinator().versions_kept())
         self._write("checkpoint")
 
     # Shutdown and the record.
 
     def finish(self, status: str) -> ExecutionResult:
-        """Write the run record, complete or partial."""
+        """Write the run record, complete or partial (nothing if the coordinator never started)."""
         if self.coordinator is None:
-            return ExecutionResult({}, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
-        self._stop_receiving.set()
+            return ExecutionResult.empty()
+        self.actors.stop_receiving()
         return self._write(status)
 
     def _write(self, status: str) -> ExecutionResult:
-        rows = self.coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
-        events = pd.concat([self.previous.events, pd.DataFrame(rows, columns=list(EVENT_COLUMNS))], ignore_index=True)
-        events = events.astype(EVENT_COLUMNS)
-        metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
-        summary = summarize(
-            events,
-            backend="executor",
-            scenario_name=self.scenario.name,
-            engines=self.engines,
-            concurrency=self.scenario.engine_concurrency,
-        )
-        summary["status"] = status
-        write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)
-        metrics.to_parquet(self.out / "metrics.parquet", index=False)
-        return ExecutionResult(summary, events, metrics)
+        rows = self._coordinator().event_rows(self._clock(), cut_unfinished=status != "checkpoint")
+        return self.record.write(status, rows)
 
     def stop(self) -> None:
-        self._stop_receiving.set()
-        if getattr(self, "_receiver", None) is not None:
-            self._receiver.join(timeout=2)  # it polls every 0.2 s; let it leave before its queue goes
-        for commands in getattr(self, "commands", []):
-            with contextlib.suppress(Exception):
-                commands.put(Stop())
-        if self.workers is not None:
-            self.workers.stop()
-        _destroy_process_group()
+        self.actors.stop()
 
     # Helpers.
 
-    def _receive(self) -> None:
-        """Hand the actors' messages to the coordinator, all that are waiting at once, until the run stops."""
-        while not self._stop_receiving.is_set():
-            messages = []
-            try:
-                messages.append(self.results.get(timeout=0.2))
-                while True:
-                    messages.append(self.results.get_nowait())
-            except queue.Empty:
-                pass
-            except (EOFError, OSError):
-                return  # the queue closed under us: the run is ending
-            if messages:
-                self.coordinator.on_messages(messages)
-
-    def _check_processes(self, starting: bool = False) -> None:
-        failure = self.workers.failure() if self.workers is not None else None
-        if failure:
-            raise RuntimeError(f"{failure}{self._actor_error(starting)}")
+    def _check_health(self) -> None:
+        """Raise if an actor died or reported an error; the learner calls this while it waits for a batch."""
+        self.actors.check()
         if self.coordinator is not None and self.coordinator.failure:
             raise RuntimeError(self.coordinator.failure)
 
-    def _actor_error(self, starting: bool) -> str:
-        """The traceback a dead actor sent, if it sent one before the coordinator started reading."""
-        if not starting:
-            return ""
-        try:
-            message = self.results.get(timeout=1.0)
-        except queue.Empty:
-            return ""
-        return f":\n{message.traceback}" if isinstance(message, ActorFailed) else ""
+    def _coordinator(self) -> Coordinator:
+        if self.coordinator is None:
+            raise RuntimeError("the coordinator has not started")
+        return self.coordinator
 
-    def _flat_weights(self) -> Any:
+    def _flat_weights(self) -> torch.Tensor:
         from executor.weights import staging_device
 
         flat = self.layout.flatten(self.learner.weights())
-        return flat.to(staging_device(self.backend, flat.device))
+        return flat.to(staging_device(self.actors.backend, flat.device))
 
     def _clock(self) -> float:
         return time.time() - self.t0
-
-    def _actor_device(self, index: int) -> str:
-        if self.device != "cuda":
-            return "cpu"
-        import torch
-
-        return f"cuda:{index % torch.cuda.device_count()}"
 
     def _learner_device(self) -> str:
         if self.device != "cuda":
             return "cpu"
         import torch
 
-        return f"cuda:{self.engines}" if torch.cuda.device_count() > self.engines else "cuda:0"
+        engines = self.scenario.cluster.engines
+        return f"cuda:{engines}" if torch.cuda.device_count() > engines else "cuda:0"
 
 
-@dataclass
-class _PreviousRun:
-    """What a resumed run keeps from before its checkpoint."""
-
-    events: pd.DataFrame
-    metrics: pd.DataFrame
-    wall_time: float
-
-    @classmethod
-    def empty(cls) -> _PreviousRun:
-        return cls(pd.DataFrame(columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS), pd.DataFrame(), 0.0)
-
-    @classmethod
-    def load(cls, out: Path, step: int) -> _PreviousRun:
-        """Events and metrics of the steps before ``step``; rollouts not trained by then are regenerated."""
-        events = pd.read_parquet(out / "events.parquet")
-        metrics = pd.read_parquet(out / "metrics.parquet")
-        trained_before = (events["step"] >= 0) & (events["step"] < step)
-        train = events[(events["kind"] == "train") & trained_before]
-        wall = float(train["end"].max()) if len(train) else 0.0
-        kept = events[trained_before | ((events["kind"].isin(["sync", "drop"])) & (events["end"] <= wall))]
-        return cls(kept.reset_index(drop=True), metrics[metrics["step"] < step].reset_index(drop=True), wall)
-
-
-def _batch_staleness(batch: list[Any], step: int) -> dict[str, float]:
+def _batch_staleness(batch: list[GroupRecord], step: int) -> dict[str, float]:
     staleness = [step - min(r.versions) for g in batch for r in g.rollouts if r.versions]
     return {
         "staleness_mean": sum(staleness) / max(1, len(staleness)),
         "staleness_max": float(max(staleness, default=0)),
     }
-
-
-def _skip_groups(source: Any, groups: int) -> None:
-    """Advance the length stream past the groups of steps already trained, so group i keeps its lengths."""
-    for _ in range(groups):
-        source._lengths.next_group()
-
-
-def _load_versions(checkpoint: Path) -> dict[int, Any]:
-    from safetensors.torch import load_file
-
-    path = checkpoint / "versions.safetensors"
-    return {int(v): w for v, w in load_file(str(path)).items()} if path.exists() else {}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return int(probe.getsockname()[1])
-
-
-def _destroy_process_group() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        with contextlib.suppress(Exception):
-            dist.destroy_process_group()

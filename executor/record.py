@@ -1,0 +1,92 @@
+"""The run record an executor run writes to its ``out`` directory: complete, partial, or at a checkpoint.
+
+    PreviousRun (resume) ── events, metrics before the checkpoint ──┐
+    coordinator.event_rows ── this run's events ────────────────────┼──► events.parquet
+    learner loop ── one metrics row per step ───────────────────────┼──► metrics.parquet
+    scenario ───────────────────────────────────────────────────────┴──► scenario.yaml, summary.json
+
+The files are the simulator's (``scenarios.record.write_run``, with ``backend:
+"executor"``) plus ``metrics.parquet`` (loss, reward, KL, staleness per step).
+``summary.json`` says ``status``: complete, interrupted or failed at the end,
+checkpoint while the run goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from scenarios.loading import dump_scenario
+from scenarios.record import EVENT_COLUMNS, summarize, write_run
+from scenarios.scenario import Scenario
+
+
+@dataclass
+class ExecutionResult:
+    summary: dict[str, Any]
+    events: pd.DataFrame
+    metrics: pd.DataFrame
+
+    @classmethod
+    def empty(cls) -> ExecutionResult:
+        """What a run that never started its coordinator returns (it writes nothing)."""
+        return cls({}, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
+
+
+@dataclass
+class PreviousRun:
+    """What a resumed run keeps from before its checkpoint."""
+
+    events: pd.DataFrame
+    metrics: pd.DataFrame
+    wall_time: float
+
+    @classmethod
+    def empty(cls) -> PreviousRun:
+        return cls(pd.DataFrame(columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS), pd.DataFrame(), 0.0)
+
+    @classmethod
+    def load(cls, out: Path, step: int) -> PreviousRun:
+        """Events and metrics of the steps before ``step``; rollouts not trained by then are regenerated."""
+        events = pd.read_parquet(out / "events.parquet")
+        metrics = pd.read_parquet(out / "metrics.parquet")
+        trained_before = (events["step"] >= 0) & (events["step"] < step)
+        train = events[(events["kind"] == "train") & trained_before]
+        wall = float(train["end"].max()) if len(train) else 0.0
+        kept = events[trained_before | ((events["kind"].isin(["sync", "drop"])) & (events["end"] <= wall))]
+        return cls(kept.reset_index(drop=True), metrics[metrics["step"] < step].reset_index(drop=True), wall)
+
+
+class RunRecord:
+    """The metrics rows of this run, on top of a previous run's record when resumed; writes the whole record."""
+
+    def __init__(self, scenario: Scenario, out: Path) -> None:
+        self.scenario, self.out = scenario, out
+        self.previous = PreviousRun.empty()
+        self.metrics: list[dict[str, float]] = []
+
+    def continue_from(self, previous: PreviousRun) -> None:
+        self.previous = previous
+
+    def add_step(self, row: dict[str, float]) -> None:
+        self.metrics.append(row)
+
+    def write(self, status: str, event_rows: list[dict[str, Any]]) -> ExecutionResult:
+        """Write summary.json (with ``status``), events.parquet, scenario.yaml and metrics.parquet."""
+        new_events = pd.DataFrame(event_rows, columns=list(EVENT_COLUMNS))
+        events = pd.concat([self.previous.events, new_events], ignore_index=True).astype(EVENT_COLUMNS)
+        metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
+        summary = summarize(
+            events,
+            backend="executor",
+            scenario_name=self.scenario.name,
+            engines=self.scenario.cluster.engines,
+            concurrency=self.scenario.engine_concurrency,
+        )
+        summary["status"] = status
+        write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)
+        metrics.to_parquet(self.out / "metrics.parquet", index=False)
+        return ExecutionResult(summary, events, metrics)
