@@ -142,8 +142,7 @@ class Coordinator:
             for message in messages:
                 if isinstance(message, RolloutDone):
                     self._rollout_done(message.actor, message.group, message.rollout)
-                elif isinstance(message, Loaded):
-                    self.state.loaded(message.actor, message.version)
+                elif isinstance(message, Loaded):  # the state counted the version as the actor's already
                     self._row(message.actor, "sync", message.start, message.end, version=message.version)
                 elif isinstance(message, ActorFailed):
                     self.failure = f"actor {message.actor} failed:\n{message.traceback}"

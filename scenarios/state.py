@@ -4,8 +4,8 @@
     ─────────────                      ─────────────                         ────────────
     engine finished samples ──► samples_finished ─┐
     a group's last sample   ──► group_finished ───┤  (queue overflow: dropped groups)
-    engine loaded weights   ──► loaded ───────────┼─► dispatch() ──► [Load(engine, v), Start(engine, groups)]
-    learner wants step k    ──► take(k) ──────────┤  (taken and dropped groups)
+    learner wants step k    ──► take(k) ──────────┼─► dispatch() ──► [Load(engine, v), Start(engine, groups)]
+                                                  │  (taken and dropped groups)
     learner made version v  ──► publish(v) ───────┘  (versions nobody needs any more)
 
 ``scenarios.policy`` is the rulebook; this class applies it to one run's state
@@ -20,9 +20,9 @@ engine that can take one (in-flight samples, ties to the lower index), so a
 burst of 4 groups on 2 empty engines is split 2 + 2. A group (the
 ``samples_per_prompt`` completions of one prompt) stays on one engine: its
 samples share the prompt's KV prefix, and the group's rollouts finish on one
-engine's clock. Each engine's groups get consecutive ids, engine by engine in
-the order of the actions, so a backend that starts them in that order draws
-lengths and prompts in id order.
+engine's clock. Group ids are the start order (so batch k's groups have the
+ids of batch k in exact schedules), and the Start actions come in that order:
+a backend that applies them in order draws lengths and prompts in id order.
 """
 
 from __future__ import annotations
@@ -39,14 +39,18 @@ from scenarios.scenario import Scenario
 class EngineLoad:
     """One engine as the dispatcher sees it."""
 
-    version: int = 0  # the weights it generates with
+    version: int = 0  # the weights it generates with, or has been told to load
     in_flight: int = 0  # samples started on it and not finished
-    loading: bool = False  # told to load weights; not done yet
 
 
 @dataclass(frozen=True)
 class Load:
-    """Tell ``engine`` to load weights ``version`` (it starts nothing until it has)."""
+    """Tell ``engine`` to load weights ``version`` before it starts anything it is told after this.
+
+    An engine takes its commands in order, so the state counts the version as
+    the engine's from the moment the load is decided: groups started on it in
+    the same dispatch are generated with the new weights, once they are in.
+    """
 
     engine: int
     version: int
@@ -123,12 +127,6 @@ class ScheduleState:
         self._queued_per_batch[batch] = self._queued_per_batch.get(batch, 0) + 1
         return dropped
 
-    def loaded(self, engine: int, version: int) -> None:
-        """``engine`` now generates with ``version``."""
-        state = self.engines[engine]
-        state.version, state.loading = version, False
-        self._index(engine)
-
     def publish(self, version: int) -> list[int]:
         """The learner made ``version``; returns the versions no engine may load any more."""
         self.latest_version = version
@@ -163,7 +161,7 @@ class ScheduleState:
         for index in sorted(self._maybe_load):
             target = self.sync_target(index)
             if target is not None and target in self.kept_versions:
-                self.engines[index].loading = True
+                self.engines[index].version = target
                 self._index(index)
                 actions.append(Load(index, target))
         actions.extend(self._split())
@@ -199,30 +197,38 @@ class ScheduleState:
             for index in engines
         ]
         heapq.heapify(takers)
-        batches: dict[int, list[int]] = {}
-        group_size, capacity, batch_groups = self._group_size, self._capacity, self.scenario.batch_groups
+        chosen: list[int] = []  # the engine of each group, in start order
+        group_size, capacity = self._group_size, self._capacity
         while takers:
             load, index = takers[0]
             engine = self.engines[index]
-            if self.live_groups >= limits[engine.version]:
+            if self.live_groups + len(chosen) >= limits[engine.version]:
                 heapq.heappop(takers)  # admission only tightens as groups start
                 continue
-            batches.setdefault(index, []).append(self.live_groups // batch_groups)  # policy.batch_of
-            self.live_groups += 1
+            chosen.append(index)
             load += group_size
             engine.in_flight = load
             if capacity - load >= group_size:
                 heapq.heapreplace(takers, (load, index))
             else:
                 heapq.heappop(takers)
-        starts = []
-        for index in sorted(batches):
+        return self._starts(chosen)
+
+    def _starts(self, chosen: list[int]) -> list[Start]:
+        """Number the chosen groups in start order; one Start per run of groups on the same engine."""
+        starts: list[Start] = []
+        for index in chosen:
+            group, batch = self.next_group, policy.batch_of(self.live_groups, self.scenario)
+            self.next_group += 1
+            self.live_groups += 1
+            self._batch_of_group[group] = batch
+            if starts and starts[-1].engine == index:
+                last = starts[-1]
+                starts[-1] = Start(index, (*last.groups, group), (*last.batches, batch))
+            else:
+                starts.append(Start(index, (group,), (batch,)))
+        for index in set(chosen):
             self._index(index)
-            count = len(batches[index])
-            groups = tuple(range(self.next_group, self.next_group + count))
-            self.next_group += count
-            self._batch_of_group.update(zip(groups, batches[index], strict=True))
-            starts.append(Start(index, groups, tuple(batches[index])))
         return starts
 
     # Bookkeeping.
@@ -235,11 +241,11 @@ class ScheduleState:
             self._room[filed].discard(engine)
             if not self._room[filed]:
                 del self._room[filed]
-        if not state.loading and self._capacity - state.in_flight >= self._group_size:
+        if self._capacity - state.in_flight >= self._group_size:
             self._room.setdefault(state.version, set()).add(engine)
             self._filed[engine] = state.version
         behind = state.version < self.latest_version
-        if not state.loading and behind and (self._in_flight_updates or state.in_flight == 0):
+        if behind and (self._in_flight_updates or state.in_flight == 0):
             self._maybe_load.add(engine)
         else:
             self._maybe_load.discard(engine)

@@ -76,24 +76,22 @@ class Simulation:
     # Decisions applied.
 
     def dispatch(self) -> None:
-        """Apply what the state says to do now."""
+        """Apply what the state says to do now: weight loads, then group starts (in that order)."""
         now = self.env.now
-        while actions := self.state.dispatch():  # a load completes at once here: its engine may start groups next
-            for action in actions:
-                engine = self.engines[action.engine]
-                engine.prepare(now)
-                if isinstance(action, Load):
-                    start, end = engine.load(action.version)
-                    self.state.loaded(engine.index, action.version)
-                    self.recorder.sync(engine.index, start, end, action.version)
-                else:
-                    for group in action.groups:
-                        prompt, lengths = self.lengths.next_group()
-                        self.rollouts.start_group(
-                            engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
-                        )
-                        engine.start(group, prompt, lengths)
-                engine.replan()
+        for action in self.state.dispatch():
+            engine = self.engines[action.engine]
+            engine.prepare(now)
+            if isinstance(action, Load):
+                start, end = engine.load(action.version)
+                self.recorder.sync(engine.index, start, end, action.version)
+            else:
+                for group in action.groups:
+                    prompt, lengths = self.lengths.next_group()
+                    self.rollouts.start_group(
+                        engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
+                    )
+                    engine.start(group, prompt, lengths)
+            engine.replan()
 
     def _confirm_refused(self) -> None:
         """Before a change that may reopen admission (a publish, a take, a drop): engines that had room

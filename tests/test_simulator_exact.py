@@ -122,3 +122,34 @@ def test_decode_step_time_between_finishes_uses_the_shrinking_batch() -> None:
     # Both decode at the batch-2 time until the short one ends, then the long one alone at batch 1.
     first_end = 0.01 + short * 0.05
     assert rollouts["end"].tolist() == pytest.approx([first_end, first_end + (long - short) * 0.01], abs=1e-9)
+
+
+def _two_engines(schedule: dict, prompts: int = 4):
+    """Two one-device engines, batches of ``prompts`` groups × 2 samples of 100 tokens."""
+    return small_scenario(
+        cluster={"generation_devices": 2, "training_devices": 2},
+        workload={"prompts_per_step": prompts, "samples_per_prompt": 2},
+        schedule=schedule,
+    )
+
+
+def test_sync_on_two_engines_splits_each_batch_evenly() -> None:
+    # 4 groups per step, room for all of them on either engine: each engine takes 2 (prefill 2 × 10 ms,
+    # then 100 steps × 10 ms), so a step is one generation round, exactly as worked out by hand.
+    result = run(_two_engines({"kind": "sync", "max_concurrency": 8}), profile(weight_sync_s=0.0))
+    generation_s = 2 * 10 * 0.001 + 100 * 0.01  # 1.02, on both engines at once
+    train_s = 8 * 110 * 0.002 / 2  # 0.88
+    assert result.summary["wall_time_s"] == pytest.approx(3 * (generation_s + train_s), abs=1e-9)
+    rollouts = result.events.query("kind == 'generate'")
+    assert rollouts.groupby("worker")["group"].nunique().to_dict() == {"engine-0": 6, "engine-1": 6}
+
+
+def test_pipelined_on_two_engines_worked_out_by_hand() -> None:
+    # N = 1, room for 2 groups per engine. Batches 0 and 1 both use version 0: batch 0 (2 + 2 groups)
+    # ends at 1.02, batch 1 at 2.04. Version 1 is out at 1.02 + 0.88 = 1.90, so at 2.04 the engines
+    # load it (no cost) and generate batch 2 by 3.06, which trains until 3.94.
+    result = run(
+        _two_engines({"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}), profile(weight_sync_s=0.0)
+    )
+    assert _flat(_train_rows(result)) == pytest.approx(_flat([(1.02, 1.90), (2.04, 2.92), (3.06, 3.94)]), abs=1e-9)
+    assert result.summary["staleness"]["histogram"] == {"0": 8, "1": 16}
