@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from analysis.tables import format_table
-from scenarios.record import RunRecordError, read_events, read_summary
+from asyncrl.analysis.tables import format_table
+from asyncrl.scenarios.record import RunRecordError, read_events, read_summary
 
 Summary = Mapping[str, Any]
 

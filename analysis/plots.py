@@ -24,15 +24,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from asyncrl.analysis.compare import Comparison, format_relative, relative_error
+from asyncrl.analysis.sizing import read_sizing, schedule_label
+from asyncrl.analysis.trace import natural_key
+from asyncrl.scenarios.loading import ScenarioError
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-
-from analysis.compare import Comparison, format_relative, relative_error
-from analysis.sizing import read_sizing, schedule_label
-from analysis.trace import natural_key
-from scenarios.loading import ScenarioError
 
 DPI = 120
 WIDTH_IN = 12.0

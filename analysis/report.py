@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from analysis import plots
-from analysis.compare import (
+from asyncrl.analysis import plots
+from asyncrl.analysis.compare import (
     FIGURES,
     TABLE_HEADER,
     Comparison,
@@ -40,9 +39,9 @@ from analysis.compare import (
     table_rows,
     write_comparison,
 )
-from analysis.sizing import read_sizing
-from analysis.tables import format_cell
-from analysis.trace import write_chrome_trace
+from asyncrl.analysis.sizing import read_sizing
+from asyncrl.analysis.tables import format_cell
+from asyncrl.analysis.trace import write_chrome_trace
 
 
 @dataclass(frozen=True)

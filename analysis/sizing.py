@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-
-from analysis.tables import FIGURE_HEADER, Labelled, Summary, figure_cells, format_table
-from scenarios.loading import ScenarioError
+from asyncrl.analysis.tables import FIGURE_HEADER, Labelled, Summary, figure_cells, format_table
+from asyncrl.scenarios.loading import ScenarioError
 
 if TYPE_CHECKING:
-    from scenarios.scenario import Scenario
+    from asyncrl.scenarios.scenario import Scenario
 
 SizingResult = tuple[Labelled, Summary]
 TABLE_HEADER = ["schedule split tp", *FIGURE_HEADER]

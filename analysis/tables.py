@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from scenarios.profile import CostProfile
-    from scenarios.scenario import Scenario
+    from asyncrl.scenarios.profile import CostProfile
+    from asyncrl.scenarios.scenario import Scenario
 
 Summary = Mapping[str, Any]
 FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]

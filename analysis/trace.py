@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from analysis.compare import load_events
+from asyncrl.analysis.compare import load_events
 
 ROLE_PIDS = {"training": 1, "generation": 2}
 ARG_COLUMNS = ("step", "version", "group", "sample", "tokens")

@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scenarios.loading import ScenarioError, dump_scenario, load_scenario
-from scenarios.scenario import Scenario
+from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
+from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -192,9 +192,9 @@ def _load(args: argparse.Namespace) -> Scenario:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from analysis.tables import simulation_lines
-    from scenarios.record import write_run
-    from simulator.simulation import simulate
+    from asyncrl.analysis.tables import simulation_lines
+    from asyncrl.scenarios.record import write_run
+    from asyncrl.simulator.simulation import simulate
 
     scenario = _load(args)
     out = args.out or Path("runs") / scenario.name
@@ -209,8 +209,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
-    from analysis.tables import execution_header, execution_lines
-    from executor.runtime import check, execute
+    from asyncrl.analysis.tables import execution_header, execution_lines
+    from asyncrl.executor.runtime import check, execute
 
     scenario = _load(args)
     check(scenario, args.device)
@@ -249,9 +249,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from analysis.tables import calibration_lines
-    from executor.calibrate import calibrate, check_device
-    from scenarios.profile import save_profile
+    from asyncrl.analysis.tables import calibration_lines
+    from asyncrl.executor.calibrate import calibrate, check_device
+    from asyncrl.scenarios.profile import save_profile
 
     scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
     batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
@@ -271,8 +271,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _speedup(args: argparse.Namespace) -> int:
-    from analysis.tables import speedup_lines
-    from simulator.sweep import simulate_speedup
+    from asyncrl.analysis.tables import speedup_lines
+    from asyncrl.simulator.sweep import simulate_speedup
 
     scenario = _load(args)
     results = simulate_speedup(scenario, progress=not args.quiet)
@@ -283,8 +283,8 @@ def _speedup(args: argparse.Namespace) -> int:
 
 
 def _size(args: argparse.Namespace) -> int:
-    from analysis.sizing import sizing_lines, write_sizing_csv
-    from simulator.sweep import simulate_sizing
+    from asyncrl.analysis.sizing import sizing_lines, write_sizing_csv
+    from asyncrl.simulator.sweep import simulate_sizing
 
     scenario = _load(args)
     kinds = args.kind or [scenario.schedule.kind]
@@ -306,7 +306,7 @@ EXIT_OFF_TOLERANCE = 1
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from analysis.compare import compare_runs, comparison_dict, comparison_lines, figures_off, write_comparison
+    from asyncrl.analysis.compare import compare_runs, comparison_dict, comparison_lines, figures_off, write_comparison
 
     comparison = compare_runs(args.a, args.b, tuple(args.speedup) if args.speedup else None)
     path = write_comparison(comparison, args.out or args.b, args.tolerance)
@@ -320,7 +320,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from analysis.report import report_lines, write_report
+    from asyncrl.analysis.report import report_lines, write_report
 
     speedup_dirs = tuple(args.speedup) if args.speedup else None
     files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing)
@@ -329,7 +329,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from analysis.trace import write_trace
+    from asyncrl.analysis.trace import write_trace
 
     path = write_trace(args.run, args.out)
     print(f"wrote {path} (open in https://ui.perfetto.dev or chrome://tracing)")

@@ -18,11 +18,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from analysis.compare import Comparison, compare_speedup, compare_summaries
-from analysis.tables import format_table
-from scenarios.loading import load_scenario
-from scenarios.record import read_summary, write_run
-from scenarios.scenario import Scenario
+from asyncrl.analysis.compare import Comparison, compare_speedup, compare_summaries
+from asyncrl.analysis.tables import format_table
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.record import read_summary, write_run
+from asyncrl.scenarios.scenario import Scenario
 
 DEMO_SCENARIOS = ("cpu-timing", "cpu-pareto", "cpu-light")
 
@@ -38,8 +38,8 @@ class ScenarioOutcome:
 def run_demo(
     out: Path, scenarios: tuple[str, ...] = DEMO_SCENARIOS, steps: int | None = None, say: Any = print
 ) -> list[ScenarioOutcome]:
-    from executor.calibrate import calibrate
-    from scenarios.profile import save_profile
+    from asyncrl.executor.calibrate import calibrate
+    from asyncrl.scenarios.profile import save_profile
 
     out.mkdir(parents=True, exist_ok=True)
     outcomes = []
@@ -62,9 +62,9 @@ def _load(name: str, steps: int | None, overrides: list[str]) -> Scenario:
 
 
 def _one_scenario(name: str, out: Path, profile: Path, steps: int | None) -> ScenarioOutcome:
-    from executor.runtime import execute
-    from scenarios.loading import dump_scenario
-    from simulator.simulation import simulate
+    from asyncrl.executor.runtime import execute
+    from asyncrl.scenarios.loading import dump_scenario
+    from asyncrl.simulator.simulation import simulate
 
     predicted, measured = {}, {}
     written = _load(name, steps, []).schedule.kind
@@ -92,7 +92,7 @@ def _one_scenario(name: str, out: Path, profile: Path, steps: int | None) -> Sce
 
 def _report(out: Path, outcome: ScenarioOutcome) -> Path:
     """Predicted against measured (as written), and the measured sync and async runs one above the other."""
-    from analysis.report import write_report
+    from asyncrl.analysis.report import write_report
 
     runs = out / outcome.name
     written = list(outcome.measured)[-1]

@@ -30,10 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from asyncrl.executor.engine import ContinuousBatchingEngine, Request, generate_all
+from asyncrl.executor.models import build_model
 from transformers import GenerationConfig, PreTrainedModel
-
-from executor.engine import ContinuousBatchingEngine, Request, generate_all
-from executor.models import build_model
 
 PRESET = "tiny"
 SEED = 0

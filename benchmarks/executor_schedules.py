@@ -18,9 +18,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from executor.runtime import execute
-from scenarios.loading import load_scenario
-from scenarios.record import summarize
+from asyncrl.executor.runtime import execute
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.record import summarize
 
 
 def main() -> None:

@@ -11,9 +11,9 @@ instants; λ·W uses their time average, which differs when admissions follow pu
 
 from __future__ import annotations
 
-from analysis.tables import format_table
-from scenarios.loading import load_scenario
-from simulator.simulation import simulate
+from asyncrl.analysis.tables import format_table
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.simulator.simulation import simulate
 
 VARIANTS = {
     "sync": ["schedule.kind=sync"],

@@ -20,11 +20,10 @@ import time
 from collections.abc import Callable, Generator
 
 import simpy
-
-from scenarios.loading import load_scenario
-from scenarios.record import summarize
-from scenarios.scenario import Scenario
-from simulator.simulation import Simulation
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.record import summarize
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.simulator.simulation import Simulation
 
 BARE_EVENTS = 1_000_000
 

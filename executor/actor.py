@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from typing import Any
 
-from executor.messages import (
+from asyncrl.executor.messages import (
     ActorFailed,
     Command,
     FinishedRollout,
@@ -32,7 +32,7 @@ from executor.messages import (
     StartGroup,
     Stop,
 )
-from scenarios.scenario import Scenario
+from asyncrl.scenarios.scenario import Scenario
 
 POLL_S = 0.05  # how long an idle actor waits for a command before checking again
 
@@ -64,10 +64,9 @@ def actor_main(spec: ActorSpec, commands: Queue, results: Queue) -> None:
 def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     import torch
     import torch.distributed as dist
-
-    from executor.engine import ContinuousBatchingEngine
-    from executor.weights import WeightLayout, receive_weights, staging_device
-    from executor.work import load_scenario_task, policy_model
+    from asyncrl.executor.engine import ContinuousBatchingEngine
+    from asyncrl.executor.weights import WeightLayout, receive_weights, staging_device
+    from asyncrl.executor.work import load_scenario_task, policy_model
 
     index, scenario, device = spec.index, spec.scenario, spec.device
     torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)

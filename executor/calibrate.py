@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from executor.engine import ContinuousBatchingEngine, Request, Rollout
-from scenarios.loading import ScenarioError
-from scenarios.profile import CostProfile
-from scenarios.scenario import Scenario
+from asyncrl.executor.engine import ContinuousBatchingEngine, Request, Rollout
+from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.profile import CostProfile
+from asyncrl.scenarios.scenario import Scenario
 
 DECODE_STEPS = 16  # decode steps timed per measurement
 SHORT_PROMPT, LONG_PROMPT = 16, 128
@@ -52,8 +51,8 @@ def calibrate(
     device: str = "cpu",
 ) -> Calibration:
     """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``."""
-    from executor.learner import Learner
-    from executor.work import load_scenario_task, policy_model
+    from asyncrl.executor.learner import Learner
+    from asyncrl.executor.work import load_scenario_task, policy_model
 
     torch.set_num_threads(scenario.cluster.devices_per_engine)
     task = load_scenario_task(scenario)
@@ -208,7 +207,7 @@ def _weight_sync(model: Any) -> float:
     On one machine the gloo transfer of a small model is a memory copy; the
     runtime's own sync spans (events.parquet) show the full cost, wire included.
     """
-    from executor.weights import WeightLayout
+    from asyncrl.executor.weights import WeightLayout
 
     layout = WeightLayout.of(model.state_dict())
     engine = _engine(model, 1)

@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from executor.record import PreviousRun
-from scenarios.loading import ScenarioError
+from asyncrl.executor.record import PreviousRun
+from asyncrl.scenarios.loading import ScenarioError
 
 if TYPE_CHECKING:
     import torch
-
-    from executor.learner import Learner
-    from executor.work import WorkSource
+    from asyncrl.executor.learner import Learner
+    from asyncrl.executor.work import WorkSource
 
 CHECKPOINT_DIR = "checkpoint"
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from executor.messages import (
+from asyncrl.executor.messages import (
     ActorFailed,
     FinishedRollout,
     Loaded,
@@ -32,11 +31,11 @@ from executor.messages import (
     RolloutDone,
     StartGroup,
 )
-from executor.weights import send_weights
-from executor.work import WorkSource
-from scenarios.policy import FinishedGroup
-from scenarios.scenario import Scenario
-from scenarios.state import Load, ScheduleState
+from asyncrl.executor.weights import send_weights
+from asyncrl.executor.work import WorkSource
+from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.state import Load, ScheduleState
 
 WAIT_S = 0.2  # the learner re-checks the workers' health this often while it waits
 

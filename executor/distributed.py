@@ -37,8 +37,7 @@ def join_process_group(
     ``watch`` runs every 0.2 s while joining and raises if an actor failed.
     """
     import torch.distributed as dist
-
-    from executor.weights import LEARNER_RANK
+    from asyncrl.executor.weights import LEARNER_RANK
 
     failure: list[BaseException] = []
 

@@ -42,19 +42,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from asyncrl.executor.engine import Rollout
+from asyncrl.executor.losses import LOSSES, LossBatch, LossConfig
+from asyncrl.executor.tokenizer import Tokenizer
+from asyncrl.scenarios.workload import minibatch_bounds
 from safetensors.torch import load_model as load_safetensors_model
 from safetensors.torch import save_model as save_safetensors_model
 from torch import Tensor, nn
 
-from executor.engine import Rollout
-from executor.losses import LOSSES, LossBatch, LossConfig
-from executor.tokenizer import Tokenizer
-from scenarios.workload import minibatch_bounds
-
 if TYPE_CHECKING:
+    from asyncrl.scenarios.scenario import Scenario
     from transformers import PreTrainedModel
-
-    from scenarios.scenario import Scenario
 
 Group = Sequence[tuple[Rollout, float]]  # the G scored rollouts of one prompt
 

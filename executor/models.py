@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from asyncrl.scenarios.catalog import MODEL_PRESETS, ModelPreset
 from transformers import (
     AutoModelForCausalLM,
     GPTNeoXConfig,
@@ -22,8 +23,6 @@ from transformers import (
     Qwen2Config,
     Qwen3Config,
 )
-
-from scenarios.catalog import MODEL_PRESETS, ModelPreset
 
 SUPPORTED_FAMILIES = ("llama", "qwen2", "qwen3", "gpt_neox")
 PYTHIA_ROTARY_FRACTION = 0.25  # GPT-NeoX (Pythia) rotates a quarter of each head's dimensions

@@ -22,13 +22,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from executor.distributed import join_process_group, leave_process_group, rendezvous_address
-from executor.messages import ActorFailed, Go, Stop
-from scenarios.scenario import Scenario
+from asyncrl.executor.distributed import join_process_group, leave_process_group, rendezvous_address
+from asyncrl.executor.messages import ActorFailed, Go, Stop
+from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
-    from executor.coordinator import Coordinator
-    from executor.workers import Workers
+    from asyncrl.executor.coordinator import Coordinator
+    from asyncrl.executor.workers import Workers
 
 READY_TIMEOUT_S = 300.0
 #: How often a busy actor looks for commands: every decode step on local queues; Ray's queues
@@ -40,7 +40,7 @@ class ActorProcesses:
     """One actor per engine, wherever ``runtime`` (local or ray) runs them, and the thread that reads their results."""
 
     def __init__(self, scenario: Scenario, device: str, runtime: str) -> None:
-        from executor.weights import sync_backend
+        from asyncrl.executor.weights import sync_backend
 
         self.scenario, self.device, self.runtime = scenario, device, runtime
         self.engines = scenario.cluster.engines
@@ -55,8 +55,8 @@ class ActorProcesses:
 
     def spawn(self) -> None:
         """Start one actor per engine; they join the process group at a fresh rendezvous on the learner's host."""
-        from executor.actor import ActorSpec
-        from executor.workers import make_workers
+        from asyncrl.executor.actor import ActorSpec
+        from asyncrl.executor.workers import make_workers
 
         self.workers = make_workers(self.runtime, self.engines, self.scenario, self.device)
         self.commands, self.results = self.workers.commands, self.workers.results

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from scenarios.loading import dump_scenario
-from scenarios.record import EVENT_COLUMNS, summarize, write_run
-from scenarios.scenario import Scenario
+from asyncrl.scenarios.loading import dump_scenario
+from asyncrl.scenarios.record import EVENT_COLUMNS, summarize, write_run
+from asyncrl.scenarios.scenario import Scenario
 
 
 @dataclass

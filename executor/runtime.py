@@ -33,18 +33,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from executor import checkpoint
-from executor.processes import ActorProcesses
-from executor.record import ExecutionResult, RunRecord
-from scenarios.loading import ScenarioError
-from scenarios.scenario import Scenario
+from asyncrl.executor import checkpoint
+from asyncrl.executor.processes import ActorProcesses
+from asyncrl.executor.record import ExecutionResult, RunRecord
+from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
     import torch
-
-    from executor.coordinator import Coordinator, GroupRecord
-    from executor.learner import Learner
-    from executor.tasks import Task
+    from asyncrl.executor.coordinator import Coordinator, GroupRecord
+    from asyncrl.executor.learner import Learner
+    from asyncrl.executor.tasks import Task
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
@@ -97,9 +96,9 @@ def _check_device(scenario: Scenario, device: str) -> None:
 
 def _check_task(scenario: Scenario) -> None:
     """A task, model or checkpoint the executor cannot use is a one-line error before any process starts."""
-    from executor.models import build_config
-    from executor.work import load_scenario_task
-    from scenarios.catalog import MODEL_PRESETS
+    from asyncrl.executor.models import build_config
+    from asyncrl.executor.work import load_scenario_task
+    from asyncrl.scenarios.catalog import MODEL_PRESETS
 
     model = scenario.model
     try:
@@ -134,9 +133,8 @@ class _Run:
 
     def start(self, resume: bool) -> None:
         import torch
-
-        from executor.learner import Learner
-        from executor.work import load_scenario_task, policy_model
+        from asyncrl.executor.learner import Learner
+        from asyncrl.executor.work import load_scenario_task, policy_model
 
         self.actors.spawn()
         if self.device == "cpu":
@@ -153,9 +151,9 @@ class _Run:
         self._start_coordinator(model.config.vocab_size)
 
     def _start_coordinator(self, model_vocab: int) -> None:
-        from executor.coordinator import Coordinator
-        from executor.weights import WeightLayout
-        from executor.work import WorkSource
+        from asyncrl.executor.coordinator import Coordinator
+        from asyncrl.executor.weights import WeightLayout
+        from asyncrl.executor.work import WorkSource
 
         self.t0 = time.time() - self.resumed.previous.wall_time
         source = WorkSource(self.scenario, self.task, model_vocab)
@@ -172,7 +170,7 @@ class _Run:
     # The learner loop.
 
     def train(self, on_step: StepCallback | None) -> None:
-        from executor.engine import Rollout
+        from asyncrl.executor.engine import Rollout
 
         scenario, learner, coordinator = self.scenario, self.learner, self._coordinator()
         for step in range(self.resumed.step, scenario.run.steps):
@@ -234,7 +232,7 @@ class _Run:
         return self.coordinator
 
     def _flat_weights(self) -> torch.Tensor:
-        from executor.weights import staging_device
+        from asyncrl.executor.weights import staging_device
 
         flat = self.layout.flatten(self.learner.weights())
         return flat.to(staging_device(self.actors.backend, flat.device))

@@ -47,11 +47,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
-
-from executor.tokenizer import CharTokenizer, Tokenizer
+from asyncrl.executor.tokenizer import CharTokenizer, Tokenizer
 
 if TYPE_CHECKING:
-    from executor.engine import Request
+    from asyncrl.executor.engine import Request
 
 Rng = np.random.Generator | random.Random
 
@@ -163,7 +162,7 @@ def load_task(spec: str) -> Task:
 
 def to_request(prompt: TaskPrompt, request_id: int, max_new_tokens: int | None = None) -> Request:
     """An engine request for the prompt; ``max_new_tokens`` (e.g. ``completion_tokens.cap``) caps the task's budget."""
-    from executor.engine import Request  # torch only when a request is made
+    from asyncrl.executor.engine import Request  # torch only when a request is made
 
     budget = prompt.max_new_tokens if max_new_tokens is None else min(prompt.max_new_tokens, max_new_tokens)
     return Request(id=request_id, prompt=list(prompt.ids), max_new_tokens=budget)

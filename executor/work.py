@@ -18,15 +18,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from scenarios.scenario import Scenario
-from scenarios.workload import LengthStream
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.workload import LengthStream
 
 if TYPE_CHECKING:
+    from asyncrl.executor.engine import Request, Rollout
+    from asyncrl.executor.tasks import Task, TaskPrompt
     from transformers import PreTrainedModel
-
-    from executor.engine import Request, Rollout
-    from executor.tasks import Task, TaskPrompt
 
 FIRST_TIMING_TOKEN = 3  # timing-mode prompts avoid the lowest ids, where special tokens usually sit
 
@@ -52,8 +50,8 @@ class WorkSource:
 
     def requests(self, group: int) -> list[Request]:
         """The G requests of ``group``; call in group order (lengths are drawn in sequence)."""
-        from executor.engine import Request
-        from executor.tasks import to_request
+        from asyncrl.executor.engine import Request
+        from asyncrl.executor.tasks import to_request
 
         prompt_tokens, completion_tokens = self._lengths.next_group()
         first = group * self.group_size
@@ -84,14 +82,14 @@ class WorkSource:
 
 def load_scenario_task(scenario: Scenario) -> Task | None:
     """The scenario's task (task mode), or None (timing mode)."""
-    from executor.tasks import load_task
+    from asyncrl.executor.tasks import load_task
 
     return load_task(scenario.workload.task) if scenario.workload.task else None
 
 
 def policy_model(scenario: Scenario, task: Task | None) -> PreTrainedModel:
     """The initial policy: a local checkpoint (``model.path``) or a preset built from its seed."""
-    from executor.models import build_model, load_model
+    from asyncrl.executor.models import build_model, load_model
 
     if scenario.model.path is not None:
         return load_model(scenario.model.path, trust_remote_code=scenario.model.trust_remote_code)

@@ -15,8 +15,8 @@ import multiprocessing as mp
 import os
 from typing import Any, Protocol
 
-from executor.actor import ActorSpec, actor_main
-from scenarios.scenario import Scenario
+from asyncrl.executor.actor import ActorSpec, actor_main
+from asyncrl.scenarios.scenario import Scenario
 
 
 class Workers(Protocol):

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from asyncrl.scenarios.scenario import PipelinedSchedule, Scenario, StreamingSchedule, SyncSchedule
 from pydantic import ValidationError
-
-from scenarios.scenario import PipelinedSchedule, Scenario, StreamingSchedule, SyncSchedule
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 

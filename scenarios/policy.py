@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scenarios.scenario import Scenario
+from asyncrl.scenarios.scenario import Scenario
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from asyncrl.scenarios.loading import ScenarioError, describe_validation_error
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from scenarios.loading import ScenarioError, describe_validation_error
 
 SUMMARY_FILE = "summary.json"
 

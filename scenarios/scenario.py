@@ -18,6 +18,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
+from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
+from asyncrl.scenarios.distributions import Fixed, LengthDistribution
+from asyncrl.scenarios.profile import CostProfile, load_profile
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -30,10 +33,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-from scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
-from scenarios.distributions import Fixed, LengthDistribution
-from scenarios.profile import CostProfile, load_profile
 
 DeviceName = Literal[tuple(DEVICES)]  # type: ignore[valid-type]
 PresetName = Literal[tuple(MODEL_PRESETS)]  # type: ignore[valid-type]

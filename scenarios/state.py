@@ -30,9 +30,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from scenarios import policy
-from scenarios.policy import FinishedGroup
-from scenarios.scenario import Scenario
+from asyncrl.scenarios import policy
+from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.scenario import Scenario
 
 
 @dataclass

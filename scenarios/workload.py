@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from scenarios.scenario import Scenario
+from asyncrl.scenarios.scenario import Scenario
 
 _CHUNK_GROUPS = 4096
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from scenarios.profile import CostProfile
-from scenarios.scenario import Scenario
-from scenarios.workload import TrainTokens
+from asyncrl.scenarios.profile import CostProfile
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.workload import TrainTokens
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,9 @@ from collections.abc import Generator
 from typing import Protocol
 
 import simpy
-
-from scenarios.scenario import Scenario
-from simulator.costs import CostModel
-from simulator.rollouts import Rollouts
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.simulator.costs import CostModel
+from asyncrl.simulator.rollouts import Rollouts
 
 _EPS = 1e-9
 

@@ -15,10 +15,9 @@ import math
 
 import numpy as np
 import pandas as pd
-
-from scenarios.record import EVENT_COLUMNS
-from scenarios.workload import TrainTokens
-from simulator.rollouts import Rollouts
+from asyncrl.scenarios.record import EVENT_COLUMNS
+from asyncrl.scenarios.workload import TrainTokens
+from asyncrl.simulator.rollouts import Rollouts
 
 Load = tuple[float, float, int]  # (engine progress, wall time, version) of one weight load
 

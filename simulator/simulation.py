@@ -19,17 +19,16 @@ from typing import Any
 
 import pandas as pd
 import simpy
-
-from scenarios import policy
-from scenarios.policy import FinishedGroup
-from scenarios.record import summarize
-from scenarios.scenario import Scenario
-from scenarios.state import Load, ScheduleState
-from scenarios.workload import LengthStream
-from simulator.costs import CostModel, cost_model
-from simulator.engine import Engine
-from simulator.recorder import Recorder
-from simulator.rollouts import Rollouts
+from asyncrl.scenarios import policy
+from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.record import summarize
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.state import Load, ScheduleState
+from asyncrl.scenarios.workload import LengthStream
+from asyncrl.simulator.costs import CostModel, cost_model
+from asyncrl.simulator.engine import Engine
+from asyncrl.simulator.recorder import Recorder
+from asyncrl.simulator.rollouts import Rollouts
 
 StepCallback = Callable[[int, float], None]
 

@@ -19,11 +19,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from asyncrl.scenarios.loading import ScenarioError, validate_scenario
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.simulator.simulation import simulate
 from tqdm import tqdm
-
-from scenarios.loading import ScenarioError, validate_scenario
-from scenarios.scenario import Scenario
-from simulator.simulation import simulate
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from scenarios.loading import validate_scenario
-from scenarios.profile import CostProfile
-from scenarios.scenario import Scenario
-from simulator.costs import MeasuredCosts
-from simulator.simulation import SimulationResult, simulate
+from asyncrl.scenarios.loading import validate_scenario
+from asyncrl.scenarios.profile import CostProfile
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.simulator.costs import MeasuredCosts
+from asyncrl.simulator.simulation import SimulationResult, simulate
 
 
 def small_scenario(**sections: dict[str, Any]) -> Scenario:

@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from asyncrl.analysis import compare, plots, report, sizing, trace
+from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
+from asyncrl.scenarios.record import EVENT_COLUMNS, RunSummary, empty_events, read_summary, write_run
+from asyncrl.simulator.simulation import simulate
 from pydantic import BaseModel
 
-from analysis import compare, plots, report, sizing, trace
 from asyncrl.cli import main
-from scenarios.loading import ScenarioError, dump_scenario, load_scenario
-from scenarios.record import EVENT_COLUMNS, RunSummary, empty_events, read_summary, write_run
-from simulator.simulation import simulate
 
 # ── hand-made run records ───────────────────────────────────────────────────────
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from asyncrl.scenarios.loading import load_scenario, shipped_scenarios
+from asyncrl.scenarios.record import EVENT_COLUMNS, read_summary
 
 from asyncrl.cli import main
-from scenarios.loading import load_scenario, shipped_scenarios
-from scenarios.record import EVENT_COLUMNS, read_summary
 
 DELETE = object()
 QUICKSTART = yaml.safe_load((Path(__file__).parents[1] / "scenarios" / "quickstart.yaml").read_text())

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 import torch
+from asyncrl.executor.coordinator import Coordinator
+from asyncrl.executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroup
+from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.state import Action, Load, ScheduleState, Taken
+from asyncrl.simulator.simulation import Simulation
 
-from executor.coordinator import Coordinator
-from executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroup
-from scenarios.policy import FinishedGroup
-from scenarios.state import Action, Load, ScheduleState, Taken
-from simulator.simulation import Simulation
 from tests.conftest import small_scenario
 
 Event = tuple[Any, ...]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.workload import TrainTokens
+from asyncrl.simulator.costs import AnalyticCosts, MeasuredCosts
 
-from scenarios.loading import load_scenario
-from scenarios.workload import TrainTokens
-from simulator.costs import AnalyticCosts, MeasuredCosts
 from tests.conftest import profile, small_scenario
 
 H100_PEAK, H100_BANDWIDTH, H100_NETWORK = 989e12, 3350e9, 50e9

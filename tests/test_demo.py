@@ -9,8 +9,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from asyncrl.scenarios.loading import load_scenario
+
 from asyncrl.cli import main
-from scenarios.loading import load_scenario
 
 
 def test_demo_calibrates_predicts_executes_compares_and_reports(tmp_path: Path, capsys) -> None:

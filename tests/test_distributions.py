@@ -6,10 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from asyncrl.scenarios.distributions import Fixed, LogNormal, Pareto
 from hypothesis import given
 from hypothesis import strategies as st
-
-from scenarios.distributions import Fixed, LogNormal, Pareto
 
 
 def test_lognormal_truncated_mean_matches_samples() -> None:

@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from executor.runtime import execute
-from scenarios.loading import load_scenario
-from scenarios.record import EVENT_COLUMNS
+from asyncrl.executor.runtime import execute
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.record import EVENT_COLUMNS
 
 FAST = ["run.steps=4", "workload.completion_tokens.max_tokens=48", "workload.prompts_per_step=2"]
 

@@ -27,18 +27,18 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
+from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
+from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
+from asyncrl.executor.models import build_model  # noqa: E402
+from asyncrl.executor.tasks import TASKS, Task, TaskPrompt, load_task, to_request  # noqa: E402
+from asyncrl.executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
-from executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
-from executor.models import build_model  # noqa: E402
-from executor.tasks import TASKS, Task, TaskPrompt, load_task, to_request  # noqa: E402
-from executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer  # noqa: E402
 from tests.conftest import small_scenario  # noqa: E402
 
 if TYPE_CHECKING:
-    from scenarios.scenario import Scenario
+    from asyncrl.scenarios.scenario import Scenario
 
 LEARNING_STEPS = 150
 WINDOW = 10  # steps averaged at each end of the run
@@ -171,7 +171,7 @@ def test_checkpoint_restores_the_rng_states(tmp_path: Path) -> None:
 
 def test_load_task_accepts_shipped_names_and_module_functions() -> None:
     assert {load_task(name).name for name in TASKS} == set(TASKS)
-    task = load_task("executor.tasks:reverse_task")
+    task = load_task("asyncrl.executor.tasks:reverse_task")
     assert isinstance(task, Task)
     assert task.name == "reverse"
 
@@ -181,9 +181,9 @@ def test_load_task_accepts_shipped_names_and_module_functions() -> None:
     [
         ("no-such-task", "unknown task"),
         ("no_such_module_anywhere:make", "cannot import"),
-        ("executor.tasks:no_such_function", "cannot import"),
-        ("executor.tokenizer:CharTokenizer", "not a Task"),
-        ("executor.tokenizer:ALPHABET", "not a function"),
+        ("asyncrl.executor.tasks:no_such_function", "cannot import"),
+        ("asyncrl.executor.tokenizer:CharTokenizer", "not a Task"),
+        ("asyncrl.executor.tokenizer:ALPHABET", "not a function"),
     ],
 )
 def test_load_task_errors_name_the_scenario_field(spec: str, why: str) -> None:

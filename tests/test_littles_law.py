@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from scenarios.loading import load_scenario
-from simulator.simulation import simulate
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.simulator.simulation import simulate
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,7 @@ import typing
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from executor.losses import (
+from asyncrl.executor.losses import (
     LOSSES,
     LossBatch,
     LossConfig,
@@ -28,6 +25,8 @@ from executor.losses import (
     rloo_advantages,
     rloo_loss,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 F64 = torch.float64
 PAD = None  # marks a padded position in the hand tables below
@@ -385,7 +384,7 @@ def every_input_batch() -> LossBatch:
 
 
 def test_registry_covers_the_scenario_loss_names() -> None:
-    from scenarios.scenario import AlgorithmSpec
+    from asyncrl.scenarios.scenario import AlgorithmSpec
 
     assert set(LOSSES) == set(typing.get_args(AlgorithmSpec.model_fields["loss"].annotation))
 

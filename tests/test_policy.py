@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scenarios import policy
-from scenarios.policy import FinishedGroup
+from asyncrl.scenarios import policy
+from asyncrl.scenarios.policy import FinishedGroup
+
 from tests.conftest import small_scenario
 
 

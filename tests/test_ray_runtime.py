@@ -10,8 +10,8 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
-from executor.runtime import execute  # noqa: E402
-from scenarios.loading import load_scenario  # noqa: E402
+from asyncrl.executor.runtime import execute  # noqa: E402
+from asyncrl.scenarios.loading import load_scenario  # noqa: E402
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from asyncrl.scenarios.loading import validate_scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scenarios.loading import validate_scenario
 from tests.conftest import profile, run
 
 

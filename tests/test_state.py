@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from asyncrl.scenarios import policy
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.state import Load, ScheduleState, Start
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios import policy
-from scenarios.scenario import Scenario
-from scenarios.state import Load, ScheduleState, Start
 from tests.conftest import small_scenario
 
 
