@@ -203,20 +203,27 @@ def test_compare_command_with_speedup(hand_runs: tuple[Path, Path], tmp_path: Pa
     assert "speedup sync/async" in capsys.readouterr().out
 
 
+def one_line_error(command: str, bad: Path, good: Path, tmp_path: Path, capsys: Any) -> str:
+    """Run ``command`` on the bad run directory; it must exit 2 with one line on stderr, returned."""
+    args = {
+        "compare": ["compare", str(good), str(bad)],
+        "report": ["report", str(bad), "--out", str(tmp_path / "report")],
+        "trace": ["trace", str(bad)],
+    }[command]
+    assert main(args) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    return error
+
+
 @pytest.mark.parametrize("command", ["compare", "report", "trace"])
 def test_missing_run_is_a_one_line_error(command: str, hand_runs: tuple[Path, Path], tmp_path: Path, capsys) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     missing = tmp_path / "missing"
     for bad in (empty, missing):
-        args = {
-            "compare": ["compare", str(hand_runs[0]), str(bad)],
-            "report": ["report", str(bad), "--out", str(tmp_path / "report")],
-            "trace": ["trace", str(bad)],
-        }[command]
-        assert main(args) == 2
-        error = capsys.readouterr().err
-        assert error.startswith("asyncrl: error: ") and error.count("\n") == 1 and str(bad) in error
+        error = one_line_error(command, bad, hand_runs[0], tmp_path, capsys)
+        assert error.startswith("asyncrl: error: ") and str(bad) in error
 
 
 MISSING = object()
@@ -243,14 +250,8 @@ def test_malformed_summary_is_a_one_line_error_naming_the_field(
     else:
         node[leaf] = value
     bad = write_hand_run(tmp_path / "bad", summary)
-    args = {
-        "compare": ["compare", str(hand_runs[0]), str(bad)],
-        "report": ["report", str(bad), "--out", str(tmp_path / "report")],
-        "trace": ["trace", str(bad)],
-    }[command]
-    assert main(args) == 2
-    error = capsys.readouterr().err
-    assert error.startswith(f"asyncrl: error: {bad / 'summary.json'}: {message}") and error.count("\n") == 1
+    error = one_line_error(command, bad, hand_runs[0], tmp_path, capsys)
+    assert error.startswith(f"asyncrl: error: {bad / 'summary.json'}: {message}")
 
 
 def test_summary_that_is_not_json_is_named(hand_runs: tuple[Path, Path], capsys) -> None:

@@ -181,19 +181,20 @@ SCHEDULES = {
 }
 
 
-@pytest.mark.parametrize("name", list(SCHEDULES))
-@pytest.mark.parametrize("engines", [2, 3])
-def test_coordinator_commands_what_the_simulation_decided(name: str, engines: int) -> None:
+def assert_coordinator_agrees(
+    engines: int, group_size: int, sigma: float, schedule: dict, steps: int, seed: int
+) -> None:
+    """Simulate, replay the trace into a coordinator, and compare what each decided."""
     scenario = small_scenario(
         cluster={"generation_devices": engines, "training_devices": 2},
         workload={
-            "prompts_per_step": 3,
-            "samples_per_prompt": 2,
+            "prompts_per_step": 3 if group_size == 2 else 4,
+            "samples_per_prompt": group_size,
             "prompt_tokens": {"kind": "fixed", "value": 10},
-            "completion_tokens": {"kind": "lognormal", "median": 60, "sigma": 1.0, "max_tokens": 400},
+            "completion_tokens": {"kind": "lognormal", "median": 60, "sigma": sigma, "max_tokens": 600},
         },
-        schedule=SCHEDULES[name],
-        run={"steps": 12, "seed": 3},
+        schedule=schedule,
+        run={"steps": steps, "seed": seed},
     )
     sim = Simulation(scenario)
     sim.state = traced = TracedState(sim)
@@ -201,6 +202,12 @@ def test_coordinator_commands_what_the_simulation_decided(name: str, engines: in
     expected = [decision for event in traced.trace if event[0] == "dispatch" for decision in decisions(event[2])]
     assert len(expected) > scenario.run.steps * scenario.batch_groups / 2  # the run really started groups
     assert commanded(replay(traced.trace, sim)) == expected
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+@pytest.mark.parametrize("engines", [2, 3])
+def test_coordinator_commands_what_the_simulation_decided(name: str, engines: int) -> None:
+    assert_coordinator_agrees(engines, group_size=2, sigma=1.0, schedule=SCHEDULES[name], steps=12, seed=3)
 
 
 WIDE = {
@@ -221,19 +228,4 @@ WIDE = {
 def test_with_finishes_applied_ahead_the_coordinator_still_agrees(name: str, seed: int) -> None:
     # Room for 4 groups of 4 per engine: engines that were refused admission plan many quiet
     # finishes ahead; when a drop or a publish reopens admission, their loads must be current.
-    scenario = small_scenario(
-        cluster={"generation_devices": 3, "training_devices": 2},
-        workload={
-            "prompts_per_step": 4,
-            "samples_per_prompt": 4,
-            "prompt_tokens": {"kind": "fixed", "value": 10},
-            "completion_tokens": {"kind": "lognormal", "median": 60, "sigma": 1.2, "max_tokens": 600},
-        },
-        schedule=WIDE[name],
-        run={"steps": 15, "seed": seed},
-    )
-    sim = Simulation(scenario)
-    sim.state = traced = TracedState(sim)
-    sim.run()
-    expected = [decision for event in traced.trace if event[0] == "dispatch" for decision in decisions(event[2])]
-    assert commanded(replay(traced.trace, sim)) == expected
+    assert_coordinator_agrees(3, group_size=4, sigma=1.2, schedule=WIDE[name], steps=15, seed=seed)
