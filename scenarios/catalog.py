@@ -4,10 +4,18 @@ A scenario names a device (``hardware.device``) and usually a model preset
 (``model.preset``); the cost model reads these figures. All figures are dense
 bf16 datasheet values (no sparsity), in SI units: FLOP/s, bytes, bytes/s.
 
-``interconnect_bytes_per_s`` is the per-device bandwidth between the training
-pool and the generation pool, used for weight synchronization: the network
-adapter each GPU has in a typical cluster node (e.g. a 400 Gb/s NIC = 50 GB/s),
-not NVLink, because the two pools usually sit on different nodes.
+Links are per device and per direction (a datasheet's "900 GB/s bidirectional"
+NVLink is 450 GB/s each way), because a transfer moves bytes one way:
+
+    nvlink_bytes_per_s   to another device of the same node (NVLink through the
+                         node's NVSwitch; PCIe peer-to-peer on a device without NVLink)
+    network_bytes_per_s  to a device of another node: the network adapter each
+                         device has in the vendor's reference node (DGX), e.g. one
+                         400 Gb/s ConnectX-7 per GPU = 50 GB/s
+    host_bytes_per_s     to host memory (PCIe), what offloading optimizer state uses
+
+Where a figure is not on a datasheet (a node's network for a device sold
+without a reference node, the ``cpu`` entry), the comment says it is assumed.
 """
 
 from __future__ import annotations
@@ -19,24 +27,42 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """One accelerator as its datasheet describes it."""
+    """One accelerator as its datasheet (and its vendor's reference node) describes it."""
 
     peak_flops: float  # dense bf16 tensor FLOP/s
     memory_bytes: float  # device memory
     memory_bytes_per_s: float  # memory bandwidth
-    interconnect_bytes_per_s: float  # per-device bandwidth to the other pool
+    nvlink_bytes_per_s: float  # to a device of the same node, one direction
+    network_bytes_per_s: float  # to a device of another node (its network adapter), one direction
+    host_bytes_per_s: float  # to host memory over PCIe, one direction
+    intra_node_link: str = "nvlink"  # "nvlink", or "pcie" where devices of a node talk over PCIe
 
 
 DEVICES: dict[str, DeviceSpec] = {
-    "a100-40g": DeviceSpec(312e12, 40 * GB, 1555 * GB, 25 * GB),
-    "a100-80g": DeviceSpec(312e12, 80 * GB, 2039 * GB, 25 * GB),
-    "h100": DeviceSpec(989e12, 80 * GB, 3350 * GB, 50 * GB),
-    "h200": DeviceSpec(989e12, 141 * GB, 4800 * GB, 50 * GB),
-    "h20": DeviceSpec(148e12, 96 * GB, 4000 * GB, 50 * GB),
-    "l40s": DeviceSpec(362e12, 48 * GB, 864 * GB, 25 * GB),
-    "b200": DeviceSpec(2250e12, 180 * GB, 8000 * GB, 100 * GB),
-    # Two cores of a current x86 server with AVX-512 FMA, and its DRAM share.
-    "cpu": DeviceSpec(0.2e12, 24 * GB, 20 * GB, 10 * GB),
+    # A100 SXM: NVLink 3, 600 GB/s bidirectional (A100 datasheet; HGX A100 8-GPU NVSwitch baseboard);
+    # DGX A100: 8 single-port ConnectX-6 HDR 200 Gb/s for compute = 25 GB/s per GPU;
+    # PCIe Gen4 x16: 64 GB/s bidirectional (A100 datasheet).
+    "a100-40g": DeviceSpec(312e12, 40 * GB, 1555 * GB, 300 * GB, 25 * GB, 32 * GB),
+    "a100-80g": DeviceSpec(312e12, 80 * GB, 2039 * GB, 300 * GB, 25 * GB, 32 * GB),
+    # H100 SXM: NVLink 4, 900 GB/s bidirectional; PCIe Gen5 128 GB/s bidirectional (H100 datasheet);
+    # DGX H100: 8 single-port ConnectX-7, 400 Gb/s each = 50 GB/s per GPU (DGX BasePOD reference architecture).
+    "h100": DeviceSpec(989e12, 80 * GB, 3350 * GB, 450 * GB, 50 * GB, 64 * GB),
+    # H200 SXM: NVLink 900 GB/s and PCIe Gen5 128 GB/s bidirectional (H200 datasheet);
+    # DGX H200: the DGX H100's eight 400 Gb/s ConnectX-7 (DGX BasePOD reference architecture).
+    "h200": DeviceSpec(989e12, 141 * GB, 4800 * GB, 450 * GB, 50 * GB, 64 * GB),
+    # H20: NVLink 900 GB/s bidirectional, PCIe Gen5 128 GB/s bidirectional (H20 product brief). No DGX
+    # exists for it: one 400 Gb/s adapter per GPU, as in the HGX H100 designs it drops into, is assumed.
+    "h20": DeviceSpec(148e12, 96 * GB, 4000 * GB, 450 * GB, 50 * GB, 64 * GB),
+    # L40S: no NVLink; PCIe Gen4 x16, 64 GB/s bidirectional (L40S datasheet), also between the devices
+    # of a node. No reference node fixes its network: one 200 Gb/s adapter per GPU is assumed.
+    "l40s": DeviceSpec(362e12, 48 * GB, 864 * GB, 32 * GB, 25 * GB, 32 * GB, intra_node_link="pcie"),
+    # B200 (HGX/DGX B200): NVLink 5, 1.8 TB/s bidirectional; DGX B200: 8 single-port ConnectX-7 at 400 Gb/s
+    # = 50 GB/s per GPU (DGX BasePOD reference architecture; the 100 GB/s this entry had was twice that);
+    # its Xeon hosts are PCIe Gen5, 128 GB/s bidirectional per x16 link (the B200 itself speaks Gen6).
+    "b200": DeviceSpec(2250e12, 180 * GB, 8000 * GB, 900 * GB, 50 * GB, 64 * GB),
+    # Two cores of a current x86 server with AVX-512 FMA, and its DRAM share. Assumed: "devices" of a node
+    # share its DRAM (a copy at DRAM bandwidth, so do host transfers), 10 GB/s to another machine.
+    "cpu": DeviceSpec(0.2e12, 24 * GB, 20 * GB, 20 * GB, 10 * GB, 20 * GB, intra_node_link="pcie"),
 }
 
 

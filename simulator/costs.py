@@ -14,7 +14,7 @@
                   with ``train_padding: longest`` both counted once every minibatch is padded
                   to its longest row (what a learner without packing computes)
     weight sync (one engine)
-        analytic: weights / devices_per_engine / interconnect + sync_latency_s
+        analytic: weights / devices_per_engine / network + sync_latency_s
         measured: weight_sync_s
 
 An engine spans ``devices_per_engine`` devices: their peak and bandwidth add.
@@ -75,7 +75,7 @@ class AnalyticCosts:
         self._train_flops_per_token = (6 + 2 * scenario.algorithm.extra_forward_passes) * model.active_params
         self._train_flops = scenario.training_devices * device.peak_flops * scenario.hardware.mfu
         shard = model.weight_bytes / tp
-        self._sync_s = shard / device.interconnect_bytes_per_s + scenario.hardware.sync_latency_s
+        self._sync_s = shard / device.network_bytes_per_s + scenario.hardware.sync_latency_s
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
