@@ -139,12 +139,20 @@ class ClusterSpec(_Section):
     training_devices: PositiveInt
     devices_per_engine: PositiveInt = Field(1, description="tensor-parallel size of one generation engine")
     colocated: bool = Field(False, description="the same devices alternate between generating and training")
+    devices_per_node: PositiveInt = Field(
+        8, description="devices that share a node (NVLink); engines, then the learner, fill nodes in order"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ClusterSpec:
         if self.generation_devices % self.devices_per_engine:
             raise ValueError(
                 f"devices_per_engine: {self.devices_per_engine} does not divide generation_devices ({self.generation_devices})"
+            )
+        if self.devices_per_node % self.devices_per_engine:
+            raise ValueError(
+                f"devices_per_engine: {self.devices_per_engine} does not divide devices_per_node "
+                f"({self.devices_per_node}); an engine's devices share one node"
             )
         if self.colocated and self.training_devices != self.generation_devices:
             raise ValueError(

@@ -1,25 +1,39 @@
-"""How long each piece of work takes: analytic (roofline) or measured (profile).
+"""How long each piece of work takes: analytic (roofline and topology) or measured (profile).
 
-    decode step (one engine, b rollouts, C context tokens in the batch)
-        analytic: max(FLOPs / peak, bytes read / (bandwidth · mbu))
+    decode step (one engine of tp devices, b rollouts, C context tokens in the batch)
+        analytic: max(FLOPs / peak, bytes read / (bandwidth · mbu)) + tensor-parallel all-reduces
                   FLOPs = 2 · active · b + 4 · layers · heads · head_dim · C
                   bytes = min(params, active · b) · dtype + C · kv_bytes_per_token
+                  all-reduces = 2 per layer of b · hidden · dtype bytes over the engine's tp devices
+                                (ring, NVLink, NCCL's LL latencies; none when tp = 1)
         measured: table(b) + decode_context_token_s · C
     prefill (one engine, n prompt tokens)
         analytic: 2 · active · n / (peak · mfu)         measured: n · prefill_token_s
     learner step (n tokens, prompt + completion)
-        analytic: (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
+        analytic: compute + max(0, communication − compute)
+                  compute = (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
+                  communication = FSDP's (2 · updates + extra_forward_passes) all-gathers and ``updates``
+                  reduce-scatters of the weights within each node's shard group, plus ``updates``
+                  all-reduces of each device's gradient shard across the nodes (``LearnerLayout``)
         measured: (n · train_token_s + Σ L² · train_token_square_s) / training devices
                   + train_step_overhead_s, with n the real tokens and L each row's length, or
                   with ``train_padding: longest`` both counted once every minibatch is padded
                   to its longest row (what a learner without packing computes)
     weight sync (one engine)
-        analytic: weights / devices_per_engine / network + sync_latency_s
+        analytic: weights / tp over the engine's link, broadcast down a pipelined ring
+                  (``topology.broadcast_s``) + sync_latency_s; the link is NVLink when a training
+                  device shares the engine's node, else the network; colocated: each device gathers
+                  its engine's shard from the learner's shards of its node over NVLink
         measured: weight_sync_s
+    phase switch (colocated only; once after generation, once after training)
+        analytic: learner state per device / host link (PCIe) when it does not fit beside the
+                  engine's weights and KV cache, else nothing moves (0)
+        measured: 0 (calibration times no switch)
 
 An engine spans ``devices_per_engine`` devices: their peak and bandwidth add.
 For mixture-of-experts models a small batch reads only the experts it uses,
-hence ``min(params, active · b)`` weight bytes per decode step.
+hence ``min(params, active · b)`` weight bytes per decode step. Where the
+devices sit and what each link carries is ``simulator.topology``'s.
 """
 
 from __future__ import annotations
@@ -27,9 +41,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from asyncrl.scenarios.catalog import DeviceSpec
 from asyncrl.scenarios.profile import CostProfile
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.workload import TrainTokens
+from asyncrl.simulator.topology import (
+    Link,
+    Placement,
+    all_gather_s,
+    all_reduce_s,
+    broadcast_s,
+    intra_node_link,
+    network_link,
+)
+
+# Bytes the learner keeps per weight between steps, besides what the engine holds. scenarios/memory.py
+# counts the learner's whole memory; these are the three terms the colocated phase switch moves:
+MASTER_WEIGHT_BYTES = 4  # an fp32 master copy of each weight
+OPTIMIZER_BYTES = 8  # Adam's two fp32 moments
+# ... and one gradient of the model's dtype (model.dtype_bytes) per weight.
 
 
 @dataclass(frozen=True)
@@ -52,16 +82,72 @@ class DecodeTable:
         )
 
 
+@dataclass(frozen=True)
+class AllReduceCost:
+    """Tensor-parallel communication in one decode step of b rollouts: per_step + per_rollout · b seconds."""
+
+    per_step: float = 0.0
+    per_rollout: float = 0.0
+
+    def __call__(self, batch: int) -> float:
+        return self.per_step + self.per_rollout * batch if batch else 0.0
+
+
+@dataclass(frozen=True)
+class LearnerStep:
+    """One learner step's seconds: compute, and the communication compute did not hide."""
+
+    compute_s: float
+    communication_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.compute_s + self.communication_s
+
+
 class CostModel(Protocol):
     def decode_step(self, batch: int, context_tokens: float) -> float: ...
     def decode_step_table(self, max_batch: int) -> DecodeTable: ...
+    def tensor_parallel(self) -> AllReduceCost: ...
     def prefill(self, prompt_tokens: int) -> float: ...
+    def learner_step(self, tokens: TrainTokens) -> LearnerStep: ...
     def train_step(self, tokens: TrainTokens) -> float: ...
-    def weight_sync(self) -> float: ...
+    def weight_sync(self, engine: int) -> float: ...
+    def switch_to_training(self) -> float: ...
+    def switch_to_generation(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class LearnerLayout:
+    """How the learner shards its state: FSDP within each node it uses, one replica per node (HSDP),
+    when a node's devices hold the state; else FSDP over all its devices (then rings cross nodes)."""
+
+    shard_ranks: int  # devices of the largest shard group (its collectives take longest)
+    shard_link: Link
+    state_share: int  # devices of the smallest shard group (its devices hold the most state)
+    replicas: int  # shard groups, all-reducing their gradient shards
+    replica_link: Link
+
+
+def learner_state_bytes(scenario: Scenario) -> float:
+    """Master weights, optimizer moments and gradients of the whole model (bytes)."""
+    model = scenario.model
+    return float(model.params * (MASTER_WEIGHT_BYTES + OPTIMIZER_BYTES + model.dtype_bytes))
+
+
+def learner_layout(scenario: Scenario, placement: Placement) -> LearnerLayout:
+    """Shard within nodes (HSDP) when the smallest node group holds the state, else over every training device."""
+    device = scenario.hardware.spec
+    nvlink, network = intra_node_link(device), network_link(device)
+    smallest = placement.emptiest_training_node
+    if placement.training_nodes == 1 or learner_state_bytes(scenario) / smallest <= device.memory_bytes:
+        return LearnerLayout(placement.fullest_training_node, nvlink, smallest, placement.training_nodes, network)
+    devices = scenario.training_devices
+    return LearnerLayout(devices, network, devices, 1, network)
 
 
 class AnalyticCosts:
-    """Roofline costs from datasheet figures (see module docstring)."""
+    """Roofline costs from datasheet figures, with the topology's transfers (see module docstring)."""
 
     def __init__(self, scenario: Scenario) -> None:
         model, device = scenario.model, scenario.hardware.spec
@@ -74,20 +160,26 @@ class AnalyticCosts:
         self._kv_bytes_per_token = model.kv_bytes_per_token
         self._train_flops_per_token = (6 + 2 * scenario.algorithm.extra_forward_passes) * model.active_params
         self._train_flops = scenario.training_devices * device.peak_flops * scenario.hardware.mfu
-        shard = model.weight_bytes / tp
-        self._sync_s = shard / device.network_bytes_per_s + scenario.hardware.sync_latency_s
+        self._tensor_parallel = tensor_parallel_cost(scenario)
+        placement = Placement.of(scenario.cluster)
+        layout = learner_layout(scenario, placement)
+        self._learner_communication_s = learner_communication_s(scenario, layout)
+        self._sync_s = weight_sync_seconds(scenario, placement, layout)
+        self._switch_s = colocated_switch_s(scenario, layout)
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
         weights = min(self._params, self._active * batch) * self._dtype
         read = weights + self._kv_bytes_per_token * context_tokens
-        return max(flops / self._engine_flops, read / self._engine_bytes_per_s)
+        return max(flops / self._engine_flops, read / self._engine_bytes_per_s) + self._tensor_parallel(batch)
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
-        """The same roofline, with the batch-dependent terms precomputed for speed."""
-        compute = [2.0 * self._active * b / self._engine_flops for b in range(max_batch + 1)]
+        """The same roofline, with the batch-dependent terms (all-reduces included) precomputed for speed."""
+        comm = [self._tensor_parallel(b) for b in range(max_batch + 1)]
+        compute = [2.0 * self._active * b / self._engine_flops + comm[b] for b in range(max_batch + 1)]
         memory = [
-            min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s for b in range(max_batch + 1)
+            min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s + comm[b]
+            for b in range(max_batch + 1)
         ]
         return DecodeTable(
             compute,
@@ -96,18 +188,81 @@ class AnalyticCosts:
             self._kv_bytes_per_token / self._engine_bytes_per_s,
         )
 
+    def tensor_parallel(self) -> AllReduceCost:
+        return self._tensor_parallel
+
     def prefill(self, prompt_tokens: int) -> float:
         return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
 
-    def train_step(self, tokens: TrainTokens) -> float:
-        return self._train_flops_per_token * tokens.actual / self._train_flops
+    def learner_step(self, tokens: TrainTokens) -> LearnerStep:
+        compute = self._train_flops_per_token * tokens.actual / self._train_flops
+        return LearnerStep(compute, max(0.0, self._learner_communication_s - compute))
 
-    def weight_sync(self) -> float:
-        return self._sync_s
+    def train_step(self, tokens: TrainTokens) -> float:
+        return self.learner_step(tokens).total_s
+
+    def weight_sync(self, engine: int) -> float:
+        return self._sync_s[engine]
+
+    def switch_to_training(self) -> float:
+        return self._switch_s
+
+    def switch_to_generation(self) -> float:
+        return self._switch_s
+
+
+def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
+    """Two ring all-reduces per layer of b · hidden · dtype bytes, over the engine's devices and NVLink."""
+    model, tp = scenario.model, scenario.cluster.devices_per_engine
+    link = intra_node_link(scenario.hardware.spec)
+    per_layer = 2 * model.layers
+    latency = all_reduce_s(0.0, tp, link, "ll")
+    per_rollout = all_reduce_s(model.hidden * model.dtype_bytes, tp, link, "ll") - latency
+    return AllReduceCost(per_layer * latency, per_layer * per_rollout)
+
+
+def learner_communication_s(scenario: Scenario, layout: LearnerLayout) -> float:
+    """FSDP's collectives in one learner step, layer by layer (see module docstring)."""
+    model, algorithm = scenario.model, scenario.algorithm
+    layer_bytes = model.weight_bytes / model.layers
+    gather = model.layers * all_gather_s(layer_bytes, layout.shard_ranks, layout.shard_link)
+    gradients = model.layers * all_reduce_s(layer_bytes / layout.state_share, layout.replicas, layout.replica_link)
+    gathers = 2 * algorithm.updates_per_step + algorithm.extra_forward_passes  # forward, backward; extra forwards
+    return (gathers + algorithm.updates_per_step) * gather + algorithm.updates_per_step * gradients
+
+
+def weight_sync_seconds(scenario: Scenario, placement: Placement, layout: LearnerLayout) -> list[float]:
+    """Each engine's weight sync (module docstring): split pools broadcast, colocated ones reshard in place."""
+    cluster, device = scenario.cluster, scenario.hardware.spec
+    shard = scenario.model.weight_bytes / cluster.devices_per_engine
+    latency = scenario.hardware.sync_latency_s
+    if cluster.colocated:
+        return [all_gather_s(shard, layout.shard_ranks, layout.shard_link) + latency] * cluster.engines
+    near = [placement.shares_learner_node(engine) for engine in range(cluster.engines)]
+    links = {True: intra_node_link(device), False: network_link(device)}
+    receivers = {True: sum(near), False: len(near) - sum(near)}  # each link's ring carries its own engines
+    return [broadcast_s(shard, receivers[side], links[side]) + latency for side in near]
+
+
+def colocated_switch_s(scenario: Scenario, layout: LearnerLayout) -> float:
+    """One phase switch of a colocated device: its learner state over PCIe if it must leave, else 0."""
+    if not scenario.cluster.colocated:
+        return 0.0
+    state = learner_state_bytes(scenario) / layout.state_share
+    device: DeviceSpec = scenario.hardware.spec
+    return state / device.host_bytes_per_s if offloads(scenario, state) else 0.0
+
+
+def offloads(scenario: Scenario, state_per_device: float) -> bool:
+    """Whether the learner state, the engine's weights and its KV cache overflow one device's memory."""
+    tp = scenario.cluster.devices_per_engine
+    weights = scenario.model.weight_bytes / tp
+    kv = scenario.engine_concurrency * scenario.model.kv_bytes_per_token * scenario.expected_rollout_tokens / tp
+    return state_per_device + weights + kv > scenario.hardware.spec.memory_bytes
 
 
 class MeasuredCosts:
-    """Costs read from a calibrated profile (``hardware.profile``)."""
+    """Costs read from a calibrated profile (``hardware.profile``); no term is added to what it measured."""
 
     def __init__(self, scenario: Scenario, profile: CostProfile) -> None:
         self._profile = profile
@@ -121,18 +276,30 @@ class MeasuredCosts:
         measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
         return DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
 
+    def tensor_parallel(self) -> AllReduceCost:
+        return AllReduceCost()  # inside the measured decode steps, not told apart
+
     def prefill(self, prompt_tokens: int) -> float:
         return prompt_tokens * self._profile.prefill_token_s
 
-    def train_step(self, tokens: TrainTokens) -> float:
+    def learner_step(self, tokens: TrainTokens) -> LearnerStep:
         profile = self._profile
         padded = profile.train_padding == "longest"
         linear = (tokens.padded if padded else tokens.actual) * profile.train_token_s
         square = (tokens.padded_square if padded else tokens.actual_square) * profile.train_token_square_s
-        return (linear + square) / self._training_devices + profile.train_step_overhead_s
+        return LearnerStep((linear + square) / self._training_devices + profile.train_step_overhead_s, 0.0)
 
-    def weight_sync(self) -> float:
+    def train_step(self, tokens: TrainTokens) -> float:
+        return self.learner_step(tokens).total_s
+
+    def weight_sync(self, engine: int) -> float:
         return self._profile.weight_sync_s
+
+    def switch_to_training(self) -> float:
+        return 0.0
+
+    def switch_to_generation(self) -> float:
+        return 0.0
 
 
 def cost_model(scenario: Scenario) -> CostModel:

@@ -12,7 +12,8 @@ a heap push, a heap pop and at most one event: none at all for a *quiet*
 finish, one that completes no group and cannot let the engine start one,
 which is applied ahead at its own time and undone if an interrupt comes first
 (``_plan_quiet_finishes``, ``settle``). Prefill and weight loading pause
-decoding: they accumulate in ``pause`` and elapse before progress moves again.
+decoding: they accumulate in ``pause`` and elapse before progress moves again
+(so their spans, which the simulation records, never overlap).
 
 The engine decides nothing about the schedule. It tells its ``Listener`` (the
 simulation) when samples finish; the simulation asks ``ScheduleState.dispatch``
@@ -87,19 +88,22 @@ class Engine:
         if self.process is not self.env.active_process and self.wake is None:
             self.settle(now)
 
-    def load(self, version: int) -> tuple[float, float]:
-        """Load weights ``version`` once the pauses already due have elapsed; the load's (start, end)."""
+    def load(self, version: int) -> tuple[float, float, float]:
+        """Load weights ``version`` once the pauses already due have elapsed, then switch back to generating
+        (colocated: the learner state leaves); (start, weights loaded, ready to decode)."""
         self.advance(self.env.now)
         start = self.env.now + self._pause
-        duration = self.costs.weight_sync()
-        self._pause += duration
+        loaded = start + self.costs.weight_sync(self.index)
+        ready = loaded + self.costs.switch_to_generation()
+        self._pause += ready - start
         self.version = version
-        self.loads.append((self.progress, start + duration, version))
-        return start, start + duration
+        self.loads.append((self.progress, ready, version))
+        return start, loaded, ready
 
-    def start(self, group: int, prompt: int, lengths: list[int]) -> None:
-        """Prefill ``group``'s prompt, then decode its samples alongside the others."""
+    def start(self, group: int, prompt: int, lengths: list[int]) -> tuple[float, float]:
+        """Prefill ``group``'s prompt, then decode its samples alongside the others; the prefill's (start, end)."""
         self.advance(self.env.now)
+        prefill_start = self.env.now + self._pause
         self._pause += self.costs.prefill(prompt)
         size, progress, heap = self._group_size, self.progress, self.in_flight
         sample = group * size
@@ -107,6 +111,7 @@ class Engine:
             heapq.heappush(heap, (progress + length, sample))
             sample += 1
         self._context_offset += size * (prompt - progress)
+        return prefill_start, self.env.now + self._pause
 
     def replan(self) -> None:
         """Re-evaluate now: the simulation changed this engine's weights, work or state."""

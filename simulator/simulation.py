@@ -81,8 +81,8 @@ class Simulation:
             engine = self.engines[action.engine]
             engine.prepare(now)
             if isinstance(action, Load):
-                start, end = engine.load(action.version)
-                self.recorder.sync(engine.index, start, end, action.version)
+                start, loaded, _ = engine.load(action.version)
+                self.recorder.sync(engine.index, start, loaded, action.version)
             else:
                 for group in action.groups:
                     prompt, lengths = self.lengths.next_group()
@@ -112,6 +112,8 @@ class Simulation:
         self.dispatch()  # the first groups
         for step in range(self.scenario.run.steps):
             batch = yield from self._collect_batch(step)
+            if self.costs.switch_to_training() > 0:  # colocated: the learner state comes back
+                yield env.timeout(self.costs.switch_to_training())
             tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
             duration = self.costs.train_step(tokens)
             self.recorder.train(step, env.now, env.now + duration, tokens.actual)

@@ -122,6 +122,10 @@ BAD_INPUT = [
     ({"hardware__device": "h300"}, "hardware.device: Input should be"),
     ({"model__preset": "llama-9"}, "model.preset: Input should be"),
     ({"cluster__devices_per_engine": 3}, "cluster.devices_per_engine: 3 does not divide generation_devices (8)"),
+    (
+        {"cluster__devices_per_engine": 8, "cluster__devices_per_node": 4},
+        "cluster.devices_per_engine: 8 does not divide devices_per_node (4); an engine's devices share one node",
+    ),
 ]
 
 
