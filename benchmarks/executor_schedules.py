@@ -20,7 +20,7 @@ from pathlib import Path
 
 from asyncrl.executor.runtime import execute
 from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import summarize
+from asyncrl.scenarios.record import DevicePools, summarize
 
 
 def main() -> None:
@@ -42,6 +42,7 @@ def main() -> None:
         scenario_name=sync.name,
         engines=sync.cluster.engines,
         concurrency=sync.engine_concurrency,
+        devices=DevicePools.of(sync.cluster),
     )
     generation_s = busy["utilization"]["generation"] * sync_wall
     training_s = busy["utilization"]["training"] * sync_wall

@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator
 
 import simpy
 from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import summarize
+from asyncrl.scenarios.record import DevicePools, summarize
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.simulation import Simulation
 
@@ -52,6 +52,7 @@ def _run_record(sim: Simulation, scenario: Scenario) -> dict:
         scenario_name=scenario.name,
         engines=scenario.cluster.engines,
         concurrency=scenario.engine_concurrency,
+        devices=DevicePools.of(scenario.cluster),
     )
 
 

@@ -258,4 +258,5 @@ def _event_row(
         "group": group,
         "sample": sample,
         "tokens": tokens,
+        "comm_s": 0.0,  # the executor does not tell communication apart
     }

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.record import EVENT_COLUMNS, summarize, write_run
+from asyncrl.scenarios.record import EVENT_COLUMNS, DevicePools, summarize, write_run
 from asyncrl.scenarios.scenario import Scenario
 
 
@@ -84,6 +84,7 @@ class RunRecord:
             scenario_name=self.scenario.name,
             engines=self.scenario.cluster.engines,
             concurrency=self.scenario.engine_concurrency,
+            devices=DevicePools.of(self.scenario.cluster),
         )
         summary["status"] = status
         write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)

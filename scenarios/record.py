@@ -10,16 +10,30 @@ Event kinds, by role:
     generation  generate    one rollout (prefill included) under one policy version;
                             with in-flight updates, one row per version it saw
                 unfinished  a rollout still running when the run ended, cut there
+                prefill     an engine prefilling a group's prompt (``tokens`` = prompt);
+                            inside the group's generate spans; simulator only
                 sync        an engine loading new weights (``version`` = loaded)
+                switch      a colocated engine handing its devices back to generation
+                            (the learner state leaving); simulator only
                 drop        a finished rollout discarded (too stale, or pushed out
                             of a full queue); zero length
     training    train       one learner step (``tokens`` = prompt + completion)
+                switch      colocated devices bringing the learner state back; simulator only
 
 ``step`` on a generate row is the learner step that trained the rollout, −1 if
 none did. ``version`` on a generate row is the policy version that produced its
-tokens; on a train row the version being trained (= step). Because the summary
-is computed from the events alone, the simulator and the executor are
-summarized by the same code.
+tokens; on a train row the version being trained (= step). ``comm_s`` is the
+part of a span spent communicating where compute could not hide it: on a
+rollout row its share of its engine's tensor-parallel all-reduces (each decode
+step's split evenly among the rollouts in the batch), on a train row the
+learner's exposed data-parallel communication; 0 elsewhere, and 0 wherever the
+executor cannot tell it apart. Because the summary is computed from the events
+alone, the simulator and the executor are summarized by the same code.
+
+``breakdown`` in the summary splits every device-second of the run (wall time ×
+devices) by what it went to, per role; colocated devices count once, under the
+phase they were in, and their idle time is generation's (training has none:
+every device trains together).
 
 ``RunSummary`` documents every field of ``summary.json`` with its unit;
 ``read_summary`` checks a run directory's file against it, so a malformed or
@@ -29,12 +43,14 @@ truncated summary is one ``RunRecordError`` naming the file and the field.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from asyncrl.scenarios.loading import ScenarioError, describe_validation_error
+from asyncrl.scenarios.scenario import ClusterSpec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SUMMARY_FILE = "summary.json"
@@ -50,8 +66,28 @@ EVENT_COLUMNS: dict[str, str] = {
     "group": "int64",
     "sample": "int64",
     "tokens": "int64",
+    "comm_s": "float64",
 }
-BUSY_KINDS = {"generation": ("generate", "unfinished", "sync"), "training": ("train",)}
+BUSY_KINDS = {"generation": ("generate", "unfinished", "prefill", "sync", "switch"), "training": ("train", "switch")}
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class DevicePools:
+    """How many devices each role holds; colocated pools are the same devices."""
+
+    generation: int
+    devices_per_engine: int
+    training: int
+    colocated: bool
+
+    @classmethod
+    def of(cls, cluster: ClusterSpec) -> DevicePools:
+        return cls(cluster.generation_devices, cluster.devices_per_engine, cluster.training_devices, cluster.colocated)
+
+    @property
+    def total(self) -> int:
+        return self.generation if self.colocated else self.generation + self.training
 
 
 def empty_events() -> pd.DataFrame:
@@ -130,6 +166,51 @@ class SampleCounts(_SummarySection):
     dropped: int = Field(description="finished rollouts discarded: too stale, or pushed out of a full queue (rollouts)")
 
 
+class GenerationTime(_SummarySection):
+    """Device-seconds of the generation pool by what they went to (an engine's seconds × its devices)."""
+
+    decode: float = Field(description="decoding, tensor-parallel all-reduces excluded; the executor's prefill too (s)")
+    prefill: float = Field(description="prefilling prompts; 0 for the executor, which counts it as decode (s)")
+    weight_sync: float = Field(description="loading new weights (s)")
+    phase_switch: float = Field(description="colocated: handing the devices back to generation (s)")
+    tensor_parallel: float = Field(description="tensor-parallel all-reduces of decode steps; 0 for the executor (s)")
+    idle: float = Field(description="nothing to do; colocated runs: all idle device time (s)")
+
+
+class TrainingTime(_SummarySection):
+    """Device-seconds of the training pool by what they went to (the learner's seconds × its devices)."""
+
+    compute: float = Field(description="learner steps, exposed communication excluded (s)")
+    communication: float = Field(description="data-parallel communication compute did not hide; 0 for the executor (s)")
+    phase_switch: float = Field(description="colocated: bringing the learner state back before a step (s)")
+    idle: float = Field(description="waiting for a batch; 0 for colocated runs (s)")
+
+
+class DeviceCounts(_SummarySection):
+    """Devices per role; colocated runs count the same devices in both roles and once in ``total``."""
+
+    generation: int = Field(description="devices of the generation pool (devices)")
+    training: int = Field(description="devices of the training pool (devices)")
+    total: int = Field(description="devices the run holds (devices)")
+
+
+class Breakdown(_SummarySection):
+    """Where device time went, in device-seconds (seconds summed over devices): every category of both
+    roles adds up to wall_time_s × devices.total."""
+
+    devices: DeviceCounts
+    generation: GenerationTime
+    training: TrainingTime
+
+
+class DeviceHours(_SummarySection):
+    """Device-hours the run held its devices for (devices × wall time)."""
+
+    total: float = Field(description="devices.total × wall_time_s / 3600 (device-hours)")
+    per_step: float = Field(description="total / steps (device-hours per learner step)")
+    per_1k_samples: float = Field(description="total per 1,000 trained rollouts (device-hours)")
+
+
 class RunSummary(_SummarySection):
     """``summary.json``: every figure of one run, computed from its events by ``summarize``.
 
@@ -148,6 +229,12 @@ class RunSummary(_SummarySection):
     idle: Idle
     weight_sync_s: float = Field(description="seconds engines spent loading new weights, per engine (s)")
     samples: SampleCounts
+    breakdown: Breakdown | None = Field(
+        default=None, description="where device time went, per role; absent from runs recorded before it existed"
+    )
+    device_hours: DeviceHours | None = Field(
+        default=None, description="device-hours held; absent from runs recorded before it existed"
+    )
     status: str | None = Field(
         default=None,
         description="executor runs only: how the run ended, 'complete', 'interrupted' or 'failed' ('checkpoint' "
@@ -168,12 +255,20 @@ def validate_summary(data: Any, source: Path | str = SUMMARY_FILE) -> RunSummary
 
 
 def summarize(
-    events: pd.DataFrame, *, backend: str, scenario_name: str, engines: int, concurrency: int
+    events: pd.DataFrame,
+    *,
+    backend: str,
+    scenario_name: str,
+    engines: int,
+    concurrency: int,
+    devices: DevicePools,
 ) -> dict[str, Any]:
     """Every summary figure, from the event table of one run, as the JSON-ready dict of a RunSummary."""
     train = events[events["kind"] == "train"].sort_values("step")
     wall = float(train["end"].max()) if len(train) else 0.0
     events = events.assign(start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall))
+    if "comm_s" not in events:  # a record from before the column existed
+        events = events.assign(comm_s=0.0)
     per_sample = _trained_samples(events)
     generation_busy = _busy_seconds(events, "generation")
     training_busy = _busy_seconds(events, "training")
@@ -205,8 +300,60 @@ def summarize(
         ),
         weight_sync_s=_ratio(float((syncs["end"] - syncs["start"]).sum()), engines),
         samples=SampleCounts(**_sample_counts(events, trained=len(per_sample))),
+        breakdown=breakdown(events, devices, wall),
+        device_hours=_device_hours(devices.total * wall, steps=len(train), trained=len(per_sample)),
     )
     return summary.to_json()
+
+
+def breakdown(events: pd.DataFrame, devices: DevicePools, wall: float) -> Breakdown:
+    """Device-seconds per role and category, from events already cut at ``wall`` (see the module docstring)."""
+    tp, trainers = devices.devices_per_engine, devices.training
+    engine_s = {kind: _span_seconds(events, (kind,), "generation") for kind in ("prefill", "sync", "switch")}
+    rollouts = events[events["kind"].isin(("generate", "unfinished"))]
+    tensor_parallel = float(rollouts["comm_s"].fillna(0.0).sum())
+    decode = _busy_seconds(events, "generation") - sum(engine_s.values()) - tensor_parallel
+    steps = events[events["kind"] == "train"]
+    communication = float(steps["comm_s"].fillna(0.0).sum())
+    learner_switch = _span_seconds(events, ("switch",), "training")
+    generation = GenerationTime(
+        decode=max(0.0, decode) * tp,
+        prefill=engine_s["prefill"] * tp,
+        weight_sync=engine_s["sync"] * tp,
+        phase_switch=engine_s["switch"] * tp,
+        tensor_parallel=tensor_parallel * tp,
+        idle=0.0,
+    )
+    training = TrainingTime(
+        compute=(_span_seconds(events, ("train",), "training") - communication) * trainers,
+        communication=communication * trainers,
+        phase_switch=learner_switch * trainers,
+        idle=0.0,
+    )
+    return _with_idle(generation, training, devices, wall)
+
+
+def _with_idle(generation: GenerationTime, training: TrainingTime, devices: DevicePools, wall: float) -> Breakdown:
+    """Idle device-seconds: what each pool's categories leave of its devices × wall (colocated: of one pool)."""
+    generation_busy = sum(generation.model_dump().values())
+    training_busy = sum(training.model_dump().values())
+    if devices.colocated:
+        generation_idle = devices.total * wall - generation_busy - training_busy
+        training_idle = 0.0
+    else:
+        generation_idle = devices.generation * wall - generation_busy
+        training_idle = devices.training * wall - training_busy
+    counts = DeviceCounts(generation=devices.generation, training=devices.training, total=devices.total)
+    return Breakdown(
+        devices=counts,
+        generation=generation.model_copy(update={"idle": max(0.0, generation_idle)}),
+        training=training.model_copy(update={"idle": max(0.0, training_idle)}),
+    )
+
+
+def _device_hours(device_seconds: float, *, steps: int, trained: int) -> DeviceHours:
+    total = device_seconds / SECONDS_PER_HOUR
+    return DeviceHours(total=total, per_step=_ratio(total, steps), per_1k_samples=_ratio(1000.0 * total, trained))
 
 
 def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
@@ -260,8 +407,10 @@ def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     return float((block_end - starts[opens_block]).sum())
 
 
-def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...]) -> float:
+def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...], role: str | None = None) -> float:
     spans = events[events["kind"].isin(kinds)]
+    if role is not None:
+        spans = spans[spans["role"] == role]
     return float((spans["end"] - spans["start"]).sum())
 
 

@@ -1,12 +1,20 @@
 """The run's event table, built once at the end from the rollouts and what the recorder appended.
 
     Rollouts (groups, samples) ─┐
-    Recorder: syncs, trains,    ├─► events() ─► table of ``scenarios.record.EVENT_COLUMNS``
-              drops (appended) ─┘
+    Recorder: prefills, syncs,  ├─► events() ─► table of ``scenarios.record.EVENT_COLUMNS``
+      switches, trains, drops  ─┘
 
 During the run the recorder only appends (cheap per event); ``events`` builds
 the table once, with numpy. It reads the engines' final progress and weight
 loads as plain lists, so it knows nothing of the engine or the simulation.
+
+A rollout row's ``comm_s`` is its share of its engine's tensor-parallel
+all-reduces: every decode step's all-reduce time split evenly among the
+rollouts in the batch, so the shares of an engine's rows add up to its
+all-reduce time exactly. Each rollout advances one token per decode step of
+its engine, so in the engine's progress (decode steps) it occupies
+``[join, join + tokens]``, and the batch size at any progress is the number
+of such intervals covering it; ``DecodeShares`` integrates 1 / batch along them.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import numpy as np
 import pandas as pd
 from asyncrl.scenarios.record import EVENT_COLUMNS
 from asyncrl.scenarios.workload import TrainTokens
+from asyncrl.simulator.costs import AllReduceCost
 from asyncrl.simulator.rollouts import Rollouts
 
 Load = tuple[float, float, int]  # (engine progress, wall time, version) of one weight load
@@ -28,7 +37,9 @@ class Recorder:
         self.group_size = rollouts.group_size
         self._drops: list[tuple[int, float]] = []  # (group, time)
         self._syncs: list[tuple[int, float, float, int]] = []
-        self._trains: list[tuple[int, float, float, int]] = []
+        self._prefills: list[tuple[int, int, float, float, int]] = []  # (engine, group, start, end, prompt tokens)
+        self._switches: list[tuple[str, float, float]] = []  # (worker, start, end)
+        self._trains: list[tuple[int, float, float, int, float]] = []  # (step, start, end, tokens, comm_s)
 
     def dropped(self, group: int, now: float) -> None:
         self._drops.append((group, now))
@@ -36,8 +47,14 @@ class Recorder:
     def sync(self, engine: int, start: float, end: float, version: int) -> None:
         self._syncs.append((engine, start, end, version))
 
-    def train(self, step: int, start: float, end: float, tokens: int) -> None:
-        self._trains.append((step, start, end, tokens))
+    def prefill(self, engine: int, group: int, start: float, end: float, prompt: int) -> None:
+        self._prefills.append((engine, group, start, end, prompt))
+
+    def switch(self, worker: str, start: float, end: float) -> None:
+        self._switches.append((worker, start, end))
+
+    def train(self, step: int, start: float, end: float, tokens: int, comm_s: float) -> None:
+        self._trains.append((step, start, end, tokens, comm_s))
 
     def batch_tokens(self, groups: list[int], minibatches: int) -> TrainTokens:
         """Prompt plus completion tokens the learner trains on for these groups, real and padded."""
@@ -45,14 +62,29 @@ class Recorder:
         rows = [[prompts[g] + n for n in tokens[g * size : (g + 1) * size]] for g in groups]
         return TrainTokens.of(rows, minibatches)
 
-    def events(self, progress: list[float], loads: list[list[Load]], wall_time: float) -> pd.DataFrame:
-        """The event table; ``progress`` and ``loads`` are each engine's at the end of the run."""
-        frames = [self._rollout_rows(progress, loads, wall_time), self._drop_rows(), self._sync_rows()]
-        frames.append(self._train_rows())
+    def events(
+        self,
+        progress: list[float],
+        loads: list[list[Load]],
+        wall_time: float,
+        tensor_parallel: AllReduceCost | None = None,
+    ) -> pd.DataFrame:
+        """The event table; ``progress`` and ``loads`` are each engine's at the end of the run,
+        ``tensor_parallel`` the all-reduce time of one decode step (none: no rollout pays any)."""
+        frames = [
+            self._rollout_rows(progress, loads, wall_time, tensor_parallel or AllReduceCost()),
+            self._drop_rows(),
+            self._sync_rows(),
+            self._prefill_rows(),
+            self._switch_rows(),
+            self._train_rows(),
+        ]
         table = pd.concat([frame for frame in frames if len(frame)], ignore_index=True)
         return table.astype(EVENT_COLUMNS)[list(EVENT_COLUMNS)]
 
-    def _rollout_rows(self, progress: list[float], loads: list[list[Load]], wall_time: float) -> pd.DataFrame:
+    def _rollout_rows(
+        self, progress: list[float], loads: list[list[Load]], wall_time: float, tensor_parallel: AllReduceCost
+    ) -> pd.DataFrame:
         size, rollouts = self.group_size, self.rollouts
         group = np.repeat(np.arange(len(rollouts)), size)
         group_engine = np.asarray(rollouts.engine, dtype=np.int64)
@@ -65,6 +97,8 @@ class Recorder:
             tokens = np.where(finished, tokens, done)
             end = np.where(finished, end, wall_time)
         trained_step = np.asarray(rollouts.step, dtype=np.int64)[group]
+        joins = np.asarray(rollouts.join, dtype=np.float64)[group]
+        shares = DecodeShares(group_engine[group], joins, tokens, tensor_parallel)
         rows = pd.DataFrame(
             {
                 "worker": np.asarray([f"engine-{i}" for i in range(len(progress))])[group_engine[group]],
@@ -77,11 +111,12 @@ class Recorder:
                 "group": group,
                 "sample": np.tile(np.arange(size), len(rollouts)),
                 "tokens": tokens,
+                "comm_s": shares.of_rollouts(),
             }
         )
-        return self._split_by_version(rows, loads)
+        return self._split_by_version(rows, loads, shares)
 
-    def _split_by_version(self, rows: pd.DataFrame, loads: list[list[Load]]) -> pd.DataFrame:
+    def _split_by_version(self, rows: pd.DataFrame, loads: list[list[Load]], shares: DecodeShares) -> pd.DataFrame:
         """With in-flight updates, one row per (rollout, version) instead of one per rollout."""
         rollouts = self.rollouts
         split_rows: list[int] = []
@@ -96,25 +131,30 @@ class Recorder:
                 finished = not math.isnan(rollouts.end[index])
                 if finished and later[0][0] < join + rollouts.tokens[index]:
                     split_rows.append(index)
-                    pieces.extend(self._segments(rows.loc[index], later, join))
+                    pieces.extend(self._segments(rows.loc[index], later, join, shares))
         if not split_rows:
             return rows
         return pd.concat([rows.drop(index=split_rows), pd.DataFrame(pieces)], ignore_index=True)
 
     @staticmethod
-    def _segments(row: pd.Series, loads: list[Load], join: float) -> list[dict]:
+    def _segments(row: pd.Series, loads: list[Load], join: float, shares: DecodeShares) -> list[dict]:
         """Cut one rollout's row where its engine loaded new weights mid-rollout."""
-        finish = join + row["tokens"]
+        finish, engine = join + row["tokens"], int(row["worker"].removeprefix("engine-"))
         pieces, start_mark, start_time, version = [], join, row["start"], row["version"]
         for mark, time, new_version in loads:
             if mark >= finish:
                 break
             count = round(mark - start_mark)
             if count > 0:
-                pieces.append({**row, "start": start_time, "end": time, "version": version, "tokens": count})
+                comm = shares.between(engine, start_mark, mark, count)
+                pieces.append(
+                    {**row, "start": start_time, "end": time, "version": version, "tokens": count, "comm_s": comm}
+                )
                 start_mark, start_time = mark, time
             version = new_version
-        pieces.append({**row, "start": start_time, "version": version, "tokens": round(finish - start_mark)})
+        count = round(finish - start_mark)
+        comm = shares.between(engine, start_mark, finish, count)
+        pieces.append({**row, "start": start_time, "version": version, "tokens": count, "comm_s": comm})
         return pieces
 
     def _drop_rows(self) -> pd.DataFrame:
@@ -136,6 +176,7 @@ class Recorder:
                 "group": groups,
                 "sample": samples,
                 "tokens": np.asarray(self.rollouts.tokens, dtype=np.int64)[groups * size + samples],
+                "comm_s": 0.0,
             }
         )
 
@@ -153,11 +194,48 @@ class Recorder:
                 "group": -1,
                 "sample": -1,
                 "tokens": 0,
+                "comm_s": 0.0,
+            }
+        )
+
+    def _prefill_rows(self) -> pd.DataFrame:
+        engine, group, start, end, prompt = zip(*self._prefills, strict=True) if self._prefills else ((),) * 5
+        return pd.DataFrame(
+            {
+                "worker": [f"engine-{i}" for i in engine],
+                "role": "generation",
+                "kind": "prefill",
+                "start": start,
+                "end": end,
+                "step": -1,
+                "version": np.asarray(self.rollouts.version, dtype=np.int64)[list(group)],
+                "group": group,
+                "sample": -1,
+                "tokens": prompt,
+                "comm_s": 0.0,
+            }
+        )
+
+    def _switch_rows(self) -> pd.DataFrame:
+        worker, start, end = zip(*self._switches, strict=True) if self._switches else ((), (), ())
+        return pd.DataFrame(
+            {
+                "worker": worker,
+                "role": ["training" if name == "learner" else "generation" for name in worker],
+                "kind": "switch",
+                "start": start,
+                "end": end,
+                "step": -1,
+                "version": -1,
+                "group": -1,
+                "sample": -1,
+                "tokens": 0,
+                "comm_s": 0.0,
             }
         )
 
     def _train_rows(self) -> pd.DataFrame:
-        step, start, end, tokens = zip(*self._trains, strict=True) if self._trains else ((), (), (), ())
+        step, start, end, tokens, comm = zip(*self._trains, strict=True) if self._trains else ((),) * 5
         return pd.DataFrame(
             {
                 "worker": "learner",
@@ -170,5 +248,50 @@ class Recorder:
                 "group": -1,
                 "sample": -1,
                 "tokens": tokens,
+                "comm_s": comm,
             }
         )
+
+
+class DecodeShares:
+    """Each rollout's share of its engine's tensor-parallel all-reduce time (module docstring).
+
+    With H(p) = ∫ 1 / batch(p) dp along an engine's progress, a rollout over
+    ``[lo, hi]`` with ``n`` tokens gets ``per_step · (H(hi) − H(lo)) + per_rollout · n``.
+    """
+
+    def __init__(self, engines: np.ndarray, joins: np.ndarray, tokens: np.ndarray, cost: AllReduceCost) -> None:
+        self.cost, self.engines, self.joins, self.tokens = cost, engines, joins, tokens
+        self._curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if cost.per_step:
+            for engine in np.unique(engines):
+                mine = engines == engine
+                self._curves[int(engine)] = _inverse_batch_integral(joins[mine], joins[mine] + tokens[mine])
+
+    def of_rollouts(self) -> np.ndarray:
+        """The share of every rollout, in the order given."""
+        shares = self.cost.per_rollout * self.tokens.astype(np.float64)
+        for engine, (points, integral) in self._curves.items():
+            mine = self.engines == engine
+            lo, hi = self.joins[mine], self.joins[mine] + self.tokens[mine]
+            shares[mine] += self.cost.per_step * (np.interp(hi, points, integral) - np.interp(lo, points, integral))
+        return shares
+
+    def between(self, engine: int, lo: float, hi: float, tokens: int) -> float:
+        """The share of a piece of one rollout, from progress ``lo`` to ``hi`` (``tokens`` of them)."""
+        share = self.cost.per_rollout * tokens
+        if engine in self._curves:
+            points, integral = self._curves[engine]
+            share += self.cost.per_step * float(np.interp(hi, points, integral) - np.interp(lo, points, integral))
+        return share
+
+
+def _inverse_batch_integral(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Points where the batch changes and H(p) = ∫ 1 / batch at them (0 where no rollout is in flight)."""
+    points = np.concatenate([starts, ends])
+    order = np.argsort(points, kind="stable")
+    points = points[order]
+    batch = np.cumsum(np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])[order])
+    # Between points k and k + 1 the batch is what is open after point k (equal points span nothing).
+    inverse = np.divide(1.0, batch[:-1], out=np.zeros(len(points) - 1), where=batch[:-1] > 0.5)
+    return points, np.concatenate([[0.0], np.cumsum(np.diff(points) * inverse)])

@@ -21,7 +21,7 @@ import pandas as pd
 import simpy
 from asyncrl.scenarios import policy
 from asyncrl.scenarios.policy import FinishedGroup
-from asyncrl.scenarios.record import summarize
+from asyncrl.scenarios.record import DevicePools, summarize
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import Load, ScheduleState
 from asyncrl.scenarios.workload import LengthStream
@@ -81,15 +81,18 @@ class Simulation:
             engine = self.engines[action.engine]
             engine.prepare(now)
             if isinstance(action, Load):
-                start, loaded, _ = engine.load(action.version)
+                start, loaded, ready = engine.load(action.version)
                 self.recorder.sync(engine.index, start, loaded, action.version)
+                if ready > loaded:
+                    self.recorder.switch(f"engine-{engine.index}", loaded, ready)
             else:
                 for group in action.groups:
                     prompt, lengths = self.lengths.next_group()
                     self.rollouts.start_group(
                         engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
                     )
-                    engine.start(group, prompt, lengths)
+                    start, end = engine.start(group, prompt, lengths)
+                    self.recorder.prefill(engine.index, group, start, end, prompt)
             engine.replan()
 
     def _confirm_refused(self) -> None:
@@ -112,19 +115,25 @@ class Simulation:
         self.dispatch()  # the first groups
         for step in range(self.scenario.run.steps):
             batch = yield from self._collect_batch(step)
-            if self.costs.switch_to_training() > 0:  # colocated: the learner state comes back
-                yield env.timeout(self.costs.switch_to_training())
+            yield from self._switch_to_training()
             tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
-            duration = self.costs.train_step(tokens)
-            self.recorder.train(step, env.now, env.now + duration, tokens.actual)
+            cost = self.costs.learner_step(tokens)
+            self.recorder.train(step, env.now, env.now + cost.total_s, tokens.actual, cost.communication_s)
             self.rollouts.trained(batch, step)
-            yield env.timeout(duration)
+            yield env.timeout(cost.total_s)
             self._confirm_refused()
             self.state.publish(step + 1)
             self.dispatch()
             if on_step is not None:
                 on_step(step, env.now)
         self.done.succeed()
+
+    def _switch_to_training(self) -> Generator[simpy.Event, None, None]:
+        """Colocated: the devices bring the learner state back before the step (no time when it stayed)."""
+        duration = self.costs.switch_to_training()
+        if duration > 0:
+            self.recorder.switch("learner", self.env.now, self.env.now + duration)
+            yield self.env.timeout(duration)
 
     def _collect_batch(self, step: int) -> Generator[simpy.Event, None, list[int]]:
         """Wait until the state forms step ``step``'s batch; return its group ids."""
@@ -150,7 +159,10 @@ class Simulation:
     def events(self) -> pd.DataFrame:
         """The run's event table (call after ``run``)."""
         return self.recorder.events(
-            [engine.progress for engine in self.engines], [engine.loads for engine in self.engines], self.env.now
+            [engine.progress for engine in self.engines],
+            [engine.loads for engine in self.engines],
+            self.env.now,
+            self.costs.tensor_parallel(),
         )
 
 
@@ -167,5 +179,6 @@ def simulate(
         scenario_name=scenario.name,
         engines=scenario.cluster.engines,
         concurrency=scenario.engine_concurrency,
+        devices=DevicePools.of(scenario.cluster),
     )
     return SimulationResult(events=events, summary=summary)

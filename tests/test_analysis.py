@@ -6,7 +6,7 @@ import itertools
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
@@ -81,11 +81,11 @@ EXPECTED_RELATIVE = {
 def hand_events() -> pd.DataFrame:
     """One engine running two rollouts of group 0 at once, a weight sync, one learner step, one drop."""
     rows = [
-        ("engine-0", "generation", "generate", 0.0, 2.0, 0, 0, 0, 0, 100),
-        ("engine-0", "generation", "generate", 1.0, 3.0, 0, 0, 0, 1, 200),
-        ("engine-0", "generation", "sync", 5.0, 5.5, -1, 1, -1, -1, 0),
-        ("learner", "training", "train", 3.5, 5.0, 0, 0, -1, -1, 300),
-        ("queue", "generation", "drop", 4.0, 4.0, -1, 0, 1, 0, 50),
+        ("engine-0", "generation", "generate", 0.0, 2.0, 0, 0, 0, 0, 100, 0.0),
+        ("engine-0", "generation", "generate", 1.0, 3.0, 0, 0, 0, 1, 200, 0.0),
+        ("engine-0", "generation", "sync", 5.0, 5.5, -1, 1, -1, -1, 0, 0.0),
+        ("learner", "training", "train", 3.5, 5.0, 0, 0, -1, -1, 300, 0.0),
+        ("queue", "generation", "drop", 4.0, 4.0, -1, 0, 1, 0, 50, 0.0),
     ]
     return pd.DataFrame(rows, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
 
@@ -273,19 +273,25 @@ def test_every_summary_field_is_documented_with_its_unit() -> None:
     def fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
         found = []
         for name, field in model.model_fields.items():
-            if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-                assert field.annotation.__doc__, f"{prefix}{name}"
-                found += fields(field.annotation, f"{prefix}{name}.")
+            section = next((arg for arg in (field.annotation, *get_args(field.annotation)) if _is_model(arg)), None)
+            if section is not None:  # a section, or an optional one (absent from older records)
+                assert section.__doc__, f"{prefix}{name}"
+                found += fields(section, f"{prefix}{name}.")
             else:
                 found.append((f"{prefix}{name}", field))
         return found
 
     leaves = fields(RunSummary)
-    assert {name for name, _ in leaves} >= set(EXPECTED_RELATIVE) | {"staleness.histogram", "samples.dropped"}
+    expected = set(EXPECTED_RELATIVE) | {"staleness.histogram", "samples.dropped", "breakdown.training.communication"}
+    assert {name for name, _ in leaves} >= expected | {"device_hours.per_1k_samples"}
     for name, field in leaves:
         assert field.description, name
         if field.annotation in (int, float):
             assert field.description.endswith(")"), f"{name}: no unit in {field.description!r}"
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def test_trace_command_writes_the_default_file(hand_runs: tuple[Path, Path], capsys) -> None:
