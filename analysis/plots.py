@@ -1,7 +1,7 @@
 """PNG figures of run records: timelines, staleness, throughput and queue depth, comparisons, sizing.
 
     events.parquet ─► timeline, throughput_and_queue
-    summary.json   ─► staleness_histogram
+    summary.json   ─► staleness_histogram, breakdown
     Comparison     ─► predicted_vs_measured
     size CSV       ─► sizing (its tidy columns, via analysis.sizing.read_sizing)
 
@@ -35,9 +35,33 @@ from matplotlib.patches import Patch
 
 DPI = 120
 WIDTH_IN = 12.0
-KIND_COLOURS = {"unfinished": "#a9c4e4", "generate": "#3a75b0", "sync": "#e08a2c", "train": "#3f9b50"}
+KIND_COLOURS = {
+    "unfinished": "#a9c4e4",
+    "generate": "#3a75b0",
+    "sync": "#e08a2c",
+    "switch": "#b5452a",
+    "train": "#3f9b50",
+}  # prefill spans sit inside generate spans and last milliseconds: the timeline leaves them out
 IDLE_COLOUR = "#e9e9e9"
-KIND_LABELS = {"sync": "sync (weight load)", "unfinished": "unfinished at the end"}
+KIND_LABELS = {
+    "sync": "sync (weight load)",
+    "switch": "phase switch (colocated)",
+    "unfinished": "unfinished at the end",
+}
+# (role, category, legend label, colour) of the breakdown's stacked bars, bottom to top.
+BREAKDOWN_PARTS = (
+    ("generation", "decode", "generation: decode", "#3a75b0"),
+    ("generation", "prefill", "generation: prefill", "#7fa7d3"),
+    ("generation", "tensor_parallel", "generation: tensor-parallel all-reduce", "#8a6bbf"),
+    ("generation", "weight_sync", "generation: weight sync", "#e08a2c"),
+    ("generation", "phase_switch", "generation: phase switch", "#b5452a"),
+    ("generation", "idle", "generation: idle", "#d3dde9"),
+    ("training", "compute", "training: compute", "#3f9b50"),
+    ("training", "communication", "training: communication", "#9bcf8f"),
+    ("training", "phase_switch", "training: phase switch", "#7a5c2e"),
+    ("training", "idle", "training: idle", "#e2ece0"),
+)
+SECONDS_PER_HOUR = 3600.0
 ROLE_ORDER = {"training": 0, "generation": 1}
 ROW_IN_MAX = 0.24  # height of one worker row while few; rows thin out past this
 PANEL_ROWS_IN = 7.5  # most inches the rows of one timeline panel take
@@ -295,6 +319,41 @@ def throughput_and_queue_figure(runs: Sequence[LabelledEvents]) -> Figure:
         ax.grid(alpha=0.3)
     figure.suptitle("Throughput and queue depth over time", fontsize=13)
     return figure
+
+
+# ── where device time goes ──────────────────────────────────────────────────────
+
+
+def breakdown(runs: Sequence[tuple[str, Mapping]], out: Path) -> Path:
+    """Write ``breakdown_figure(runs)`` to ``out`` as PNG."""
+    return _save(breakdown_figure(runs), out)
+
+
+def breakdown_figure(runs: Sequence[tuple[str, Mapping]]) -> Figure:
+    """One stacked bar per run: its device-hours per learner step, split by role and what they went to.
+
+    ``runs`` are (label, summary) pairs whose summaries have a ``breakdown``; the legend lists the
+    categories some run spent time on."""
+    figure = _figure(max(6.0, 1.6 * len(runs) + 4.5), 5.2)
+    ax = figure.subplots()
+    heights = {part: [_per_step_hours(summary, part[0], part[1]) for _, summary in runs] for part in BREAKDOWN_PARTS}
+    bottom = np.zeros(len(runs))
+    for part, values in heights.items():
+        label = part[2] if any(values) else f"_{part[2]}"  # an underscore keeps a category no run has out of the legend
+        ax.bar(range(len(runs)), values, 0.6, bottom=bottom, color=part[3], label=label)
+        bottom += np.asarray(values)
+    ax.set_xticks(range(len(runs)), [label for label, _ in runs])
+    ax.set_ylabel("device-hours per learner step")
+    ax.set_ylim(0, max(float(bottom.max(initial=0.0)), 1e-12) * 1.08)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(frameon=False, fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.set_title("Where device time goes: device-hours per learner step, by role and activity", loc="left")
+    return figure
+
+
+def _per_step_hours(summary: Mapping, role: str, category: str) -> float:
+    seconds = float(summary["breakdown"][role][category])
+    return seconds / SECONDS_PER_HOUR / summary["steps"] if summary["steps"] else 0.0
 
 
 # ── predicted vs measured ───────────────────────────────────────────────────────

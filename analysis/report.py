@@ -9,6 +9,7 @@ report/
   timeline.png            one panel per run on a shared time axis
   staleness.png           normalized staleness histograms, overlaid
   throughput.png          throughput and queue depth over time
+  breakdown.png           where device time goes, a stacked bar per run (runs whose summary has a breakdown)
   predicted-vs-measured.png, comparison.json    when two runs are given (first = A, second = B)
   sizing.png              when a sizing CSV is given
   trace-<run>.json        per run, for ui.perfetto.dev or chrome://tracing
@@ -143,6 +144,9 @@ def _draw_figures(
         (plots.staleness_histogram(histograms, out / "staleness.png"), STALENESS_TEXT),
         (plots.throughput_and_queue(events, out / "throughput.png"), THROUGHPUT_TEXT),
     ]
+    broken_down = [(run.label, run.summary) for run in runs if run.summary.get("breakdown")]
+    if broken_down:
+        captions.append((plots.breakdown(broken_down, out / "breakdown.png"), BREAKDOWN_TEXT))
     if comparison is not None:
         captions.append((plots.predicted_vs_measured(comparison, out / "predicted-vs-measured.png"), COMPARE_TEXT))
     if sizing_csv is not None:
@@ -155,6 +159,10 @@ STALENESS_TEXT = "Share of trained samples by staleness (learner steps), normali
 THROUGHPUT_TEXT = (
     "Trained samples per second over each learner step, finished rollouts per second, and finished groups "
     "waiting for the learner (from a group's last rollout to the start of the step that trains it)."
+)
+BREAKDOWN_TEXT = (
+    "Device-hours per learner step of each run, split by role and by what the devices did (summary.json's "
+    "breakdown); the executor cannot tell prefill from decode nor measure communication apart, so it shows none."
 )
 COMPARE_TEXT = "Run A (first) against run B (second); a speedup panel appears when speedup runs are given."
 
@@ -223,6 +231,9 @@ def _summary_rows(runs: Sequence[Run]) -> list[list[Any]]:
     ]
     rows += [[label, *(figure_value(run.summary, path) for run in runs)] for _, label, path in FIGURES]
     rows.append(["weight sync per engine (s)", *(float(run.summary["weight_sync_s"]) for run in runs)])
+    hours = [run.summary.get("device_hours") or {} for run in runs]
+    rows.append(["device-hours per step", *(figures.get("per_step", "-") for figures in hours)])
+    rows.append(["device-hours per 1,000 samples", *(figures.get("per_1k_samples", "-") for figures in hours)])
     for key in ("generated", "trained", "dropped"):
         rows.append([f"samples {key}", *(run.summary["samples"][key] for run in runs)])
     return rows

@@ -417,6 +417,27 @@ def test_timeline_draws_every_worker_and_kind(simulated: dict[str, Path]) -> Non
     assert legend_texts(figure) == ["generate", "sync (weight load)", "train", "idle"]
 
 
+def test_breakdown_bars_stack_each_runs_device_hours_per_step(simulated: dict[str, Path]) -> None:
+    runs = [(label, compare.load_summary(path)) for label, path in simulated.items()]
+    (ax,) = plots.breakdown_figure(runs).axes
+    assert texts(ax.get_xticklabels()) == ["sync", "async"]  # one bar per run
+    assert len(ax.patches) == len(plots.BREAKDOWN_PARTS) * len(runs)  # one segment per category and run
+    spent = [
+        part for part in plots.BREAKDOWN_PARTS if any(summary["breakdown"][part[0]][part[1]] for _, summary in runs)
+    ]
+    assert legend_texts(ax) == [label for _, _, label, _ in spent]
+    # quickstart on 8 + 8 H100s, one device per engine, split pools: nothing to all-reduce, no phase switch.
+    assert {"generation: decode", "generation: weight sync", "training: compute", "training: idle"} <= set(
+        legend_texts(ax)
+    )
+    assert not {"generation: tensor-parallel all-reduce", "generation: phase switch"} & set(legend_texts(ax))
+    for index, (_, summary) in enumerate(runs):
+        stack = sum(patch.get_height() for patch in ax.patches if patch.get_x() < index < patch.get_x() + 1)
+        assert stack == pytest.approx(summary["device_hours"]["per_step"])
+    assert ax.get_ylabel() == "device-hours per learner step"
+    assert ax.get_title(loc="left").startswith("Where device time goes")
+
+
 def test_staleness_figure_bars_are_the_normalized_histograms(simulated: dict[str, Path]) -> None:
     summaries = {label: compare.load_summary(path) for label, path in simulated.items()}
     figure = plots.staleness_figure(
@@ -559,7 +580,13 @@ def test_report_command_writes_a_page_of_existing_pngs(simulated: dict[str, Path
     assert str(out / "index.html") in capsys.readouterr().out
     page = (out / "index.html").read_text()
     images = [part.split("'")[0] for part in page.split("<img src='")[1:]]
-    assert set(images) == {"timeline.png", "staleness.png", "throughput.png", "predicted-vs-measured.png"}
+    assert set(images) == {
+        "timeline.png",
+        "staleness.png",
+        "throughput.png",
+        "breakdown.png",
+        "predicted-vs-measured.png",
+    }
     assert all(is_png(out / name) for name in images)
     assert "Comparison" in page and (out / "comparison.json").is_file()
     for label in ("sync", "async"):
