@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from asyncrl.analysis.tables import FIGURE_HEADER, Labelled, Summary, figure_cells, format_table
+from asyncrl.analysis.tables import Labelled, Summary, figure_cells, figure_header, format_table
 from asyncrl.scenarios.loading import ScenarioError
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
 
 SizingResult = tuple[Labelled, Summary]
-TABLE_HEADER = ["schedule split tp", *FIGURE_HEADER]
 SIZING_COLUMNS = (
     "label",
     "schedule",  # sync, pipelined or streaming
@@ -41,7 +40,9 @@ SIZING_COLUMNS = (
     "generation_utilization",  # 0-1
     "training_utilization",  # 0-1
     "dropped",
+    "device_hours_per_1k_samples",  # devices × wall time / 3600 per 1,000 trained samples
 )
+OPTIONAL_COLUMNS = ("device_hours_per_1k_samples",)  # CSVs written before it existed still read
 INTEGER_COLUMNS = ("bound", "generation_devices", "training_devices", "devices_per_engine", "staleness_max", "dropped")
 FLOAT_COLUMNS = ("samples_per_s", "step_s", "staleness_mean", "generation_utilization", "training_utilization")
 BOUND_NAMES = {"pipelined": "N", "streaming": "η"}
@@ -71,6 +72,7 @@ def sizing_record(variant: Labelled, summary: Summary) -> dict[str, Any]:
         "generation_utilization": summary["utilization"]["generation"],
         "training_utilization": summary["utilization"]["training"],
         "dropped": summary["samples"]["dropped"],
+        "device_hours_per_1k_samples": summary["device_hours"]["per_1k_samples"],
     }
 
 
@@ -90,7 +92,8 @@ def read_sizing(csv_path: Path) -> pd.DataFrame:
         table = pd.read_csv(csv_path)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ScenarioError(f"{csv_path}: cannot read the sizing CSV ({exc})") from None
-    missing = [column for column in SIZING_COLUMNS if column != "label" and column not in table.columns]
+    required = [column for column in SIZING_COLUMNS if column != "label" and column not in OPTIONAL_COLUMNS]
+    missing = [column for column in required if column not in table.columns]
     if missing:
         raise ScenarioError(f"{csv_path}: not an `asyncrl size` CSV (missing columns {', '.join(missing)})")
     try:
@@ -113,17 +116,19 @@ def _boolean(value: Any) -> bool:
     raise ValueError(f"colocated: {value!r} is not true or false")
 
 
-def table_rows(ranked: Sequence[SizingResult]) -> list[list[Any]]:
+def table_rows(ranked: Sequence[SizingResult], price: float | None = None) -> list[list[Any]]:
     """Rows of the terminal table: the label, then the figures."""
-    return [[variant.label, *figure_cells(summary)] for variant, summary in ranked]
+    return [[variant.label, *figure_cells(summary, price)] for variant, summary in ranked]
 
 
-def sizing_lines(scenario: Scenario, devices: int, ranked: Sequence[SizingResult], top: int) -> str:
+def sizing_lines(
+    scenario: Scenario, devices: int, ranked: Sequence[SizingResult], top: int, price: float | None = None
+) -> str:
     """The baseline and the ``top`` best splits; how many more rows the CSV holds."""
-    rows = table_rows(ranked)
+    rows = table_rows(ranked, price)
     lines = [
         f"{scenario.name}: {devices} devices, {scenario.run.steps} steps simulated per row, best first",
-        format_table(TABLE_HEADER, rows[: top + 1]),
+        format_table(["schedule split tp", *figure_header(price)], rows[: top + 1]),
     ]
     if len(rows) > top + 1:
         lines.append(f"... {len(rows) - top - 1} more rows in the CSV")

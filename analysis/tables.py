@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
 
 Summary = Mapping[str, Any]
-FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
+FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped", "dev-h/1k"]
+PRICE_HEADER = "cost/1k"  # with --price-per-device-hour: dev-h/1k × the price
 
 
 class Labelled(Protocol):
@@ -86,9 +87,15 @@ def summary_lines(summary: dict[str, Any]) -> str:
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
 
 
-def figure_cells(summary: Summary) -> list[Any]:
-    """One run's figures under ``FIGURE_HEADER``."""
-    return [
+def figure_header(price: float | None = None) -> list[str]:
+    """``FIGURE_HEADER``, and the cost column when a price per device-hour is given."""
+    return FIGURE_HEADER if price is None else [*FIGURE_HEADER, PRICE_HEADER]
+
+
+def figure_cells(summary: Summary, price: float | None = None) -> list[Any]:
+    """One run's figures under ``figure_header(price)``: device-hours (and cost) per 1,000 trained samples last."""
+    hours = summary["device_hours"]["per_1k_samples"]
+    cells = [
         summary["throughput"]["samples_per_s"],
         summary["step_time_s"]["mean"],
         summary["staleness"]["mean"],
@@ -96,7 +103,9 @@ def figure_cells(summary: Summary) -> list[Any]:
         f"{summary['utilization']['generation']:.0%}",
         f"{summary['utilization']['training']:.0%}",
         summary["samples"]["dropped"],
+        hours,
     ]
+    return cells if price is None else [*cells, hours * price]
 
 
 def devices_label(scenario: Scenario) -> str:
@@ -148,19 +157,20 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
     )
 
 
-def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary]]) -> str:
-    """The scenario as written (the first result) against each baseline: figures and how much faster it is."""
+def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary]], price: float | None = None) -> str:
+    """The scenario as written (the first result) against each baseline: figures and how much faster it is;
+    device-hours (and, with a price per device-hour, cost) per 1,000 trained samples."""
     written = results[0][1]["throughput"]["samples_per_s"]
     rows = [
         [
             variant.label,
             devices_label(variant.scenario),
-            *figure_cells(summary),
+            *figure_cells(summary, price),
             f"{written / summary['throughput']['samples_per_s']:.2f}x",
         ]
         for variant, summary in results
     ]
-    header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this"]
+    header = ["schedule", "devices", *figure_header(price), "as written vs this"]
     return (
         f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated\n"
         f"{format_table(header, rows)}"

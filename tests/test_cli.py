@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from asyncrl.analysis.tables import format_cell
 from asyncrl.scenarios.loading import load_scenario, shipped_scenarios
 from asyncrl.scenarios.record import EVENT_COLUMNS, read_summary
 
@@ -80,6 +81,20 @@ def test_speedup_compares_against_both_sync_baselines(capsys) -> None:
     assert main(["speedup", "quickstart", "--steps", "5", "--quiet"]) == 0
     table = capsys.readouterr().out
     assert "sync, same split" in table and "sync, colocated on 16" in table
+    assert "dev-h/1k" in table and "cost/1k" not in table
+
+
+def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
+    assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5", "--json"]) == 0
+    summaries = json.loads(capsys.readouterr().out)
+    assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5"]) == 0
+    header, _, *rows = capsys.readouterr().out.splitlines()[1:]
+    assert header.split()[-6:] == ["dev-h/1k", "cost/1k", "as", "written", "vs", "this"]
+    for row, summary in zip(rows, summaries.values(), strict=True):
+        # 16 devices × wall / 3600 per 1,000 of the 3 × 512 trained samples, then × 2.5 per device-hour
+        hours = 16 * summary["wall_time_s"] / 3600 / (3 * 512) * 1000
+        assert summary["device_hours"]["per_1k_samples"] == pytest.approx(hours)
+        assert row.split()[-3:-1] == [format_cell(hours), format_cell(hours * 2.5)]
 
 
 def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
@@ -99,6 +114,7 @@ def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
     assert (splits["generation_devices"] % splits["devices_per_engine"] == 0).all()
     assert rows[["generation_utilization", "training_utilization"]].stack().between(0, 1).all()
     assert rows["dropped"].dtype.kind == "i" and rows["staleness_max"].dtype.kind == "i"
+    assert (rows["device_hours_per_1k_samples"] > 0).all()
 
 
 def test_schema_is_json_schema(capsys) -> None:
