@@ -83,8 +83,27 @@ def summary_lines(summary: dict[str, Any]) -> str:
             f"in flight {samples['in_flight']:,}   dropped {samples['dropped']:,}",
         ),
     ]
+    if summary.get("breakdown") and summary.get("device_hours"):
+        hours = summary["device_hours"]
+        rows.append(("device time", breakdown_text(summary["breakdown"])))
+        per_step, per_1k = hours["per_step"], hours["per_1k_samples"]
+        rows.append(("cost", f"{per_step:,.3g} device-hours per step   {per_1k:,.3g} per 1,000 samples"))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
+
+
+BREAKDOWN_WORDS = {"tensor_parallel": "all-reduce", "weight_sync": "sync", "phase_switch": "switch"}
+
+
+def breakdown_text(breakdown: Mapping[str, Any]) -> str:
+    """Each role's device time by activity, as shares of that role's device time; activities at 0 left out."""
+    parts = []
+    for role in ("generation", "training"):
+        seconds = breakdown[role]
+        whole = sum(seconds.values()) or 1.0
+        shares = [f"{BREAKDOWN_WORDS.get(name, name)} {value / whole:.0%}" for name, value in seconds.items() if value]
+        parts.append(f"{role} {', '.join(shares) or '-'}")
+    return "   ".join(parts)
 
 
 def figure_header(price: float | None = None) -> list[str]:
