@@ -300,34 +300,37 @@ def summarize(
         ),
         weight_sync_s=_ratio(float((syncs["end"] - syncs["start"]).sum()), engines),
         samples=SampleCounts(**_sample_counts(events, trained=len(per_sample))),
-        breakdown=breakdown(events, devices, wall),
+        breakdown=_breakdown(events, devices, wall, generation_busy),
         device_hours=_device_hours(devices.total * wall, steps=len(train), trained=len(per_sample)),
     )
     return summary.to_json()
 
 
-def breakdown(events: pd.DataFrame, devices: DevicePools, wall: float) -> Breakdown:
-    """Device-seconds per role and category, from events already cut at ``wall`` (see the module docstring)."""
+def _breakdown(events: pd.DataFrame, devices: DevicePools, wall: float, generation_busy: float) -> Breakdown:
+    """Device-seconds per role and category, from events already cut at ``wall`` (see the module docstring);
+    ``generation_busy`` is the engines' busy seconds, added over engines."""
     tp, trainers = devices.devices_per_engine, devices.training
-    engine_s = {kind: _span_seconds(events, (kind,), "generation") for kind in ("prefill", "sync", "switch")}
-    rollouts = events[events["kind"].isin(("generate", "unfinished"))]
-    tensor_parallel = float(rollouts["comm_s"].fillna(0.0).sum())
-    decode = _busy_seconds(events, "generation") - sum(engine_s.values()) - tensor_parallel
-    steps = events[events["kind"] == "train"]
-    communication = float(steps["comm_s"].fillna(0.0).sum())
-    learner_switch = _span_seconds(events, ("switch",), "training")
+    totals = events.assign(seconds=events["end"] - events["start"], comm_s=events["comm_s"].fillna(0.0))
+    by_kind = totals.groupby(["role", "kind"], observed=True)[["seconds", "comm_s"]].sum()
+
+    def total(role: str, kind: str, column: str = "seconds") -> float:
+        return float(by_kind[column].get((role, kind), 0.0))
+
+    tensor_parallel = total("generation", "generate", "comm_s") + total("generation", "unfinished", "comm_s")
+    pauses = total("generation", "prefill") + total("generation", "sync") + total("generation", "switch")
+    communication = total("training", "train", "comm_s")
     generation = GenerationTime(
-        decode=max(0.0, decode) * tp,
-        prefill=engine_s["prefill"] * tp,
-        weight_sync=engine_s["sync"] * tp,
-        phase_switch=engine_s["switch"] * tp,
+        decode=max(0.0, generation_busy - pauses - tensor_parallel) * tp,
+        prefill=total("generation", "prefill") * tp,
+        weight_sync=total("generation", "sync") * tp,
+        phase_switch=total("generation", "switch") * tp,
         tensor_parallel=tensor_parallel * tp,
         idle=0.0,
     )
     training = TrainingTime(
-        compute=(_span_seconds(events, ("train",), "training") - communication) * trainers,
+        compute=(total("training", "train") - communication) * trainers,
         communication=communication * trainers,
-        phase_switch=learner_switch * trainers,
+        phase_switch=total("training", "switch") * trainers,
         idle=0.0,
     )
     return _with_idle(generation, training, devices, wall)
@@ -407,10 +410,8 @@ def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     return float((block_end - starts[opens_block]).sum())
 
 
-def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...], role: str | None = None) -> float:
+def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...]) -> float:
     spans = events[events["kind"].isin(kinds)]
-    if role is not None:
-        spans = spans[spans["role"] == role]
     return float((spans["end"] - spans["start"]).sum())
 
 
