@@ -50,8 +50,9 @@ DEVICES: dict[str, DeviceSpec] = {
     # H200 SXM: NVLink 900 GB/s and PCIe Gen5 128 GB/s bidirectional (H200 datasheet);
     # DGX H200: the DGX H100's eight 400 Gb/s ConnectX-7 (DGX BasePOD reference architecture).
     "h200": DeviceSpec(989e12, 141 * GB, 4800 * GB, 450 * GB, 50 * GB, 64 * GB),
-    # H20: NVLink 900 GB/s bidirectional, PCIe Gen5 128 GB/s bidirectional (H20 product brief). No DGX
-    # exists for it: one 400 Gb/s adapter per GPU, as in the HGX H100 designs it drops into, is assumed.
+    # H20: NVLink 900 GB/s bidirectional (its published specifications; NVIDIA posts no public datasheet).
+    # Assumed as on the other Hopper SXM parts: PCIe Gen5 x16 (128 GB/s bidirectional) to the host, and,
+    # no DGX existing for it, one 400 Gb/s adapter per GPU as in the HGX H100 designs.
     "h20": DeviceSpec(148e12, 96 * GB, 4000 * GB, 450 * GB, 50 * GB, 64 * GB),
     # L40S: no NVLink; PCIe Gen4 x16, 64 GB/s bidirectional (L40S datasheet), also between the devices
     # of a node. No reference node fixes its network: one 200 Gb/s adapter per GPU is assumed.
