@@ -37,7 +37,10 @@ class Recorder:
         self.group_size = rollouts.group_size
         self._drops: list[tuple[int, float]] = []  # (group, time)
         self._syncs: list[tuple[int, float, float, int]] = []
-        self._prefills: list[tuple[int, int, float, float, int]] = []  # (engine, group, start, end, prompt tokens)
+        # Each group's prefill span, by group id (groups are numbered in start order). Plain floats, not
+        # tuples: one per group, and floats are no work for the garbage collector.
+        self._prefill_start: list[float] = []
+        self._prefill_end: list[float] = []
         self._switches: list[tuple[str, float, float]] = []  # (worker, start, end)
         self._trains: list[tuple[int, float, float, int, float]] = []  # (step, start, end, tokens, comm_s)
 
@@ -47,8 +50,10 @@ class Recorder:
     def sync(self, engine: int, start: float, end: float, version: int) -> None:
         self._syncs.append((engine, start, end, version))
 
-    def prefill(self, engine: int, group: int, start: float, end: float, prompt: int) -> None:
-        self._prefills.append((engine, group, start, end, prompt))
+    def prefill(self, start: float, end: float) -> None:
+        """The prefill of the group started last."""
+        self._prefill_start.append(start)
+        self._prefill_end.append(end)
 
     def switch(self, worker: str, start: float, end: float) -> None:
         self._switches.append((worker, start, end))
@@ -75,7 +80,7 @@ class Recorder:
             self._rollout_rows(progress, loads, wall_time, tensor_parallel or AllReduceCost()),
             self._drop_rows(),
             self._sync_rows(),
-            self._prefill_rows(),
+            self._prefill_rows(np.asarray([f"engine-{i}" for i in range(len(progress))])),
             self._switch_rows(),
             self._train_rows(),
         ]
@@ -198,20 +203,20 @@ class Recorder:
             }
         )
 
-    def _prefill_rows(self) -> pd.DataFrame:
-        engine, group, start, end, prompt = zip(*self._prefills, strict=True) if self._prefills else ((),) * 5
+    def _prefill_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
+        rollouts = self.rollouts
         return pd.DataFrame(
             {
-                "worker": [f"engine-{i}" for i in engine],
+                "worker": engine_names[np.asarray(rollouts.engine, dtype=np.int64)],
                 "role": "generation",
                 "kind": "prefill",
-                "start": start,
-                "end": end,
+                "start": np.asarray(self._prefill_start, dtype=np.float64),
+                "end": np.asarray(self._prefill_end, dtype=np.float64),
                 "step": -1,
-                "version": np.asarray(self.rollouts.version, dtype=np.int64)[list(group)],
-                "group": group,
+                "version": np.asarray(rollouts.version, dtype=np.int64),
+                "group": np.arange(len(rollouts)),
                 "sample": -1,
-                "tokens": prompt,
+                "tokens": np.asarray(rollouts.prompt, dtype=np.int64),
                 "comm_s": 0.0,
             }
         )

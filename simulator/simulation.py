@@ -91,8 +91,7 @@ class Simulation:
                     self.rollouts.start_group(
                         engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
                     )
-                    start, end = engine.start(group, prompt, lengths)
-                    self.recorder.prefill(engine.index, group, start, end, prompt)
+                    self.recorder.prefill(*engine.start(group, prompt, lengths))
             engine.replan()
 
     def _confirm_refused(self) -> None:
