@@ -51,6 +51,10 @@ def test_simulate_writes_a_complete_run_record(tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "throughput" in printed and "staleness" in printed
     summary = read_summary(out)  # every field of RunSummary is there, of its type
+    hours = summary["device_hours"]["per_step"]
+    assert f"cost         {hours:,.3g} device-hours per step" in printed
+    generation = summary["breakdown"]["generation"]
+    assert f"device time  generation decode {generation['decode'] / sum(generation.values()):.0%}, " in printed
     assert summary["backend"] == "simulator" and "status" not in summary
     assert summary["steps"] == 5
     events = pd.read_parquet(out / "events.parquet")
