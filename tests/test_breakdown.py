@@ -26,7 +26,7 @@ from tests.test_simulator_invariants import SETTINGS, costs, scenarios
 class WithSwitches(MeasuredCosts):
     """The measured costs plus fixed phase switches."""
 
-    def __init__(self, scenario: Scenario, cost_profile: CostProfile, to_training: float, to_generation: float):
+    def __init__(self, scenario: Scenario, cost_profile: CostProfile, to_training: float, to_generation: float) -> None:
         super().__init__(scenario, cost_profile)
         self._to_training, self._to_generation = to_training, to_generation
 
