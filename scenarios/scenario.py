@@ -220,10 +220,25 @@ class StreamingSchedule(_ScheduleBase):
     queue_policy: Literal["block", "drop_oldest"] = Field(
         "block", description="when the queue is full: block (generation waits) | drop_oldest"
     )
+    refresh: Literal["lazy", "drain"] = Field(
+        "lazy",
+        description="without in-flight updates, when an engine takes new weights: lazy (once it is empty, or "
+        "its weights are too old to start anything) | drain (stop admitting once its weights are "
+        "refresh_every versions behind, finish what runs, load)",
+    )
+    refresh_every: PositiveInt = Field(
+        1, description="with refresh: drain, how many versions behind an engine may fall before it drains"
+    )
 
     @cached_property
     def staleness_bound(self) -> int:
         return self.max_staleness
+
+    @model_validator(mode="after")
+    def _refresh_needs_no_in_flight_updates(self) -> StreamingSchedule:
+        if self.in_flight_updates and self.refresh == "drain":
+            raise ValueError("refresh: drain is for engines without in_flight_updates (those load at once)")
+        return self
 
 
 Schedule = Annotated[SyncSchedule | PipelinedSchedule | StreamingSchedule, Field(discriminator="kind")]
