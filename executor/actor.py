@@ -23,6 +23,7 @@ from typing import Any
 from asyncrl.executor.messages import (
     ActorFailed,
     Command,
+    EngineSteps,
     FinishedRollout,
     Go,
     Loaded,
@@ -35,6 +36,7 @@ from asyncrl.executor.messages import (
 from asyncrl.scenarios.scenario import Scenario
 
 POLL_S = 0.05  # how long an idle actor waits for a command before checking again
+STEPS_PER_REPORT = 64  # engine steps an actor reports at the latest together (else with each finish)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class _Actor:
         self.index, self.group_size, self.engine, self.results, self.t0 = index, group_size, engine, results, t0
         self.group_start: dict[int, float] = {}
         self.group_left: dict[int, int] = {}  # samples not finished yet
+        self.steps: list[tuple[float, float, int, int, int, int, int]] = []  # not reported yet
         self.loads: list[tuple[float, int]] = []  # (time the version became active, version)
 
     def now(self) -> float:
@@ -152,7 +155,17 @@ class _Actor:
         self.results.put(Loaded(self.index, version, start, end))
 
     def step(self) -> None:
-        for rollout in self.engine.step():
+        start = self.now()
+        rollouts = self.engine.step()
+        stats = self.engine.last_step
+        if stats.batch or stats.joins:
+            self.steps.append(
+                (start, self.now(), stats.batch, stats.context, stats.joins, stats.prefill_tokens, stats.retired)
+            )
+        if rollouts or len(self.steps) >= STEPS_PER_REPORT:
+            self.results.put(EngineSteps(self.index, self.steps))
+            self.steps = []
+        for rollout in rollouts:
             group, sample = divmod(rollout.id, self.group_size)
             start, end = self.group_start[group], self.now()
             segments = self._segments(rollout.versions, start, end)

@@ -94,6 +94,17 @@ def generate_all(engine: GenerationEngine, requests: Iterable[Request]) -> list[
     return rollouts
 
 
+@dataclass(frozen=True)
+class StepStats:
+    """What one ``step`` did: the work a cost model charges for, recorded in a run (``engine_steps``)."""
+
+    batch: int  # rows decoded
+    context: int  # cache columns read by the decode, over all rows (left padding included)
+    joins: int  # requests admitted (prefilled and merged into the batch cache) before decoding
+    prefill_tokens: int  # prompt tokens prefilled for them
+    retired: int  # rows that finished and left the batch (the cache is compacted)
+
+
 @dataclass
 class _Sequence:
     """A rollout in progress (one row of the batch)."""
@@ -266,6 +277,7 @@ class ContinuousBatchingEngine:
         self._cache = self._empty_cache()
         self._pending = torch.zeros(0, dtype=torch.long, device=self.device)  # next input token of each row
         self._positions = torch.zeros(0, dtype=torch.long, device=self.device)  # its position in its sequence
+        self.last_step = StepStats(0, 0, 0, 0, 0)
 
     @property
     def in_flight(self) -> int:
@@ -291,20 +303,26 @@ class ContinuousBatchingEngine:
 
     def step(self) -> list[Rollout]:
         with torch.inference_mode():
-            self._admit()
+            joins, prefill_tokens = self._admit()
             if not self._running:
+                self.last_step = StepStats(0, 0, joins, prefill_tokens, 0)
                 return []
+            batch = len(self._running)
+            context = batch * (self._cache.length + 1)  # the decode writes one column, then attends to all
             tokens, logprobs = self._decode()
-            return self._record(tokens.tolist(), logprobs.tolist())
+            finished = self._record(tokens.tolist(), logprobs.tolist())
+            self.last_step = StepStats(batch, context, joins, prefill_tokens, len(finished))
+            return finished
 
     def _empty_cache(self) -> BatchKVCache:
         return BatchKVCache(self._kv_shape, rows=0, capacity=0, dtype=self._dtype, device=self.device)
 
-    def _admit(self) -> None:
+    def _admit(self) -> tuple[int, int]:
+        """Prefill waiting requests into free rows; how many joined and their prompt tokens."""
         free = self.max_batch - len(self._running)
         joiners = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
         if not joiners:
-            return
+            return 0, 0
         prefixes = [request.prompt[:-1] for request in joiners]
         prefill_cache, prefill_mask = self._prefill(prefixes)
         self._cache.merge(prefill_cache, prefill_mask)
@@ -312,6 +330,7 @@ class ContinuousBatchingEngine:
         self._pending = torch.cat([self._pending, self._tensor(last_tokens)])
         self._positions = torch.cat([self._positions, self._tensor([len(prefix) for prefix in prefixes])])
         self._running.extend(self._new_sequence(request) for request in joiners)
+        return len(joiners), sum(len(request.prompt) for request in joiners)
 
     def _new_sequence(self, request: Request) -> _Sequence:
         if request.forced_length is not None:

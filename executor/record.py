@@ -2,6 +2,7 @@
 
     PreviousRun (resume) ── events, metrics before the checkpoint ──┐
     coordinator.event_rows ── this run's events ────────────────────┼──► events.parquet
+    coordinator.engine_steps ── what each decode step did ──────────┼──► engine_steps.parquet
     learner loop ── one metrics row per step ───────────────────────┼──► metrics.parquet
     scenario ───────────────────────────────────────────────────────┴──► scenario.yaml, summary.json
 
@@ -18,9 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from asyncrl.executor.messages import STEP_COLUMNS
 from asyncrl.scenarios.loading import dump_scenario
 from asyncrl.scenarios.record import EVENT_COLUMNS, summarize, write_run
 from asyncrl.scenarios.scenario import Scenario
+
+ENGINE_STEPS_FILE = "engine_steps.parquet"
 
 
 @dataclass
@@ -73,8 +77,11 @@ class RunRecord:
     def add_step(self, row: dict[str, float]) -> None:
         self.metrics.append(row)
 
-    def write(self, status: str, event_rows: list[dict[str, Any]]) -> ExecutionResult:
-        """Write summary.json (with ``status``), events.parquet, scenario.yaml and metrics.parquet."""
+    def write(
+        self, status: str, event_rows: list[dict[str, Any]], engine_steps: list[dict[str, Any]] | None = None
+    ) -> ExecutionResult:
+        """Write summary.json (with ``status``), events.parquet, scenario.yaml, metrics.parquet and
+        engine_steps.parquet (what each decode step of this run did; a resumed run keeps only its own)."""
         new_events = pd.DataFrame(event_rows, columns=list(EVENT_COLUMNS))
         events = pd.concat([self.previous.events, new_events], ignore_index=True).astype(EVENT_COLUMNS)
         metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
@@ -88,4 +95,6 @@ class RunRecord:
         summary["status"] = status
         write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)
         metrics.to_parquet(self.out / "metrics.parquet", index=False)
+        steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])
+        steps.to_parquet(self.out / ENGINE_STEPS_FILE, index=False)
         return ExecutionResult(summary, events, metrics)

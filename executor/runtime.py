@@ -212,8 +212,9 @@ class _Run:
         return self._write(status)
 
     def _write(self, status: str) -> ExecutionResult:
-        rows = self._coordinator().event_rows(self._clock(), cut_unfinished=status != "checkpoint")
-        return self.record.write(status, rows)
+        coordinator = self._coordinator()
+        rows = coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
+        return self.record.write(status, rows, list(coordinator.engine_steps))
 
     def stop(self) -> None:
         self.actors.stop()

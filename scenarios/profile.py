@@ -3,6 +3,9 @@
     decode_step_s: {1: 0.010, 16: 0.012, 64: 0.018}  # one decode step of one engine at batch b
     decode_context_token_s: 0.0   # optional: extra decode-step time per token of context in the batch
     prefill_token_s: 2.0e-5       # per prompt token, one engine
+    prefill_per: group            # optional: group (one prefill per group: a prefix cache) | sample (each sample's)
+    join_s: 0.0                   # optional: per prefill besides its tokens (the call, merging into the batch cache)
+    retire_s: 0.0                 # optional: per decode step in which rollouts finish (compacting the cache)
     train_token_s: 4.0e-4         # learner time per trained token on ONE training device
     train_token_square_s: 0.0     # optional: per row and squared row length (attention), ONE training device
     train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
@@ -44,6 +47,14 @@ class CostProfile(BaseModel):
         0.0, description="seconds per token of context read in a decode step"
     )
     prefill_token_s: NonNegativeFloat
+    prefill_per: Literal["group", "sample"] = Field(
+        "group",
+        description="group: a group's prompt is prefilled once (prefix caching); sample: once per sample (the executor)",
+    )
+    join_s: NonNegativeFloat = Field(0.0, description="seconds per prefill besides its tokens (call, cache merge)")
+    retire_s: NonNegativeFloat = Field(
+        0.0, description="seconds per decode step in which rollouts finish (the batch cache is compacted)"
+    )
     train_token_s: PositiveFloat
     train_token_square_s: NonNegativeFloat = Field(
         0.0, description="learner time per row per squared row length (attention), on ONE training device"

@@ -5,8 +5,11 @@
                   FLOPs = 2 · active · b + 4 · layers · heads · head_dim · C
                   bytes = min(params, active · b) · dtype + C · kv_bytes_per_token
         measured: table(b) + decode_context_token_s · C
-    prefill (one engine, n prompt tokens)
-        analytic: 2 · active · n / (peak · mfu)         measured: n · prefill_token_s
+    prefill (one engine, one group of G samples with n prompt tokens)
+        analytic: 2 · active · n / (peak · mfu)  (one prefill per group: the samples share the prefix)
+        measured: k · (join_s + n · prefill_token_s), k = 1 or G (``prefill_per``: group | sample)
+    retirement (one engine, a decode step in which rollouts finish)
+        analytic: 0                                     measured: retire_s
     learner step (n tokens, prompt + completion)
         analytic: (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
         measured: (n · train_token_s + Σ L² · train_token_square_s) / training devices
@@ -55,7 +58,8 @@ class DecodeTable:
 class CostModel(Protocol):
     def decode_step(self, batch: int, context_tokens: float) -> float: ...
     def decode_step_table(self, max_batch: int) -> DecodeTable: ...
-    def prefill(self, prompt_tokens: int) -> float: ...
+    def prefill(self, prompt_tokens: int, samples: int) -> float: ...
+    def retire(self) -> float: ...
     def train_step(self, tokens: TrainTokens) -> float: ...
     def weight_sync(self) -> float: ...
 
@@ -96,8 +100,11 @@ class AnalyticCosts:
             self._kv_bytes_per_token / self._engine_bytes_per_s,
         )
 
-    def prefill(self, prompt_tokens: int) -> float:
+    def prefill(self, prompt_tokens: int, samples: int) -> float:
         return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
+
+    def retire(self) -> float:
+        return 0.0
 
     def train_step(self, tokens: TrainTokens) -> float:
         return self._train_flops_per_token * tokens.actual / self._train_flops
@@ -121,8 +128,13 @@ class MeasuredCosts:
         measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
         return DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
 
-    def prefill(self, prompt_tokens: int) -> float:
-        return prompt_tokens * self._profile.prefill_token_s
+    def prefill(self, prompt_tokens: int, samples: int) -> float:
+        profile = self._profile
+        prefills = samples if profile.prefill_per == "sample" else 1
+        return prefills * (profile.join_s + prompt_tokens * profile.prefill_token_s)
+
+    def retire(self) -> float:
+        return self._profile.retire_s
 
     def train_step(self, tokens: TrainTokens) -> float:
         profile = self._profile
