@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
 
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
+    _price_argument(speedup)
     speedup.set_defaults(command=_speedup)
 
     size = commands.add_parser("size", help="rank generation:training splits of a device budget")
@@ -123,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     size.add_argument("--top", type=_positive, default=20, help="rows printed (all go to the CSV; default 20)")
     size.add_argument("--out", type=Path, help="CSV of the ranked table (default: runs/<scenario name>-size.csv)")
+    _price_argument(size)
     size.set_defaults(command=_size)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the scenario file")
@@ -163,6 +165,15 @@ def _speedup_argument(parser: argparse.ArgumentParser) -> None:
         nargs=4,
         metavar=("SYNC_A", "ASYNC_A", "SYNC_B", "ASYNC_B"),
         help="also compare wall(SYNC_A)/wall(ASYNC_A) (predicted) with wall(SYNC_B)/wall(ASYNC_B) (measured)",
+    )
+
+
+def _price_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--price-per-device-hour",
+        type=_fraction,
+        metavar="USD",
+        help="also show the cost of 1,000 trained samples at this price of one device for one hour",
     )
 
 
@@ -278,7 +289,7 @@ def _speedup(args: argparse.Namespace) -> int:
     results = simulate_speedup(scenario, progress=not args.quiet)
     if args.json:
         return _print_json({variant.label: summary for variant, summary in results})
-    print(speedup_lines(scenario, results))
+    print(speedup_lines(scenario, results, args.price_per_device_hour))
     return 0
 
 
@@ -290,10 +301,10 @@ def _size(args: argparse.Namespace) -> int:
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
     ranked = simulate_sizing(scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet)
-    out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked)
+    out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked, args.price_per_device_hour)
     if args.json:
         return _print_json([{"label": variant.label, **summary} for variant, summary in ranked])
-    print(sizing_lines(scenario, args.devices, ranked, args.top))
+    print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour))
     print(f"wrote {out}")
     return 0
 
