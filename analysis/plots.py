@@ -4,6 +4,7 @@
     summary.json   ─► staleness_histogram
     Comparison     ─► predicted_vs_measured
     size CSV       ─► sizing (its tidy columns, via analysis.sizing.read_sizing)
+    sweep rows     ─► sweep (a figure against the first varied key, via analysis.sweep_table)
 
 Each function draws one figure with the Agg canvas (no pyplot, no global
 backend switch) and writes it to ``out``; matplotlib is imported here and
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import Comparison, format_relative, relative_error
 from asyncrl.analysis.sizing import read_sizing, schedule_label
+from asyncrl.analysis.sweep_table import METRICS, short_names
 from asyncrl.analysis.trace import natural_key
 from asyncrl.scenarios.loading import ScenarioError
 from matplotlib.axes import Axes
@@ -395,6 +397,76 @@ def _split_ticks(ax: Axes, splits: pd.DataFrame) -> None:
 def _device_total(splits: pd.DataFrame) -> str:
     totals = (splits["generation_devices"] + splits["training_devices"]).unique()
     return str(int(totals[0])) if len(totals) == 1 else "various"
+
+
+# ── what-if sweep ───────────────────────────────────────────────────────────────
+
+MAX_VALUE_TICKS = 12  # a numeric x axis ticks each varied value up to this many
+#: Units of common scenario keys, by their last part, for the sweep's x axis.
+KEY_UNITS = {
+    "generation_devices": "devices",
+    "training_devices": "devices",
+    "devices_per_engine": "devices",
+    "median": "tokens",
+    "max_tokens": "tokens",
+    "value": "tokens",
+    "scale": "tokens",
+    "sigma": "σ of log length",
+    "alpha": "Pareto tail index",
+    "prompts_per_step": "groups per step",
+    "samples_per_prompt": "samples per group",
+    "max_staleness": "steps",
+    "off_policy_steps": "steps",
+    "steps": "learner steps",
+    "max_concurrency": "rollouts per engine",
+    "queue_capacity": "groups",
+    "mfu": "fraction of peak FLOPs",
+    "mbu": "fraction of peak bandwidth",
+    "sync_latency_s": "s",
+}
+
+
+def sweep(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario: str, out: Path) -> Path:
+    """Write ``sweep_figure(...)`` to ``out`` as PNG."""
+    return _save(sweep_figure(table, keys, metric, scenario), out)
+
+
+def sweep_figure(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario: str) -> Figure:
+    """``metric`` against the first varied key, one line per value of the second key, or with three
+    or more keys one line per combination of all but the first; a skipped point is a gap in its line."""
+    x_key, rest = keys[0], list(keys[1:])
+    positions, ticks = _sweep_positions(table[x_key])
+    figure = _figure(8.0, 4.8)
+    ax = figure.subplots()
+    lines = table.groupby(rest, sort=False, dropna=False) if rest else [((), table)]
+    names = short_names(keys)[1:]
+    for index, (combination, rows) in enumerate(lines):
+        values = combination if isinstance(combination, tuple) else (combination,)
+        label = ", ".join(f"{name}={value}" for name, value in zip(names, values, strict=True)) or scenario
+        x = rows[x_key].map(positions).astype(float)
+        ax.plot(x, rows[metric].astype(float), marker="o", ms=4, color=f"C{index % 10}", label=label)
+    if ticks:
+        ax.set_xticks(range(len(ticks)), ticks)
+    elif len(positions) <= MAX_VALUE_TICKS:
+        ax.set_xticks(sorted(positions.values()), [f"{value:g}" for value in sorted(positions.values())])
+    unit = KEY_UNITS.get(x_key.rsplit(".", 1)[-1])
+    ax.set_xlabel(f"{x_key} ({unit})" if unit else x_key)
+    ax.set_ylabel(METRICS[metric])
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if rest:
+        ax.legend(frameon=False, fontsize=9)
+    ax.set_title(f"{scenario}: {METRICS[metric].split(' (')[0]} against {short_names(keys)[0]}")
+    return figure
+
+
+def _sweep_positions(column: pd.Series) -> tuple[dict[object, float], list[str]]:
+    """Where each value of the x key sits: the value itself if every value is a number, else its rank
+    in grid order (with those values as the tick labels)."""
+    values = list(dict.fromkeys(column))
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        return {value: float(value) for value in values}, []
+    return {value: float(rank) for rank, value in enumerate(values)}, [str(value) for value in values]
 
 
 # ── shared ──────────────────────────────────────────────────────────────────────

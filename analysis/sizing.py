@@ -5,7 +5,8 @@
 
 The CSV has one column per fact, so nothing has to be parsed back out of a
 label: the schedule, its staleness bound, the split and the engine size, then
-the figures as plain numbers (utilizations as fractions). ``label`` repeats the
+the figures as plain numbers (utilizations as fractions), device-hours (and,
+when priced, USD) per 1,000 trained samples. ``label`` repeats the
 terminal table's first column for people reading the file. Nothing here
 simulates: the rows come from summaries the sweep already produced.
 """
@@ -18,7 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from asyncrl.analysis.tables import FIGURE_HEADER, Labelled, Summary, figure_cells, format_table
+from asyncrl.analysis.tables import (
+    FIGURE_HEADER,
+    Labelled,
+    Summary,
+    cost_cells,
+    cost_header,
+    device_hours_per_1k,
+    figure_cells,
+    format_table,
+)
 from asyncrl.scenarios.loading import ScenarioError
 
 if TYPE_CHECKING:
@@ -45,6 +55,10 @@ SIZING_COLUMNS = (
 INTEGER_COLUMNS = ("bound", "generation_devices", "training_devices", "devices_per_engine", "staleness_max", "dropped")
 FLOAT_COLUMNS = ("samples_per_s", "step_s", "staleness_mean", "generation_utilization", "training_utilization")
 BOUND_NAMES = {"pipelined": "N", "streaming": "η"}
+COST_COLUMNS = (
+    "device_hours_per_1k_samples",  # all the plan's devices × wall time / 3600 per 1,000 trained samples
+    "cost_per_1k_samples_usd",  # only with a price per device-hour
+)
 
 
 def schedule_label(schedule: str, bound: int) -> str:
@@ -74,13 +88,25 @@ def sizing_record(variant: Labelled, summary: Summary) -> dict[str, Any]:
     }
 
 
-def write_sizing_csv(out: Path, ranked: Sequence[SizingResult]) -> Path:
-    """The whole ranked table as a tidy CSV, best first."""
+def cost_record(scenario: Scenario, summary: Summary, price_per_device_hour: float | None) -> dict[str, float]:
+    """The cost columns of one row: device-hours per 1,000 trained samples, and USD when priced."""
+    hours = device_hours_per_1k(scenario, summary)
+    if price_per_device_hour is None:
+        return {COST_COLUMNS[0]: hours}
+    return {COST_COLUMNS[0]: hours, COST_COLUMNS[1]: hours * price_per_device_hour}
+
+
+def write_sizing_csv(out: Path, ranked: Sequence[SizingResult], price_per_device_hour: float | None = None) -> Path:
+    """The whole ranked table as a tidy CSV, best first; the cost columns after the figures."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    costs = COST_COLUMNS if price_per_device_hour is not None else COST_COLUMNS[:1]
     with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SIZING_COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=[*SIZING_COLUMNS, *costs])
         writer.writeheader()
-        writer.writerows(sizing_record(variant, summary) for variant, summary in ranked)
+        writer.writerows(
+            sizing_record(variant, summary) | cost_record(variant.scenario, summary, price_per_device_hour)
+            for variant, summary in ranked
+        )
     return out
 
 
@@ -113,17 +139,26 @@ def _boolean(value: Any) -> bool:
     raise ValueError(f"colocated: {value!r} is not true or false")
 
 
-def table_rows(ranked: Sequence[SizingResult]) -> list[list[Any]]:
-    """Rows of the terminal table: the label, then the figures."""
-    return [[variant.label, *figure_cells(summary)] for variant, summary in ranked]
+def table_rows(ranked: Sequence[SizingResult], price_per_device_hour: float | None = None) -> list[list[Any]]:
+    """Rows of the terminal table: the label, the figures, then device-hours (and cost) per 1,000 samples."""
+    return [
+        [variant.label, *figure_cells(summary), *cost_cells(variant.scenario, summary, price_per_device_hour)]
+        for variant, summary in ranked
+    ]
 
 
-def sizing_lines(scenario: Scenario, devices: int, ranked: Sequence[SizingResult], top: int) -> str:
+def sizing_lines(
+    scenario: Scenario,
+    devices: int,
+    ranked: Sequence[SizingResult],
+    top: int,
+    price_per_device_hour: float | None = None,
+) -> str:
     """The baseline and the ``top`` best splits; how many more rows the CSV holds."""
-    rows = table_rows(ranked)
+    rows = table_rows(ranked, price_per_device_hour)
     lines = [
         f"{scenario.name}: {devices} devices, {scenario.run.steps} steps simulated per row, best first",
-        format_table(TABLE_HEADER, rows[: top + 1]),
+        format_table([*TABLE_HEADER, *cost_header(price_per_device_hour)], rows[: top + 1]),
     ]
     if len(rows) > top + 1:
         lines.append(f"... {len(rows) - top - 1} more rows in the CSV")

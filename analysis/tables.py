@@ -7,6 +7,7 @@ here runs a simulation.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 Summary = Mapping[str, Any]
 FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
+SAMPLES_PER_UNIT = 1000  # device-hours and cost are per 1,000 trained samples
 
 
 class Labelled(Protocol):
@@ -99,6 +101,28 @@ def figure_cells(summary: Summary) -> list[Any]:
     ]
 
 
+def device_hours_per_1k(scenario: Scenario, summary: Summary) -> float:
+    """Device-hours per 1,000 trained samples: every device of the plan (colocated ones counted once)
+    held for the run's wall time; NaN when nothing was trained."""
+    trained = summary["samples"]["trained"]
+    if not trained:
+        return math.nan
+    return scenario.cluster.total_devices * summary["wall_time_s"] / 3600 / trained * SAMPLES_PER_UNIT
+
+
+def cost_header(price_per_device_hour: float | None) -> list[str]:
+    """Headers of ``cost_cells``: device-hours per 1,000 samples, and their cost when priced."""
+    return ["dev-h/1k", *(["USD/1k"] if price_per_device_hour is not None else [])]
+
+
+def cost_cells(scenario: Scenario, summary: Summary, price_per_device_hour: float | None) -> list[Any]:
+    """Device-hours per 1,000 trained samples, and (when priced) what they cost in USD."""
+    hours = device_hours_per_1k(scenario, summary)
+    if price_per_device_hour is None:
+        return [hours]
+    return [hours, f"{hours * price_per_device_hour:,.2f}"]
+
+
 def devices_label(scenario: Scenario) -> str:
     """The devices a scenario runs on, e.g. ``8+8 h100`` or ``16 h100 (colocated)``."""
     cluster = scenario.cluster
@@ -148,8 +172,11 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
     )
 
 
-def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary]]) -> str:
-    """The scenario as written (the first result) against each baseline: figures and how much faster it is."""
+def speedup_lines(
+    scenario: Scenario, results: Sequence[tuple[Labelled, Summary]], price_per_device_hour: float | None = None
+) -> str:
+    """The scenario as written (the first result) against each baseline: figures, how much faster it is,
+    and device-hours (and cost, when priced) per 1,000 trained samples."""
     written = results[0][1]["throughput"]["samples_per_s"]
     rows = [
         [
@@ -157,10 +184,11 @@ def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary]
             devices_label(variant.scenario),
             *figure_cells(summary),
             f"{written / summary['throughput']['samples_per_s']:.2f}x",
+            *cost_cells(variant.scenario, summary, price_per_device_hour),
         ]
         for variant, summary in results
     ]
-    header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this"]
+    header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this", *cost_header(price_per_device_hour)]
     return (
         f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated\n"
         f"{format_table(header, rows)}"

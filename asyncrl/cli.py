@@ -4,6 +4,7 @@
     asyncrl execute  SCENARIO [--device cuda] [--resume RUN]       run it for real
     asyncrl speedup  SCENARIO                                      as written vs sync baselines
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
+    asyncrl sweep    SCENARIO --vary KEY=V1,V2 [--vary ...]         what-if grid over any keys: CSV and plot
     asyncrl schema                                                 JSON Schema of the scenario file
     asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's; 1 if off
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
@@ -101,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
+    _price_argument(speedup)
     speedup.set_defaults(command=_speedup)
 
     size = commands.add_parser("size", help="rank generation:training splits of a device budget")
@@ -123,7 +125,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     size.add_argument("--top", type=_positive, default=20, help="rows printed (all go to the CSV; default 20)")
     size.add_argument("--out", type=Path, help="CSV of the ranked table (default: runs/<scenario name>-size.csv)")
+    _price_argument(size)
     size.set_defaults(command=_size)
+
+    sweep = commands.add_parser("sweep", help="what-if: simulate every combination of values of any scenario keys")
+    _scenario_arguments(sweep)
+    sweep.add_argument(
+        "--vary",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="a dotted key and the values it takes, read as YAML (repeatable; the grid is the product, first outermost)",
+    )
+    sweep.add_argument(
+        "--metric",
+        default="samples_per_s",
+        help="CSV figure to plot (default samples_per_s; e.g. tokens_per_s, step_s, staleness_mean, "
+        "device_hours_per_1k_samples)",
+    )
+    sweep.add_argument("--out", type=Path, help="CSV of the grid (default: runs/<scenario name>-sweep.csv)")
+    sweep.add_argument("--plot", type=Path, help="PNG of the metric (default: the CSV's path ending in .png)")
+    _price_argument(sweep)
+    sweep.set_defaults(command=_sweep)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the scenario file")
     schema.set_defaults(command=_schema)
@@ -166,6 +189,15 @@ def _speedup_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _price_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--price-per-device-hour",
+        type=_fraction,
+        metavar="USD",
+        help="also show the cost of 1,000 trained samples at this price of one device for one hour",
+    )
+
+
 def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario file, or the name of a shipped scenario (e.g. quickstart)")
     parser.add_argument(
@@ -183,12 +215,17 @@ def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> Scenario:
+    return load_scenario(args.scenario, _overrides(args))
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    """``--set`` overrides, then ``--seed`` and ``--steps`` as the overrides they stand for."""
     overrides = list(args.overrides)
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
     if args.steps is not None:
         overrides.append(f"run.steps={args.steps}")
-    return load_scenario(args.scenario, overrides)
+    return overrides
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -278,7 +315,7 @@ def _speedup(args: argparse.Namespace) -> int:
     results = simulate_speedup(scenario, progress=not args.quiet)
     if args.json:
         return _print_json({variant.label: summary for variant, summary in results})
-    print(speedup_lines(scenario, results))
+    print(speedup_lines(scenario, results, args.price_per_device_hour))
     return 0
 
 
@@ -290,12 +327,55 @@ def _size(args: argparse.Namespace) -> int:
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
     ranked = simulate_sizing(scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet)
-    out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked)
+    out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked, args.price_per_device_hour)
     if args.json:
         return _print_json([{"label": variant.label, **summary} for variant, summary in ranked])
-    print(sizing_lines(scenario, args.devices, ranked, args.top))
+    print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour))
     print(f"wrote {out}")
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.sweep_table import check_metric, sweep_lines, sweep_records, write_sweep_csv
+    from asyncrl.simulator.sweep import grid_points, parse_axis, simulate_grid
+
+    scenario = _load(args)  # the scenario itself is sound before any grid point is tried
+    check_metric(args.metric, priced=args.price_per_device_hour is not None)
+    csv_path = args.out or Path("runs") / f"{scenario.name}-sweep.csv"
+    plot_path = _plot_path(args.plot, csv_path.with_suffix(".png"))
+    axes = [parse_axis(text) for text in args.vary]
+    results = simulate_grid(grid_points(args.scenario, _overrides(args), axes), progress=not args.quiet)
+    keys = [axis.key for axis in axes]
+    records = sweep_records(keys, results, args.price_per_device_hour)
+    written = [write_sweep_csv(csv_path, records)]
+    if plot_path is not None:
+        name = f"{scenario.name} ({scenario.run.steps} steps per point)"
+        written.append(_sweep_plot(records, keys, args.metric, name, plot_path))
+    if args.json:
+        return _print_json(records)
+    print(sweep_lines(scenario, keys, results, args.price_per_device_hour))
+    print(f"wrote {' and '.join(str(path) for path in written)}")
+    return 0
+
+
+def _plot_path(asked: Path | None, default: Path) -> Path | None:
+    """Where the sweep's plot goes: none without matplotlib, unless asked for (then a one-line error)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is not None:
+        return asked or default
+    if asked is not None:
+        raise ScenarioError("--plot: matplotlib is not installed (pip install 'asyncrl[analysis]')")
+    print("no plot: matplotlib is not installed (pip install 'asyncrl[analysis]')", file=sys.stderr)
+    return None
+
+
+def _sweep_plot(records: list[dict[str, Any]], keys: list[str], metric: str, name: str, out: Path) -> Path:
+    import pandas as pd
+
+    from asyncrl.analysis.plots import sweep
+
+    return sweep(pd.DataFrame.from_records(records), keys, metric, name, out)
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -9,17 +9,25 @@ CSV files is ``analysis``' job.
 Each variant is a full ``Scenario`` built from the original by changing a few
 fields and validating again, so a variant the catalog cannot hold (weights
 that do not fit, a split that does not divide) is skipped, not simulated.
+
+``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2``
+lists, each point loaded like ``--set KEY=v`` and kept with its reason when
+the scenario rejects it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from asyncrl.scenarios.loading import ScenarioError, validate_scenario
+import yaml
+from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.simulation import simulate
 from tqdm import tqdm
@@ -162,3 +170,86 @@ def simulate_all(variants: list[Variant], workers: int | None = None, progress: 
             bar.update()
             yield variant, summary
     bar.close()
+
+
+# ── what-if grids ──────────────────────────────────────────────────────────────
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One ``--vary KEY=v1,v2,...``: a dotted scenario key and its values as written, in order."""
+
+    key: str
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One combination of the varied values; ``scenario`` is None when it does not validate (``reason`` says why)."""
+
+    values: dict[str, Any]
+    scenario: Scenario | None
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in self.values.items())
+
+
+GridResult = tuple[GridPoint, dict[str, Any] | None]  # a point and its summary (None: skipped)
+
+
+def parse_scalar(text: str) -> Any:
+    """A value as YAML reads it (``true``, ``bf16``, ``0.5``), with ``1e-4`` read as a number too."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        return float(value)
+    return value
+
+
+def parse_axis(text: str) -> Axis:
+    """``dotted.key=v1,v2,...`` as an Axis; a ScenarioError naming the flag if it is not one."""
+    key, sep, raw = text.partition("=")
+    texts = tuple(part.strip() for part in raw.split(","))
+    if not sep or not key.strip() or not all(texts):
+        raise ScenarioError(f"--vary {text}: expected dotted.key=value,value,... (e.g. cluster.generation_devices=4,8)")
+    if len(set(texts)) < len(texts):
+        raise ScenarioError(f"--vary {text}: a value is given twice")
+    return Axis(key.strip(), texts)
+
+
+def grid_points(source: str | Path, overrides: Sequence[str], axes: Sequence[Axis]) -> list[GridPoint]:
+    """Every combination of the axes' values (the first axis outermost), loaded from ``source`` with
+    ``overrides`` then the point's values; a ScenarioError if a key repeats or no point validates."""
+    keys = [axis.key for axis in axes]
+    repeated = next((key for key in keys if keys.count(key) > 1), None)
+    if repeated:
+        raise ScenarioError(f"--vary {repeated}: the key is varied twice")
+    combinations = itertools.product(*(axis.texts for axis in axes))
+    points = [_grid_point(source, overrides, keys, texts) for texts in combinations]
+    if all(point.scenario is None for point in points):
+        raise ScenarioError(f"{points[0].reason} (every grid point fails: {len(points)} of {len(points)})")
+    return points
+
+
+def _grid_point(source: str | Path, overrides: Sequence[str], keys: list[str], texts: tuple[str, ...]) -> GridPoint:
+    values = {key: parse_scalar(text) for key, text in zip(keys, texts, strict=True)}
+    point_overrides = [f"{key}={text}" for key, text in zip(keys, texts, strict=True)]
+    try:
+        return GridPoint(values, load_scenario(source, [*overrides, *point_overrides]))
+    except ScenarioError as exc:
+        return GridPoint(values, None, str(exc))
+
+
+def simulate_grid(points: Sequence[GridPoint], progress: bool = True) -> list[GridResult]:
+    """Simulate the valid points in a process pool; every point comes back in grid order."""
+    valid = [(index, point.scenario) for index, point in enumerate(points) if point.scenario is not None]
+    variants = [Variant(points[index].label, scenario) for index, scenario in valid]
+    simulated = simulate_all(variants, progress=progress)
+    summaries = {index: summary for (index, _), (_, summary) in zip(valid, simulated, strict=True)}
+    return [(point, summaries.get(index)) for index, point in enumerate(points)]
