@@ -39,10 +39,10 @@ class FitReport:
     phases: dict[str, tuple[float, float]]  # phase -> (measured s, charged s)
 
 
-def profile_from_run(run: Path, training_devices: int) -> tuple[CostProfile, FitReport]:
-    """Fit a profile to ``run``'s recorded engine steps and events (an executor run directory)."""
-    steps = _engine_steps(run)
-    events = read_events(run)
+def profile_from_runs(runs: list[Path], training_devices: int) -> tuple[CostProfile, FitReport]:
+    """Fit one profile to the recorded engine steps and events of ``runs`` (executor run directories)."""
+    steps = pd.concat([_engine_steps(run) for run in runs], ignore_index=True)
+    events = pd.concat([read_events(run) for run in runs], ignore_index=True)
     steps["seconds"] = steps["end"] - steps["start"]
     decode = _fit_decode(steps)
     predicted_decode = decode[0] + decode[1] * steps["batch"] + decode[2] * steps["context"]
@@ -92,7 +92,7 @@ def _engine_steps(run: Path) -> pd.DataFrame:
     if not path.is_file():
         raise ScenarioError(f"--from-run: {run} has no {ENGINE_STEPS_FILE} (an executor run records one)")
     steps = pd.read_parquet(path)
-    if (steps["batch"] > 0).sum() < MIN_STEPS:
+    if steps.empty or (steps["batch"] > 0).sum() < MIN_STEPS:
         raise ScenarioError(f"--from-run: {run} recorded fewer than {MIN_STEPS} decode steps; run more steps")
     return steps[steps["batch"] > 0].reset_index(drop=True)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
+    from asyncrl.analysis.fit import FitReport
     from asyncrl.scenarios.profile import CostProfile
     from asyncrl.scenarios.scenario import Scenario
 
@@ -193,3 +194,22 @@ def speedup_lines(
         f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated\n"
         f"{format_table(header, rows)}"
     )
+
+
+def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
+    """The profile fitted from a run, and per phase what the run spent against what it charges."""
+    table = [
+        [phase, f"{measured:.3f}", f"{charged:.3f}", f"{(charged - measured) / measured:+.1%}" if measured else "-"]
+        for phase, (measured, charged) in report.phases.items()
+    ]
+    figures = (
+        f"decode step  {profile.decode_step(1) * 1e3:.3f} ms at batch 1, "
+        f"{profile.decode_step(max(profile.decode_step_s)) * 1e3:.3f} ms at {max(profile.decode_step_s)}, "
+        f"+{profile.decode_context_token_s:.2e} s per context token\n"
+        f"prefill      {profile.join_s * 1e3:.3f} ms per request + {profile.prefill_token_s:.2e} s per prompt token\n"
+        f"retirement   {profile.retire_s * 1e3:.3f} ms per step where rollouts finish\n"
+        f"learner      {profile.train_step_overhead_s * 1e3:.1f} ms per step + {profile.train_token_s:.2e} s per token"
+        f" (one device)\nweight sync  {profile.weight_sync_s * 1e3:.1f} ms"
+    )
+    header = ["phase", "run s", "profile s", "profile vs run"]
+    return f"fitted to {run}\n{figures}\n" + format_table(header, table)

@@ -86,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
         "--batch-sizes", default="1,2,4,8,16,32", help="engine batch sizes to time (comma-separated)"
     )
     calibrate.add_argument("--out", type=Path, required=True, help="profile file to write (YAML)")
+    calibrate.add_argument(
+        "--from-run",
+        type=Path,
+        action="append",
+        metavar="RUN",
+        help="fit the profile to executor runs' recorded steps instead of timing micro-benchmarks (repeatable)",
+    )
     calibrate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     calibrate.add_argument("--quiet", action="store_true")
     calibrate.set_defaults(command=_calibrate)
@@ -286,6 +293,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.from_run is not None:
+        return _calibrate_from_run(args)
     from asyncrl.analysis.tables import calibration_lines
     from asyncrl.executor.calibrate import calibrate, check_device
     from asyncrl.scenarios.profile import save_profile
@@ -303,6 +312,23 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
     save_profile(result.profile, args.out)
     print(calibration_lines(scenario.model.label, args.device, args.repeats, result.profile, result.noise))
+    print(f"wrote {args.out} (use it as hardware.profile)")
+    return 0
+
+
+def _calibrate_from_run(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.fit import profile_from_runs
+    from asyncrl.analysis.tables import fit_lines
+    from asyncrl.scenarios.profile import save_profile
+
+    runs = args.from_run
+    for run in runs:
+        if not (run / "scenario.yaml").is_file():
+            raise ScenarioError(f"--from-run: {run} is not a run directory (no scenario.yaml)")
+    scenario = load_scenario(str(runs[0] / "scenario.yaml"))
+    profile, report = profile_from_runs(runs, scenario.training_devices)
+    save_profile(profile, args.out)
+    print(fit_lines(", ".join(str(run) for run in runs), profile, report))
     print(f"wrote {args.out} (use it as hardware.profile)")
     return 0
 
