@@ -278,7 +278,7 @@ def _execute(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json(result.summary)
     print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task))
-    print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, scenario.yaml)")
+    print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
     return 0
 
 
