@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
+from asyncrl.scenarios.memory import check_memory, memory_problem
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -191,12 +192,19 @@ def _load(args: argparse.Namespace) -> Scenario:
     return load_scenario(args.scenario, overrides)
 
 
+def _load_fitting(args: argparse.Namespace) -> Scenario:
+    """The scenario, refused (ScenarioError) when its pools do not fit in device memory."""
+    scenario = _load(args)
+    check_memory(scenario)
+    return scenario
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import simulation_lines
     from asyncrl.scenarios.record import write_run
     from asyncrl.simulator.simulation import simulate
 
-    scenario = _load(args)
+    scenario = _load_fitting(args)
     out = args.out or Path("runs") / scenario.name
     with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
         result = simulate(scenario, on_step=lambda step, now: bar.update())
@@ -212,7 +220,7 @@ def _execute(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import execution_header, execution_lines
     from asyncrl.executor.runtime import check, execute
 
-    scenario = _load(args)
+    scenario = _load_fitting(args)
     check(scenario, args.device)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
     print(execution_header(scenario, args.device, args.runtime))
@@ -274,10 +282,10 @@ def _speedup(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import speedup_lines
     from asyncrl.simulator.sweep import simulate_speedup
 
-    scenario = _load(args)
+    scenario = _load_fitting(args)
     results = simulate_speedup(scenario, progress=not args.quiet)
     if args.json:
-        return _print_json({variant.label: summary for variant, summary in results})
+        return _print_json({variant.label: _summary_or_reason(variant, summary) for variant, summary in results})
     print(speedup_lines(scenario, results))
     return 0
 
@@ -292,10 +300,17 @@ def _size(args: argparse.Namespace) -> int:
     ranked = simulate_sizing(scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet)
     out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked)
     if args.json:
-        return _print_json([{"label": variant.label, **summary} for variant, summary in ranked])
+        return _print_json(
+            [{"label": variant.label, **_summary_or_reason(variant, summary)} for variant, summary in ranked]
+        )
     print(sizing_lines(scenario, args.devices, ranked, args.top))
     print(f"wrote {out}")
     return 0
+
+
+def _summary_or_reason(variant: Any, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """A sweep row for --json: its summary, or why it was not simulated (it does not fit in memory)."""
+    return summary if summary is not None else {"fits": False, "reason": memory_problem(variant.scenario)}
 
 
 def _schema(args: argparse.Namespace) -> int:
