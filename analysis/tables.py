@@ -11,6 +11,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from asyncrl.scenarios.memory import memory_problem
+
 if TYPE_CHECKING:
     import pandas as pd
     from asyncrl.scenarios.profile import CostProfile
@@ -148,20 +150,33 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
     )
 
 
-def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary]]) -> str:
-    """The scenario as written (the first result) against each baseline: figures and how much faster it is."""
-    written = results[0][1]["throughput"]["samples_per_s"]
+def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary | None]]) -> str:
+    """The scenario as written (the first result) against each baseline: figures and how much faster it is.
+
+    A baseline that does not fit in device memory (summary None) has dashes for figures and a line
+    below the table giving its reason.
+    """
+    written = results[0][1]["throughput"]["samples_per_s"]  # the CLI refuses a scenario that does not fit
     rows = [
-        [
-            variant.label,
-            devices_label(variant.scenario),
-            *figure_cells(summary),
-            f"{written / summary['throughput']['samples_per_s']:.2f}x",
-        ]
+        [variant.label, devices_label(variant.scenario), *_speedup_cells(summary, written)]
         for variant, summary in results
     ]
     header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this"]
-    return (
-        f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated\n"
-        f"{format_table(header, rows)}"
+    reasons = [
+        f"{variant.label}: not simulated, {memory_problem(variant.scenario)}"
+        for variant, summary in results
+        if summary is None
+    ]
+    return "\n".join(
+        [
+            f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated",
+            format_table(header, rows),
+            *reasons,
+        ]
     )
+
+
+def _speedup_cells(summary: Summary | None, written: float) -> list[Any]:
+    if summary is None:
+        return ["-"] * (len(FIGURE_HEADER) + 1)
+    return [*figure_cells(summary), f"{written / summary['throughput']['samples_per_s']:.2f}x"]
