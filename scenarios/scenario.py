@@ -269,12 +269,13 @@ class LearnerSpec(_Section):
     )
     optimizer_offload: bool = Field(
         False,
-        description="master weights and optimizer states on CPU "
-        "(verl: fsdp_config.optimizer_offload; OpenRLHF: --adam_offload)",
+        description="master weights and optimizer states on CPU through the update (OpenRLHF: --adam_offload; "
+        "verl's fsdp_config.optimizer_offload frees them only between steps)",
     )
     param_offload: bool = Field(
         False,
-        description="weights on CPU between uses (verl: fsdp_config.param_offload; DeepSpeed: offload_param)",
+        description="weights on CPU, fetched layer by layer (DeepSpeed: offload_param; "
+        "verl's fsdp_config.param_offload frees them only between steps)",
     )
     activation_checkpointing: bool = Field(
         True,
