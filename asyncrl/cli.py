@@ -220,8 +220,9 @@ def _execute(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import execution_header, execution_lines
     from asyncrl.executor.runtime import check, execute
 
-    scenario = _load_fitting(args)
-    check(scenario, args.device)
+    scenario = _load(args)
+    check(scenario, args.device)  # what the executor cannot run at all comes first
+    check_memory(scenario)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
     print(execution_header(scenario, args.device, args.runtime))
     with _progress(scenario.run.steps, "training", "step", args.quiet) as bar:
