@@ -350,6 +350,7 @@ def _short(value: float) -> str:
 def sizing(csv_path: Path, out: Path) -> Path:
     """Throughput and mean staleness against the generation:training split, one line per schedule and tp."""
     table = read_sizing(csv_path)
+    table = table[table["fits"]]  # rows that do not fit in memory were not simulated
     splits, baselines = table[~table["colocated"]], table[table["colocated"]]
     if splits.empty:
         raise ScenarioError(f"{csv_path}: no generation:training split rows to plot")

@@ -12,6 +12,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from asyncrl.scenarios.memory import memory_problem
+
 if TYPE_CHECKING:
     import pandas as pd
     from asyncrl.analysis.fit import FitReport
@@ -174,26 +176,48 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
 
 
 def speedup_lines(
-    scenario: Scenario, results: Sequence[tuple[Labelled, Summary]], price_per_device_hour: float | None = None
+    scenario: Scenario, results: Sequence[tuple[Labelled, Summary | None]], price_per_device_hour: float | None = None
 ) -> str:
     """The scenario as written (the first result) against each baseline: figures, how much faster it is,
-    and device-hours (and cost, when priced) per 1,000 trained samples."""
-    written = results[0][1]["throughput"]["samples_per_s"]
+    and device-hours (and cost, when priced) per 1,000 trained samples.
+
+    A baseline that does not fit in device memory (summary None) has dashes for figures and a line
+    below the table giving its reason.
+    """
+    written = results[0][1]["throughput"]["samples_per_s"]  # the CLI refuses a scenario that does not fit
     rows = [
         [
             variant.label,
             devices_label(variant.scenario),
-            *figure_cells(summary),
-            f"{written / summary['throughput']['samples_per_s']:.2f}x",
-            *cost_cells(variant.scenario, summary, price_per_device_hour),
+            *_speedup_cells(variant, summary, written, price_per_device_hour),
         ]
         for variant, summary in results
     ]
     header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this", *cost_header(price_per_device_hour)]
-    return (
-        f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated\n"
-        f"{format_table(header, rows)}"
+    reasons = [
+        f"{variant.label}: not simulated, {memory_problem(variant.scenario)}"
+        for variant, summary in results
+        if summary is None
+    ]
+    return "\n".join(
+        [
+            f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated",
+            format_table(header, rows),
+            *reasons,
+        ]
     )
+
+
+def _speedup_cells(
+    variant: Labelled, summary: Summary | None, written: float, price_per_device_hour: float | None
+) -> list[Any]:
+    if summary is None:
+        return ["-"] * (len(FIGURE_HEADER) + 1 + len(cost_header(price_per_device_hour)))
+    return [
+        *figure_cells(summary),
+        f"{written / summary['throughput']['samples_per_s']:.2f}x",
+        *cost_cells(variant.scenario, summary, price_per_device_hour),
+    ]
 
 
 def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:

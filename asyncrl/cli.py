@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
+from asyncrl.scenarios.memory import check_memory, memory_problem
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -235,12 +236,19 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return overrides
 
 
+def _load_fitting(args: argparse.Namespace) -> Scenario:
+    """The scenario, refused (ScenarioError) when its pools do not fit in device memory."""
+    scenario = _load(args)
+    check_memory(scenario)
+    return scenario
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import simulation_lines
     from asyncrl.scenarios.record import write_run
     from asyncrl.simulator.simulation import simulate
 
-    scenario = _load(args)
+    scenario = _load_fitting(args)
     out = args.out or Path("runs") / scenario.name
     with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
         result = simulate(scenario, on_step=lambda step, now: bar.update())
@@ -257,7 +265,8 @@ def _execute(args: argparse.Namespace) -> int:
     from asyncrl.executor.runtime import check, execute
 
     scenario = _load(args)
-    check(scenario, args.device)
+    check(scenario, args.device)  # what the executor cannot run at all comes first
+    check_memory(scenario)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
     print(execution_header(scenario, args.device, args.runtime))
     with _progress(scenario.run.steps, "training", "step", args.quiet) as bar:
@@ -337,10 +346,10 @@ def _speedup(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import speedup_lines
     from asyncrl.simulator.sweep import simulate_speedup
 
-    scenario = _load(args)
+    scenario = _load_fitting(args)
     results = simulate_speedup(scenario, progress=not args.quiet)
     if args.json:
-        return _print_json({variant.label: summary for variant, summary in results})
+        return _print_json({variant.label: _summary_or_reason(variant, summary) for variant, summary in results})
     print(speedup_lines(scenario, results, args.price_per_device_hour))
     return 0
 
@@ -355,7 +364,9 @@ def _size(args: argparse.Namespace) -> int:
     ranked = simulate_sizing(scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet)
     out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked, args.price_per_device_hour)
     if args.json:
-        return _print_json([{"label": variant.label, **summary} for variant, summary in ranked])
+        return _print_json(
+            [{"label": variant.label, **_summary_or_reason(variant, summary)} for variant, summary in ranked]
+        )
     print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour))
     print(f"wrote {out}")
     return 0
@@ -402,6 +413,11 @@ def _sweep_plot(records: list[dict[str, Any]], keys: list[str], metric: str, nam
     from asyncrl.analysis.plots import sweep
 
     return sweep(pd.DataFrame.from_records(records), keys, metric, name, out)
+
+
+def _summary_or_reason(variant: Any, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """A sweep row for --json: its summary, or why it was not simulated (it does not fit in memory)."""
+    return summary if summary is not None else {"fits": False, "reason": memory_problem(variant.scenario)}
 
 
 def _schema(args: argparse.Namespace) -> int:

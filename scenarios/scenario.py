@@ -4,7 +4,7 @@
                                      └─► executor   (runs for real)
 
 Sections mirror the file: ``model``, ``hardware``, ``cluster``, ``workload``,
-``schedule``, ``algorithm``, ``run``. Every section forbids unknown keys, so a
+``schedule``, ``algorithm``, ``learner``, ``run``. Every section forbids unknown keys, so a
 typo fails at load time with the field's path. Quantities derived from several
 sections (engines, batch size, KV bytes per token, concurrency that fits in
 memory) live here as properties, computed once, so both backends read the same
@@ -13,13 +13,13 @@ numbers instead of re-deriving them.
 
 from __future__ import annotations
 
-import math
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
 from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
 from asyncrl.scenarios.distributions import Fixed, LengthDistribution
+from asyncrl.scenarios.memory import rollouts_that_fit
 from asyncrl.scenarios.profile import CostProfile, load_profile
 from pydantic import (
     BaseModel,
@@ -37,11 +37,6 @@ from pydantic import (
 DeviceName = Literal[tuple(DEVICES)]  # type: ignore[valid-type]
 PresetName = Literal[tuple(MODEL_PRESETS)]  # type: ignore[valid-type]
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
-
-#: Share of device memory an engine may use (vLLM's gpu_memory_utilization default).
-ENGINE_MEMORY_FRACTION = 0.9
-#: Most rollouts one engine batches, whatever memory allows (vLLM's max_num_seqs default).
-ENGINE_MAX_BATCH = 256
 
 
 class _Section(BaseModel):
@@ -61,6 +56,7 @@ class ModelSpec(_Section):
     heads: PositiveInt | None = Field(None, description="attention heads; default hidden / head_dim")
     kv_heads: PositiveInt | None = None
     head_dim: PositiveInt | None = None
+    vocab: PositiveInt | None = Field(None, description="vocabulary size (the learner's logits); from the preset")
     dtype: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"
     path: Path | None = Field(
         None, description="executor: local checkpoint directory (safetensors); else built from preset"
@@ -71,7 +67,7 @@ class ModelSpec(_Section):
     def _fill_from_preset(self) -> ModelSpec:
         if self.preset is not None:
             preset = MODEL_PRESETS[self.preset]
-            for name in ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim"):
+            for name in ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, getattr(preset, name))
         missing = [
@@ -262,6 +258,52 @@ class AlgorithmSpec(_Section):
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
 
 
+class LearnerSpec(_Section):
+    """How the learner holds the model in memory (``scenarios/memory.py``); verl and OpenRLHF names given."""
+
+    sharding: Literal["fsdp", "zero3", "zero2", "zero1", "ddp"] = Field(
+        "fsdp",
+        description="what is split over the training devices: fsdp/zero3 weights, gradients and optimizer; "
+        "zero2 gradients and optimizer; zero1 optimizer; ddp nothing "
+        "(verl: actor.strategy=fsdp; OpenRLHF: --zero_stage)",
+    )
+    param_dtype: Literal["bf16", "fp16", "fp32", "fp8"] | None = Field(
+        None,
+        description="weights and activations; default model.dtype "
+        "(verl: fsdp_config.mixed_precision.param_dtype; OpenRLHF: --param_dtype / --bf16)",
+    )
+    master_weights: Literal["fp32", "none"] = Field(
+        "fp32", description="an fp32 copy of the weights the optimizer updates (none: update them in param_dtype)"
+    )
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="gradients (verl: fsdp_config.mixed_precision.reduce_dtype; OpenRLHF: --grad_accum_dtype)",
+    )
+    optimizer: Literal["adam", "sgd"] = Field(
+        "adam", description="adam: two fp32 states per weight; sgd: none (verl: actor.optim)"
+    )
+    optimizer_offload: bool = Field(
+        False,
+        description="master weights and optimizer states on CPU through the update (OpenRLHF: --adam_offload; "
+        "verl's fsdp_config.optimizer_offload frees them only between steps)",
+    )
+    param_offload: bool = Field(
+        False,
+        description="weights on CPU, fetched layer by layer (DeepSpeed: offload_param; "
+        "verl's fsdp_config.param_offload frees them only between steps)",
+    )
+    activation_checkpointing: bool = Field(
+        True,
+        description="keep only each layer's input, recompute the rest in backward "
+        "(verl: model.enable_gradient_checkpointing; OpenRLHF: --gradient_checkpointing)",
+    )
+    micro_batch_tokens: PositiveInt = Field(
+        16384,
+        description="tokens per micro-batch on one device, at least one whole rollout "
+        "(verl: actor.ppo_max_token_len_per_gpu; OpenRLHF: --train_max_tokens_per_gpu)",
+    )
+
+
 class RunSpec(_Section):
     steps: PositiveInt = Field(100, description="learner steps")
     seed: NonNegativeInt = 0
@@ -278,6 +320,7 @@ class Scenario(_Section):
     workload: WorkloadSpec
     schedule: Schedule
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
+    learner: LearnerSpec = Field(default_factory=LearnerSpec)
     run: RunSpec = Field(default_factory=RunSpec)
 
     @model_validator(mode="after")
@@ -332,14 +375,15 @@ class Scenario(_Section):
 
     @cached_property
     def memory_concurrency(self) -> int:
-        """Rollouts whose KV cache fits in one engine next to the weights."""
-        spec = self.hardware.spec
-        memory = spec.memory_bytes * self.cluster.devices_per_engine * ENGINE_MEMORY_FRACTION
-        free = memory - self.model.weight_bytes
-        if free <= 0:
-            return 0
-        per_rollout = self.model.kv_bytes_per_token * self.expected_rollout_tokens
-        return min(ENGINE_MAX_BATCH, math.floor(free / per_rollout))
+        """Rollouts whose KV cache fits in one engine next to the weights (``memory.rollouts_that_fit``)."""
+        model = self.model
+        return rollouts_that_fit(
+            model.weight_bytes,
+            model.kv_bytes_per_token,
+            self.hardware.spec.memory_bytes,
+            self.cluster.devices_per_engine,
+            self.expected_rollout_tokens,
+        )
 
     @cached_property
     def engine_concurrency(self) -> int:
@@ -351,6 +395,7 @@ class Scenario(_Section):
         """A copy with every defaulted quantity written out, as run records store it."""
         data = self.model_dump(mode="json")
         data["schedule"]["max_concurrency"] = self.engine_concurrency
+        data["learner"]["param_dtype"] = self.learner.param_dtype or self.model.dtype
         if self.schedule.kind == "streaming":
             data["schedule"]["queue_capacity"] = self.queue_capacity
         return Scenario.model_validate(data)

@@ -7,8 +7,10 @@
 CSV files is ``analysis``' job.
 
 Each variant is a full ``Scenario`` built from the original by changing a few
-fields and validating again, so a variant the catalog cannot hold (weights
-that do not fit, a split that does not divide) is skipped, not simulated.
+fields and validating again, so a variant the catalog cannot hold (an engine
+that cannot hold one group, a split that does not divide) is skipped. A valid
+variant whose pools do not fit in device memory (``scenarios.memory``) is kept
+with no summary (None) and not simulated, so tables can say why it is missing.
 
 ``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2``
 lists, each point loaded like ``--set KEY=v`` and kept with its reason when
@@ -28,6 +30,7 @@ from typing import Any
 
 import yaml
 from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
+from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.simulation import simulate
 from tqdm import tqdm
@@ -43,7 +46,7 @@ class Variant:
     scenario: Scenario
 
 
-Result = tuple[Variant, dict[str, Any]]  # a variant and its simulated summary
+Result = tuple[Variant, dict[str, Any] | None]  # a variant and its simulated summary; None: does not fit
 
 
 def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -134,8 +137,8 @@ def _summary_of(scenario: Scenario) -> dict[str, Any]:
 
 
 def simulate_speedup(scenario: Scenario, progress: bool = True) -> list[Result]:
-    """The scenario as written (first) and its sync baselines, simulated."""
-    return list(simulate_all(speedup_variants(scenario), progress=progress))
+    """The scenario as written (first) and its sync baselines, simulated where they fit in memory."""
+    return simulate_fitting(speedup_variants(scenario), progress=progress)
 
 
 def simulate_sizing(
@@ -146,15 +149,28 @@ def simulate_sizing(
     splits: int = 16,
     progress: bool = True,
 ) -> list[Result]:
-    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline."""
+    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline;
+    then the variants that do not fit in memory, unsimulated (summary None)."""
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
             f"--devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
         )
-    results = list(simulate_all(baselines + candidates, progress=progress))
-    best_baseline = sorted(results[: len(baselines)], key=_fastest_first)[:1]  # the best engine size
-    return best_baseline + sorted(results[len(baselines) :], key=_fastest_first)
+    results = simulate_fitting(baselines + candidates, progress=progress)
+    best_baseline = sorted(_simulated(results[: len(baselines)]), key=_fastest_first)[:1]  # the best engine size
+    ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=_fastest_first)
+    return ranked + [result for result in results if result[1] is None]
+
+
+def _simulated(results: list[Result]) -> list[Result]:
+    return [result for result in results if result[1] is not None]
+
+
+def simulate_fitting(variants: list[Variant], progress: bool = True) -> list[Result]:
+    """Simulate the variants that fit in device memory; the others get None, unsimulated. Input order."""
+    fitting = [variant for variant in variants if not memory_problem(variant.scenario)]
+    summaries = {id(variant): summary for variant, summary in simulate_all(fitting, progress=progress)}
+    return [(variant, summaries.get(id(variant))) for variant in variants]
 
 
 def _fastest_first(result: Result) -> float:
