@@ -302,7 +302,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
     batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
     check_device(args.device)
-    with _progress(len(batch_sizes) + 4, "calibrating", "figure", args.quiet) as bar:
+    with _progress(args.repeats + 1, "calibrating", "round", args.quiet) as bar:  # warm-up, then repeats
         result = calibrate(
             scenario,
             batch_sizes,
