@@ -413,13 +413,15 @@ EXIT_OFF_TOLERANCE = 1
 
 def _compare(args: argparse.Namespace) -> int:
     from asyncrl.analysis.compare import compare_runs, comparison_dict, comparison_lines, figures_off, write_comparison
+    from asyncrl.analysis.phases import breakdown_dict, breakdown_lines
 
     comparison = compare_runs(args.a, args.b, tuple(args.speedup) if args.speedup else None)
     path = write_comparison(comparison, args.out or args.b, args.tolerance)
     if args.json:
-        _print_json(comparison_dict(comparison, args.tolerance))
+        _print_json({**comparison_dict(comparison, args.tolerance), "phases": breakdown_dict(args.a, args.b)})
     else:
         print(comparison_lines(comparison, args.tolerance))
+        print(breakdown_lines(args.a, args.b))  # time by phase, or why there is none
         print(f"wrote {path}")
     off = figures_off(comparison, args.tolerance) if args.tolerance is not None else []
     return EXIT_OFF_TOLERANCE if off else 0
