@@ -264,6 +264,8 @@ def decode_contention(steps: pd.DataFrame, events: pd.DataFrame) -> Contention |
     matched = during.index.intersection(apart.index)
     inside_steps = int(during.loc[matched, "count"].sum())
     outside_steps = int((~inside & table["batch"].isin(matched).to_numpy()).sum())
+    if not inside.any():
+        return "no decode-only step ran during a train span (in a sync run none does)"
     if min(inside_steps, outside_steps) < MIN_CONTENTION_STEPS:
         return (
             f"too few decode-only steps at the same batch sizes inside and outside train spans "

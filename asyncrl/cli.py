@@ -6,7 +6,8 @@
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
     asyncrl sweep    SCENARIO --vary KEY=V1,V2 [--vary ...]         what-if grid over any keys: CSV and plot
     asyncrl schema                                                 JSON Schema of the scenario file
-    asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's; 1 if off
+    asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's, time by phase; 1 if off
+    asyncrl validate [--count N] [--seed S] [--steps K]            prediction errors on random CPU scenarios
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
 
@@ -106,6 +107,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--steps", type=_positive, help="learner steps per run (default: each scenario's own)")
     demo.set_defaults(command=_demo)
+
+    validate = commands.add_parser(
+        "validate", help="draw random CPU scenarios; calibrate, predict, execute and report the prediction errors"
+    )
+    validate.add_argument("--count", type=_positive, default=10, help="scenarios drawn (default 10)")
+    validate.add_argument("--seed", type=_non_negative, default=0, help="seeds the draws (default 0)")
+    validate.add_argument(
+        "--steps", type=_positive, default=30, help="learner steps predicted and executed (default 30)"
+    )
+    validate.add_argument(
+        "--calibration",
+        choices=["run", "bench"],
+        default="run",
+        help="run: fit the profile to short executed runs (default); bench: time micro-benchmarks",
+    )
+    validate.add_argument(
+        "--calibration-steps", type=_positive, default=8, help="learner steps of each calibration run (default 8)"
+    )
+    validate.add_argument(
+        "--repeat", type=_positive, default=1, help="executions of each measured run; the table shows the spread"
+    )
+    validate.add_argument("--out", type=Path, default=Path("runs/validate"), help="default runs/validate")
+    validate.add_argument("--quiet", action="store_true", help="no progress bar")
+    validate.set_defaults(command=_validate)
 
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
@@ -290,6 +315,25 @@ def _demo(args: argparse.Namespace) -> int:
         load_scenario(name)  # bad names fail before anything runs
     run_demo(args.out, scenarios, args.steps)
     return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from asyncrl.validate import ValidateOptions, run_validate
+
+    options = ValidateOptions(
+        count=args.count,
+        seed=args.seed,
+        steps=args.steps,
+        calibration=args.calibration,
+        calibration_steps=args.calibration_steps,
+        repeat=args.repeat,
+        out=args.out,
+        quiet=args.quiet,
+    )
+    result = run_validate(options)
+    print(result.table)
+    print(f"wrote {', '.join(str(path) for path in result.files)}; each scenario's runs and profile in {args.out}/")
+    return 1 if result.failed else 0
 
 
 def _calibrate(args: argparse.Namespace) -> int:

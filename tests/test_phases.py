@@ -146,10 +146,12 @@ def test_decode_steps_inside_train_spans_are_compared_with_those_outside_at_the_
     assert (contention.inside_steps, contention.outside_steps, contention.batch_sizes) == (15, 20, 2)
 
 
-def test_no_contention_figure_without_decode_steps_during_training() -> None:
+def test_no_contention_figure_without_enough_decode_steps_during_training() -> None:
     recorded = steps(*[(0.010, 2, 20, 0, 0)] * 30)  # 0–0.3
-    reason = decode_contention(recorded, events(("learner", "train", 0.5, 1.0, -1, -1)))
-    assert isinstance(reason, str) and "too few" in reason
+    reason = decode_contention(recorded, events(("learner", "train", 0.5, 1.0, -1, -1)))  # as in a sync run
+    assert isinstance(reason, str) and "no decode-only step ran during a train span" in reason
+    reason = decode_contention(recorded, events(("learner", "train", 0.25, 1.0, -1, -1)))  # the last 5 steps
+    assert isinstance(reason, str) and "too few" in reason and "(5 and 25" in reason
 
 
 def test_compare_prints_the_breakdown_with_a_profile_and_says_why_not_without(tmp_path: Path, capsys) -> None:
