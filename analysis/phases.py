@@ -278,8 +278,6 @@ def decode_contention(steps: pd.DataFrame, events: pd.DataFrame) -> Contention |
 
 def run_contention(run: Path) -> Contention | str:
     """``decode_contention`` of an executor run directory; a reason instead when it has no engine steps."""
-    if read_summary(run).get("backend") != "executor":
-        return "a simulated run: the simulator does not model contention"
     try:
         steps = _steps(run)
     except BreakdownUnavailable as exc:

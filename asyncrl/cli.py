@@ -372,7 +372,11 @@ def _calibrate_from_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(str(runs[0] / "scenario.yaml"))
     profile, report = profile_from_runs(runs, scenario.training_devices)
     save_profile(profile, args.out)
+    from asyncrl.analysis.phases import contention_line, run_contention
+
     print(fit_lines(", ".join(str(run) for run in runs), profile, report))
+    for run in runs:  # not in the profile: the simulator does not model it
+        print(f"{run}: {contention_line(run_contention(run))}")
     print(f"wrote {args.out} (use it as hardware.profile)")
     return 0
 
