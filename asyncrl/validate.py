@@ -193,10 +193,14 @@ def _plot(options: ValidateOptions, records: list[dict[str, Any]]) -> Path | Non
     from asyncrl.analysis.plots import validation
 
     title = (
-        f"asyncrl validate: prediction error on {len(records)} drawn scenarios (seed {options.seed}), "
-        f"{options.steps} steps, calibration: {options.calibration}, {options.repeat} repeat(s)"
+        f"asyncrl validate: prediction error on {_count(len(records), 'drawn scenario')} (seed {options.seed}), "
+        f"{options.steps} steps, calibration: {options.calibration}, {_count(options.repeat, 'repeat')}"
     )
     return validation(pd.DataFrame.from_records(records), title, options.out / "validate.png")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _copy(data: dict[str, Any]) -> dict[str, Any]:

@@ -146,3 +146,13 @@ def test_the_table_has_median_and_worst_rows_and_names_the_worst_scenario() -> N
     assert median.split()[1:3] == ["+5%", "+5%"] and median.split()[-1] == "+15%"
     assert worst.split()[1:3] == ["-30%", "-30%"] and worst.split()[-1] == "+20%"
     assert "worst wall time: validate-01 (validate-01 settings, max_concurrency 8)" in lines
+
+
+@pytest.mark.parametrize(
+    "flag", [["--count", "0"], ["--steps", "-1"], ["--repeat", "0"], ["--calibration", "fit"], ["--seed", "x"]]
+)
+def test_bad_flags_exit_with_status_2(flag: list[str], tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["validate", *flag, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert flag[0] in capsys.readouterr().err and not (tmp_path / "validate.csv").exists()
