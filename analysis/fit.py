@@ -44,7 +44,7 @@ def profile_from_runs(runs: list[Path], training_devices: int) -> tuple[CostProf
     steps = pd.concat([_engine_steps(run) for run in runs], ignore_index=True)
     events = pd.concat([read_events(run) for run in runs], ignore_index=True)
     steps["seconds"] = steps["end"] - steps["start"]
-    decode = _fit_decode(steps)
+    decode = fit_decode(steps)
     predicted_decode = decode[0] + decode[1] * steps["batch"] + decode[2] * steps["context"]
     excess = (steps["seconds"] - predicted_decode).clip(lower=0)
     join_s, prefill_token_s = _fit_joins(steps, excess)
@@ -103,7 +103,7 @@ def _least_squares(columns: list[np.ndarray], target: np.ndarray) -> np.ndarray:
     return solution
 
 
-def _fit_decode(steps: pd.DataFrame) -> tuple[float, float, float]:
+def fit_decode(steps: pd.DataFrame) -> tuple[float, float, float]:
     """(a, b, c) of step time = a + b · batch + c · context on steps that only decode; c ≥ 0, b ≥ 0."""
     plain = steps[(steps["joins"] == 0) & (steps["retired"] == 0)]
     if len(plain) < MIN_STEPS:

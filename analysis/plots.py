@@ -5,6 +5,7 @@
     Comparison     ─► predicted_vs_measured
     size CSV       ─► sizing (its tidy columns, via analysis.sizing.read_sizing)
     sweep rows     ─► sweep (a figure against the first varied key, via analysis.sweep_table)
+    validate rows  ─► validation (each figure's error per drawn scenario, via analysis.validation)
 
 Each function draws one figure with the Agg canvas (no pyplot, no global
 backend switch) and writes it to ``out``; matplotlib is imported here and
@@ -29,6 +30,7 @@ from asyncrl.analysis.compare import Comparison, format_relative, relative_error
 from asyncrl.analysis.sizing import read_sizing, schedule_label
 from asyncrl.analysis.sweep_table import METRICS, short_names
 from asyncrl.analysis.trace import natural_key
+from asyncrl.analysis.validation import FIGURES as VALIDATION_FIGURES
 from asyncrl.scenarios.loading import ScenarioError
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -468,6 +470,45 @@ def _sweep_positions(column: pd.Series) -> tuple[dict[object, float], list[str]]
     if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
         return {value: float(value) for value in values}, []
     return {value: float(rank) for rank, value in enumerate(values)}, [str(value) for value in values]
+
+
+# ── validate ────────────────────────────────────────────────────────────────────
+
+#: The fidelity target drawn on each panel: ±10% for relative errors, ±0.25 steps of mean staleness.
+TARGETS = {"%": 10.0, "steps": 0.25}
+
+
+def validation(table: pd.DataFrame, title: str, out: Path) -> Path:
+    return _save(validation_figure(table, title), out)
+
+
+def validation_figure(table: pd.DataFrame, title: str) -> Figure:
+    """One panel per figure: the prediction's error for each scenario (bars), with the repeats' spread
+    (whiskers from the smallest to the largest error) when there is one; the fidelity target dashed."""
+    figure = _figure(WIDTH_IN, 6.4)
+    axes = figure.subplots(2, 3, sharex=True).ravel()
+    positions = np.arange(len(table))
+    names = [str(name)[-2:] for name in table["scenario"]]
+    for ax, (key, label, unit) in zip(axes, VALIDATION_FIGURES, strict=True):
+        scale = 100.0 if unit == "%" else 1.0
+        value = pd.to_numeric(table[f"{key}_error"], errors="coerce").to_numpy(float) * scale
+        low = pd.to_numeric(table[f"{key}_error_min"], errors="coerce").to_numpy(float) * scale
+        high = pd.to_numeric(table[f"{key}_error_max"], errors="coerce").to_numpy(float) * scale
+        ax.bar(positions, np.nan_to_num(value), color="#3a75b0", width=0.7)
+        spread = np.vstack([value - low, high - value])
+        if np.nan_to_num(spread).any():
+            ax.errorbar(positions, value, yerr=np.nan_to_num(spread), fmt="none", ecolor="black", capsize=2, lw=1)
+        ax.axhline(0, color="black", lw=0.8)
+        for bound in (-TARGETS[unit], TARGETS[unit]):
+            ax.axhline(bound, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"{label}", fontsize=10)
+        ax.set_ylabel("error (% of measured)" if unit == "%" else "predicted - measured (steps)")
+        ax.set_xticks(positions, names)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes[3:]:
+        ax.set_xlabel("scenario")
+    figure.suptitle(title)
+    return figure
 
 
 # ── shared ──────────────────────────────────────────────────────────────────────

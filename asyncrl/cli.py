@@ -6,7 +6,8 @@
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
     asyncrl sweep    SCENARIO --vary KEY=V1,V2 [--vary ...]         what-if grid over any keys: CSV and plot
     asyncrl schema                                                 JSON Schema of the scenario file
-    asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's; 1 if off
+    asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's, time by phase; 1 if off
+    asyncrl validate [--count N] [--seed S] [--steps K]            prediction errors on random CPU scenarios
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
 
@@ -107,6 +108,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--steps", type=_positive, help="learner steps per run (default: each scenario's own)")
     demo.set_defaults(command=_demo)
+
+    validate = commands.add_parser(
+        "validate", help="draw random CPU scenarios; calibrate, predict, execute and report the prediction errors"
+    )
+    validate.add_argument("--count", type=_positive, default=10, help="scenarios drawn (default 10)")
+    validate.add_argument("--seed", type=_non_negative, default=0, help="seeds the draws (default 0)")
+    validate.add_argument(
+        "--steps", type=_positive, default=30, help="learner steps predicted and executed (default 30)"
+    )
+    validate.add_argument(
+        "--calibration",
+        choices=["run", "bench"],
+        default="run",
+        help="run: fit the profile to short executed runs (default); bench: time micro-benchmarks",
+    )
+    validate.add_argument(
+        "--calibration-steps", type=_positive, default=8, help="learner steps of each calibration run (default 8)"
+    )
+    validate.add_argument(
+        "--repeat", type=_positive, default=1, help="executions of each measured run; the table shows the spread"
+    )
+    validate.add_argument("--out", type=Path, default=Path("runs/validate"), help="default runs/validate")
+    validate.add_argument("--quiet", action="store_true", help="no progress bar")
+    validate.set_defaults(command=_validate)
 
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
@@ -301,6 +326,25 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _validate(args: argparse.Namespace) -> int:
+    from asyncrl.validate import ValidateOptions, run_validate
+
+    options = ValidateOptions(
+        count=args.count,
+        seed=args.seed,
+        steps=args.steps,
+        calibration=args.calibration,
+        calibration_steps=args.calibration_steps,
+        repeat=args.repeat,
+        out=args.out,
+        quiet=args.quiet,
+    )
+    result = run_validate(options)
+    print(result.table)
+    print(f"wrote {', '.join(str(path) for path in result.files)}; each scenario's runs and profile in {args.out}/")
+    return 1 if result.failed else 0
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     if args.from_run is not None:
         return _calibrate_from_run(args)
@@ -311,7 +355,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
     batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
     check_device(args.device)
-    with _progress(len(batch_sizes) + 4, "calibrating", "figure", args.quiet) as bar:
+    with _progress(args.repeats + 1, "calibrating", "round", args.quiet) as bar:  # warm-up, then repeats
         result = calibrate(
             scenario,
             batch_sizes,
@@ -337,7 +381,11 @@ def _calibrate_from_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(str(runs[0] / "scenario.yaml"))
     profile, report = profile_from_runs(runs, scenario.training_devices)
     save_profile(profile, args.out)
+    from asyncrl.analysis.phases import contention_line, run_contention
+
     print(fit_lines(", ".join(str(run) for run in runs), profile, report))
+    for run in runs:  # not in the profile: the simulator does not model it
+        print(f"{run}: {contention_line(run_contention(run))}")
     print(f"wrote {args.out} (use it as hardware.profile)")
     return 0
 
@@ -429,13 +477,15 @@ EXIT_OFF_TOLERANCE = 1
 
 def _compare(args: argparse.Namespace) -> int:
     from asyncrl.analysis.compare import compare_runs, comparison_dict, comparison_lines, figures_off, write_comparison
+    from asyncrl.analysis.phases import breakdown_dict, breakdown_lines
 
     comparison = compare_runs(args.a, args.b, tuple(args.speedup) if args.speedup else None)
     path = write_comparison(comparison, args.out or args.b, args.tolerance)
     if args.json:
-        _print_json(comparison_dict(comparison, args.tolerance))
+        _print_json({**comparison_dict(comparison, args.tolerance), "phases": breakdown_dict(args.a, args.b)})
     else:
         print(comparison_lines(comparison, args.tolerance))
+        print(breakdown_lines(args.a, args.b))  # time by phase, or why there is none
         print(f"wrote {path}")
     off = figures_off(comparison, args.tolerance) if args.tolerance is not None else []
     return EXIT_OFF_TOLERANCE if off else 0

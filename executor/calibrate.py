@@ -4,13 +4,23 @@
     learner (Learner.train_step)      ──► per step, per padded token, per padded row·length² (attention),
                                           least squares over five row lengths
     WeightLayout + engine             ──► one weight synchronization (flatten, copy, load)
-                                            │ median of repeats
+                                            │ median of repeats, interleaved
                                             ▼
                                    profiles/<name>.yaml  (hardware.profile)
 
 Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
 keeps, per figure, the spread (max − min) / median so the command can say how
 noisy the machine was.
+
+The repeats are interleaved (``interleaved``): one warm-up round measures
+every figure once and is thrown away, then each round measures every figure
+once more, round after round. Timed back to back, all repeats of one figure
+would fall in the same few seconds: a burst of load from another process
+(on a shared two-core machine, the usual case) would shift that one figure
+and none of the others, and the profile would be skewed in a way its noise
+figure does not show. Round-robin spreads every figure over the whole
+calibration, so a burst costs each figure at most one or two of its repeats,
+which the median discards.
 """
 
 from __future__ import annotations
@@ -50,63 +60,93 @@ def calibrate(
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
 ) -> Calibration:
-    """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``."""
+    """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``.
+
+    ``progress`` is called once per round (the warm-up, then each of the ``repeats``)."""
     from asyncrl.executor.learner import Learner
     from asyncrl.executor.work import load_scenario_task, policy_model
 
-    torch.set_num_threads(scenario.cluster.devices_per_engine)
     task = load_scenario_task(scenario)
     model = policy_model(scenario, task).to(device).eval()
-    noise: dict[str, float] = {}
-    tick = progress or (lambda label: None)
-
-    decode: dict[int, float] = {}
-    for batch in batch_sizes:
-        tick(f"decode step, batch {batch}")
-        decode[batch] = _median(
-            noise, f"decode_step_s[{batch}]", repeats, lambda b=batch: _decode_step(model, b, SHORT_PROMPT)
-        )
-    tick("decode step, long context")
-    wide = batch_sizes[len(batch_sizes) // 2]
-    long_context = _median(
-        noise, "decode_step_s[long context]", repeats, lambda: _decode_step(model, wide, LONG_PROMPT)
-    )
-    per_context = max(0.0, (long_context - decode[wide]) / (wide * (LONG_PROMPT - SHORT_PROMPT)))
-    tick("prefill")
-    prefill = _median(noise, "prefill_token_s", repeats, lambda: _prefill_token(model, LONG_PROMPT, decode[1]))
-
-    torch.set_num_threads(scenario.training_devices)
     pad = task.tokenizer.pad_token_id if task else 0
     learner = Learner.from_scenario(scenario, policy_model(scenario, task), pad, device=device)
-    tick("learner step")
+    wide = batch_sizes[len(batch_sizes) // 2]
     lengths = _train_lengths(scenario)
-    times = [
-        _median(noise, f"train_step_s[{n}]", repeats, lambda n=n: _train_step(learner, scenario, n)) for n in lengths
-    ]
-    overhead, per_token, per_square = _fit_train(scenario, lengths, times)
+    engine_threads, learner_threads = scenario.cluster.devices_per_engine, scenario.training_devices
 
-    tick("weight sync")
-    sync = _median(noise, "weight_sync_s", repeats, lambda: _weight_sync(model))
+    measures: dict[str, Measure] = {}
+    for batch in batch_sizes:
+        measures[f"decode_step_s[{batch}]"] = _on_threads(
+            engine_threads, lambda b=batch: _decode_step(model, b, SHORT_PROMPT)
+        )
+    measures["decode_step_s[long context]"] = _on_threads(
+        engine_threads, lambda: _decode_step(model, wide, LONG_PROMPT)
+    )
+    measures["prefill_step_s"] = _on_threads(engine_threads, lambda: _admitting_step(model, LONG_PROMPT))
+    for n in lengths:
+        measures[f"train_step_s[{n}]"] = _on_threads(learner_threads, lambda n=n: _train_step(learner, scenario, n))
+    measures["weight_sync_s"] = _on_threads(engine_threads, lambda: _weight_sync(model))
+    values = interleaved({name: _synchronized(m) for name, m in measures.items()}, repeats, progress)
+
+    # The admitting step decodes one token too: what it took beyond a decode step at batch 1 is prefill.
+    decode_alone = statistics.median(values[f"decode_step_s[{batch_sizes[0]}]"])
+    values["prefill_token_s"] = [max(0.0, (v - decode_alone) / LONG_PROMPT) for v in values.pop("prefill_step_s")]
+    noise = {name: _spread(series) for name, series in values.items()}
+    median = {name: statistics.median(series) for name, series in values.items()}
+    decode = {batch: median[f"decode_step_s[{batch}]"] for batch in batch_sizes}
+    long_context = median["decode_step_s[long context]"]
+    per_context = max(0.0, (long_context - decode[wide]) / (wide * (LONG_PROMPT - SHORT_PROMPT)))
+    times = [median[f"train_step_s[{n}]"] for n in lengths]
+    overhead, per_token, per_square = _fit_train(scenario, lengths, times)
     profile = CostProfile(
         decode_step_s=decode,
         decode_context_token_s=per_context,
-        prefill_token_s=prefill,
+        prefill_token_s=median["prefill_token_s"],
         train_token_s=per_token * scenario.training_devices,
         train_token_square_s=per_square * scenario.training_devices,
         train_step_overhead_s=overhead,
         train_padding="longest",  # the executor's learner pads each minibatch to its longest row
-        weight_sync_s=sync,
+        weight_sync_s=median["weight_sync_s"],
     )
     return Calibration(profile, noise)
 
 
-def _median(noise: dict[str, float], name: str, repeats: int, measure: Callable[[], float]) -> float:
-    measure = _synchronized(measure)
-    measure()  # warm-up: allocations, lazy initialisation
-    values = [measure() for _ in range(repeats)]
+Measure = Callable[[], float]
+
+
+def interleaved(
+    measures: dict[str, Measure], repeats: int, progress: Callable[[str], None] | None = None
+) -> dict[str, list[float]]:
+    """Every figure's ``repeats`` measurements, taken round-robin after one warm-up round that is discarded.
+
+    Round r measures each figure once, in the order given, before round r + 1 starts (see the module
+    docstring for why)."""
+    tick = progress or (lambda label: None)
+    for measure in measures.values():  # warm-up: allocations, lazy initialisation, caches
+        measure()
+    tick("warm-up")
+    values: dict[str, list[float]] = {name: [] for name in measures}
+    for round_index in range(repeats):
+        for name, measure in measures.items():
+            values[name].append(measure())
+        tick(f"round {round_index + 1}/{repeats}")
+    return values
+
+
+def _spread(values: list[float]) -> float:
+    """(max − min) / median: how far apart the repeats of one figure fell."""
     middle = statistics.median(values)
-    noise[name] = (max(values) - min(values)) / middle if middle > 0 else 0.0
-    return middle
+    return (max(values) - min(values)) / middle if middle > 0 else 0.0
+
+
+def _on_threads(threads: int, measure: Measure) -> Measure:
+    """``measure`` with torch's intra-op threads set to the budget of the process it stands for."""
+
+    def timed() -> float:
+        torch.set_num_threads(threads)
+        return measure()
+
+    return timed
 
 
 def _synchronized(measure: Callable[[], float]) -> Callable[[], float]:
@@ -146,13 +186,13 @@ def _decode_step(model: Any, batch: int, prompt: int) -> float:
     return (time.perf_counter() - start) / DECODE_STEPS
 
 
-def _prefill_token(model: Any, prompt: int, decode_alone: float) -> float:
-    """Seconds per prompt token: an admitting step of one rollout minus a plain decode step."""
+def _admitting_step(model: Any, prompt: int) -> float:
+    """Seconds of an engine step that admits one rollout of ``prompt`` tokens (its prefill) and decodes it once."""
     engine = _engine(model, 1)
     engine.add(next(_requests(1, prompt, 2, model.config.vocab_size)))
     start = time.perf_counter()
     engine.step()
-    return max(0.0, (time.perf_counter() - start - decode_alone) / prompt)
+    return time.perf_counter() - start
 
 
 def _train_lengths(scenario: Scenario) -> tuple[int, ...]:
