@@ -41,7 +41,9 @@ SIZING_COLUMNS = (
     "generation_utilization",  # 0-1
     "training_utilization",  # 0-1
     "dropped",
+    "steps_simulated",  # fewer than the scenario's run.steps when the run ended once converged (extrapolated)
 )
+OPTIONAL_COLUMNS = ("label", "steps_simulated")  # a CSV without them still reads
 INTEGER_COLUMNS = ("bound", "generation_devices", "training_devices", "devices_per_engine", "staleness_max", "dropped")
 FLOAT_COLUMNS = ("samples_per_s", "step_s", "staleness_mean", "generation_utilization", "training_utilization")
 BOUND_NAMES = {"pipelined": "N", "streaming": "η"}
@@ -71,6 +73,7 @@ def sizing_record(variant: Labelled, summary: Summary) -> dict[str, Any]:
         "generation_utilization": summary["utilization"]["generation"],
         "training_utilization": summary["utilization"]["training"],
         "dropped": summary["samples"]["dropped"],
+        "steps_simulated": summary.get("steps_simulated", summary["steps"]),
     }
 
 
@@ -90,7 +93,7 @@ def read_sizing(csv_path: Path) -> pd.DataFrame:
         table = pd.read_csv(csv_path)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ScenarioError(f"{csv_path}: cannot read the sizing CSV ({exc})") from None
-    missing = [column for column in SIZING_COLUMNS if column != "label" and column not in table.columns]
+    missing = [column for column in SIZING_COLUMNS if column not in OPTIONAL_COLUMNS and column not in table.columns]
     if missing:
         raise ScenarioError(f"{csv_path}: not an `asyncrl size` CSV (missing columns {', '.join(missing)})")
     try:
@@ -122,9 +125,18 @@ def sizing_lines(scenario: Scenario, devices: int, ranked: Sequence[SizingResult
     """The baseline and the ``top`` best splits; how many more rows the CSV holds."""
     rows = table_rows(ranked)
     lines = [
-        f"{scenario.name}: {devices} devices, {scenario.run.steps} steps simulated per row, best first",
+        f"{scenario.name}: {devices} devices, {_steps_line(scenario.run.steps, ranked)}, best first",
         format_table(TABLE_HEADER, rows[: top + 1]),
     ]
     if len(rows) > top + 1:
         lines.append(f"... {len(rows) - top - 1} more rows in the CSV")
     return "\n".join(lines)
+
+
+def _steps_line(steps: int, ranked: Sequence[SizingResult]) -> str:
+    """How many steps each row stands for, and how many were simulated where runs ended once converged."""
+    simulated = [summary.get("steps_simulated", summary["steps"]) for _, summary in ranked]
+    if all(count == steps for count in simulated):
+        return f"{steps} steps simulated per row"
+    low, high = min(simulated), max(simulated)
+    return f"{steps} steps per row ({low}–{high} simulated until converged, the rest extrapolated; --exact: all)"

@@ -9,6 +9,11 @@ CSV files is ``analysis``' job.
 Each variant is a full ``Scenario`` built from the original by changing a few
 fields and validating again, so a variant the catalog cannot hold (weights
 that do not fit, a split that does not divide) is skipped, not simulated.
+
+Sweeps summarize each run straight from the simulation (``simulator.summary``),
+without the event table. Sizing ends each run once its step time and staleness
+have converged (``simulator.convergence``) and extrapolates it to ``run.steps``
+(its summary says ``extrapolated: true``); ``exact=True`` simulates every step.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from asyncrl.scenarios.loading import ScenarioError, validate_scenario
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.simulator.simulation import simulate
+from asyncrl.simulator.convergence import Tolerance
+from asyncrl.simulator.summary import simulate_summary
 from tqdm import tqdm
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
@@ -121,8 +128,8 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
         return None  # does not fit: weights too large for the engine, or a split it cannot divide
 
 
-def _summary_of(scenario: Scenario) -> dict[str, Any]:
-    return simulate(scenario).summary
+def _summary_of(scenario: Scenario, until_converged: Tolerance | None = None) -> dict[str, Any]:
+    return simulate_summary(scenario, until_converged=until_converged)
 
 
 def simulate_speedup(scenario: Scenario, progress: bool = True) -> list[Result]:
@@ -137,14 +144,20 @@ def simulate_sizing(
     staleness: Iterable[int],
     splits: int = 16,
     progress: bool = True,
+    exact: bool = False,
 ) -> list[Result]:
-    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline."""
+    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline.
+
+    Each run ends once converged (``Tolerance()``) and is extrapolated to ``run.steps``; ``exact``
+    simulates every step of every run instead.
+    """
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
             f"--devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
         )
-    results = list(simulate_all(baselines + candidates, progress=progress))
+    tolerance = None if exact else Tolerance()
+    results = list(simulate_all(baselines + candidates, progress=progress, until_converged=tolerance))
     best_baseline = sorted(results[: len(baselines)], key=_fastest_first)[:1]  # the best engine size
     return best_baseline + sorted(results[len(baselines) :], key=_fastest_first)
 
@@ -153,12 +166,21 @@ def _fastest_first(result: Result) -> float:
     return -result[1]["throughput"]["samples_per_s"]
 
 
-def simulate_all(variants: list[Variant], workers: int | None = None, progress: bool = True) -> Iterator[Result]:
-    """Simulate every variant in a process pool; yields (variant, summary) in input order."""
+def simulate_all(
+    variants: list[Variant],
+    workers: int | None = None,
+    progress: bool = True,
+    until_converged: Tolerance | None = None,
+) -> Iterator[Result]:
+    """Simulate every variant in a process pool; yields (variant, summary) in input order.
+
+    With ``until_converged``, each run ends once converged and its summary is extrapolated.
+    """
     workers = workers or os.cpu_count() or 1
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
+    task = partial(_summary_of, until_converged=until_converged)
     with ProcessPoolExecutor(max_workers=min(workers, max(1, len(variants)))) as pool:
-        for variant, summary in zip(variants, pool.map(_summary_of, [v.scenario for v in variants]), strict=True):
+        for variant, summary in zip(variants, pool.map(task, [v.scenario for v in variants]), strict=True):
             bar.update()
             yield variant, summary
     bar.close()

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.profile import CostProfile
@@ -22,9 +24,10 @@ from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import Simulation, simulate
 from asyncrl.simulator.summary import records, run_summary, simulate_summary
-from asyncrl.simulator.sweep import sizing_variants
+from asyncrl.simulator.sweep import simulate_sizing, sizing_variants
 from hypothesis import HealthCheck, given, settings
 
+from asyncrl.cli import main
 from tests.test_simulator_invariants import costs, scenarios
 
 THROUGHPUT_TOLERANCE = 0.03  # relative
@@ -182,6 +185,24 @@ def test_early_stopped_figures_match_full_runs() -> None:
             assert samples["generated"] == parts
             assert samples["trained"] == full["samples"]["trained"]  # every step trains one batch
     assert stopped >= 6  # the check is not vacuous: most of the nine runs ended early
+
+
+def test_size_ends_runs_early_unless_exact() -> None:
+    scenario = load_scenario("quickstart")
+    kinds, bounds = ["streaming"], [2]
+    early = simulate_sizing(scenario, 16, kinds, bounds, splits=2, progress=False)
+    exact = simulate_sizing(scenario, 16, kinds, bounds, splits=2, progress=False, exact=True)
+    assert any(summary.get("extrapolated") for _, summary in early)
+    assert not any("extrapolated" in summary for _, summary in exact)
+    assert {variant.label for variant, _ in early} == {variant.label for variant, _ in exact}
+
+
+def test_size_command_takes_exact_and_writes_steps_simulated(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "size.csv"
+    args = ["size", "quickstart", "--devices", "8", "--steps", "3", "--splits", "2", "--kind", "streaming"]
+    assert main([*args, "--exact", "--out", str(out), "--quiet"]) == 0
+    assert "3 steps simulated per row" in capsys.readouterr().out
+    assert set(pd.read_csv(out)["steps_simulated"]) == {3}
 
 
 # ── helpers ─────────────────────────────────────────────────────────────────────
