@@ -57,10 +57,11 @@ SIZING_COLUMNS = (
     "training_utilization",  # 0-1
     "dropped",
     "reason",  # why it does not fit (the pool and its figures); empty when it fits
+    "steps_simulated",  # fewer than the scenario's run.steps when the run ended once converged (extrapolated)
 )
-OPTIONAL_COLUMNS = ("label", "fits", "reason")  # CSVs written before the memory check lack the last two
+OPTIONAL_COLUMNS = ("label", "fits", "reason", "steps_simulated")  # older CSVs lack some of these
 INTEGER_COLUMNS = ("bound", "generation_devices", "training_devices", "devices_per_engine")
-COUNT_COLUMNS = ("staleness_max", "dropped")  # integers, empty where a row was not simulated
+COUNT_COLUMNS = ("staleness_max", "dropped", "steps_simulated")  # integers, empty where a row was not simulated
 FLOAT_COLUMNS = ("samples_per_s", "step_s", "staleness_mean", "generation_utilization", "training_utilization")
 BOUND_NAMES = {"pipelined": "N", "streaming": "η"}
 COST_COLUMNS = (
@@ -102,6 +103,7 @@ def _figures(summary: Summary) -> dict[str, Any]:
         "generation_utilization": summary["utilization"]["generation"],
         "training_utilization": summary["utilization"]["training"],
         "dropped": summary["samples"]["dropped"],
+        "steps_simulated": summary.get("steps_simulated", summary["steps"]),
     }
 
 
@@ -143,7 +145,7 @@ def read_sizing(csv_path: Path) -> pd.DataFrame:
         raise ScenarioError(f"{csv_path}: not an `asyncrl size` CSV (missing columns {', '.join(missing)})")
     try:
         typed = {column: table[column].astype("int64") for column in INTEGER_COLUMNS}
-        typed |= {column: table[column].astype("Int64") for column in COUNT_COLUMNS}
+        typed |= {column: table[column].astype("Int64") for column in COUNT_COLUMNS if column in table.columns}
         typed |= {column: table[column].astype("float64") for column in FLOAT_COLUMNS}
         for column in ("colocated", "fits"):
             typed[column] = table.get(column, pd.Series(True, index=table.index)).map(_boolean).astype(bool)
@@ -184,7 +186,7 @@ def sizing_lines(
     """The baseline and the ``top`` best splits; how many more rows the CSV holds; what did not fit."""
     rows = table_rows(ranked, price_per_device_hour)
     lines = [
-        f"{scenario.name}: {devices} devices, {scenario.run.steps} steps simulated per row, best first",
+        f"{scenario.name}: {devices} devices, {_steps_line(scenario.run.steps, ranked)}, best first",
         format_table([*TABLE_HEADER, *cost_header(price_per_device_hour)], rows[: top + 1]),
     ]
     if len(rows) > top + 1:
@@ -222,3 +224,12 @@ def _spread(values: Sequence[float]) -> str:
     """``3`` for one value, ``1-2`` for several (lowest to highest)."""
     low, high = min(values), max(values)
     return f"{low:g}" if low == high else f"{low:g}-{high:g}"
+
+
+def _steps_line(steps: int, ranked: Sequence[SizingResult]) -> str:
+    """How many steps each row stands for, and how many were simulated where runs ended once converged."""
+    simulated = [summary.get("steps_simulated", summary["steps"]) for _, summary in ranked if summary is not None]
+    if all(count == steps for count in simulated):
+        return f"{steps} steps simulated per row"
+    low, high = min(simulated), max(simulated)
+    return f"{steps} steps per row ({low}–{high} simulated until converged, the rest extrapolated; --exact: all)"

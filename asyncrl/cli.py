@@ -157,6 +157,12 @@ def _parser() -> argparse.ArgumentParser:
         "--splits", type=_positive, default=16, help="most generation device counts tried per engine size (default 16)"
     )
     size.add_argument("--top", type=_positive, default=20, help="rows printed (all go to the CSV; default 20)")
+    size.add_argument(
+        "--exact",
+        action="store_true",
+        help="simulate every step of every run (default: end each run once its step time and staleness have "
+        "converged, and extrapolate)",
+    )
     size.add_argument("--out", type=Path, help="CSV of the ranked table (default: runs/<scenario name>-size.csv)")
     _price_argument(size)
     size.set_defaults(command=_size)
@@ -409,7 +415,9 @@ def _size(args: argparse.Namespace) -> int:
     scenario = _load(args)
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
-    ranked = simulate_sizing(scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet)
+    ranked = simulate_sizing(
+        scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact
+    )
     out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked, args.price_per_device_hour)
     if args.json:
         return _print_json(

@@ -140,6 +140,16 @@ class RunSummary(_SummarySection):
     backend: str = Field(description="what produced the run: 'simulator' or 'executor'")
     scenario: str = Field(description="name of the scenario run")
     steps: int = Field(description="learner steps completed (steps)")
+    steps_simulated: int | None = Field(
+        default=None,
+        description="simulator sweeps only, when the run was ended once converged: the learner steps simulated; "
+        "the figures are extrapolated to ``steps`` (steps)",
+    )
+    extrapolated: bool | None = Field(
+        default=None,
+        description="simulator sweeps only: true when the figures are those of ``steps_simulated`` steps plus the "
+        "steps skipped, each one a mean step of the converged span (staleness histogram counts scaled, rounded)",
+    )
     wall_time_s: float = Field(description="end of the last learner step (s)")
     step_time_s: StepTime
     throughput: Throughput

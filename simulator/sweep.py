@@ -12,6 +12,11 @@ that cannot hold one group, a split that does not divide) is skipped. A valid
 variant whose pools do not fit in device memory (``scenarios.memory``) is kept
 with no summary (None) and not simulated, so tables can say why it is missing.
 
+Sweeps summarize each run straight from the simulation (``simulator.summary``),
+without the event table. Sizing ends each run once its step time and staleness
+have converged (``simulator.convergence``) and extrapolates it to ``run.steps``
+(its summary says ``extrapolated: true``); ``exact=True`` simulates every step.
+
 ``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2``
 lists, each point loaded like ``--set KEY=v`` and kept with its reason when
 the scenario rejects it.
@@ -25,6 +30,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +38,8 @@ import yaml
 from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.simulator.simulation import simulate
+from asyncrl.simulator.convergence import Tolerance
+from asyncrl.simulator.summary import simulate_summary
 from tqdm import tqdm
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
@@ -132,8 +139,8 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
         return None  # does not fit: weights too large for the engine, or a split it cannot divide
 
 
-def _summary_of(scenario: Scenario) -> dict[str, Any]:
-    return simulate(scenario).summary
+def _summary_of(scenario: Scenario, until_converged: Tolerance | None = None) -> dict[str, Any]:
+    return simulate_summary(scenario, until_converged=until_converged)
 
 
 def simulate_speedup(scenario: Scenario, progress: bool = True) -> list[Result]:
@@ -148,15 +155,21 @@ def simulate_sizing(
     staleness: Iterable[int],
     splits: int = 16,
     progress: bool = True,
+    exact: bool = False,
 ) -> list[Result]:
     """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline;
-    then the variants that do not fit in memory, unsimulated (summary None)."""
+    then the variants that do not fit in memory, unsimulated (summary None).
+
+    Each run ends once converged (``Tolerance()``) and is extrapolated to ``run.steps``; ``exact``
+    simulates every step of every run instead.
+    """
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
             f"--devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
         )
-    results = simulate_fitting(baselines + candidates, progress=progress)
+    tolerance = None if exact else Tolerance()
+    results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance)
     best_baseline = sorted(_simulated(results[: len(baselines)]), key=_fastest_first)[:1]  # the best engine size
     ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=_fastest_first)
     return ranked + [result for result in results if result[1] is None]
@@ -166,10 +179,13 @@ def _simulated(results: list[Result]) -> list[Result]:
     return [result for result in results if result[1] is not None]
 
 
-def simulate_fitting(variants: list[Variant], progress: bool = True) -> list[Result]:
+def simulate_fitting(
+    variants: list[Variant], progress: bool = True, until_converged: Tolerance | None = None
+) -> list[Result]:
     """Simulate the variants that fit in device memory; the others get None, unsimulated. Input order."""
     fitting = [variant for variant in variants if not memory_problem(variant.scenario)]
-    summaries = {id(variant): summary for variant, summary in simulate_all(fitting, progress=progress)}
+    simulated = simulate_all(fitting, progress=progress, until_converged=until_converged)
+    summaries = {id(variant): summary for variant, summary in simulated}
     return [(variant, summaries.get(id(variant))) for variant in variants]
 
 
@@ -177,12 +193,21 @@ def _fastest_first(result: Result) -> float:
     return -result[1]["throughput"]["samples_per_s"]
 
 
-def simulate_all(variants: list[Variant], workers: int | None = None, progress: bool = True) -> Iterator[Result]:
-    """Simulate every variant in a process pool; yields (variant, summary) in input order."""
+def simulate_all(
+    variants: list[Variant],
+    workers: int | None = None,
+    progress: bool = True,
+    until_converged: Tolerance | None = None,
+) -> Iterator[Result]:
+    """Simulate every variant in a process pool; yields (variant, summary) in input order.
+
+    With ``until_converged``, each run ends once converged and its summary is extrapolated.
+    """
     workers = workers or os.cpu_count() or 1
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
+    task = partial(_summary_of, until_converged=until_converged)
     with ProcessPoolExecutor(max_workers=min(workers, max(1, len(variants)))) as pool:
-        for variant, summary in zip(variants, pool.map(_summary_of, [v.scenario for v in variants]), strict=True):
+        for variant, summary in zip(variants, pool.map(task, [v.scenario for v in variants]), strict=True):
             bar.update()
             yield variant, summary
     bar.close()

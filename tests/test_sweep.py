@@ -39,7 +39,7 @@ def test_size_csv_appends_device_hours_and_cost_per_1k_samples(tmp_path: Path, c
     assert header[-2:] == ["dev-h/1k", "USD/1k"]
     rows = pd.read_csv(out)
     assert list(rows.columns[-2:]) == ["device_hours_per_1k_samples", "cost_per_1k_samples_usd"]
-    assert rows.columns[0] == "label" and rows.columns[-3] == "reason"  # the older columns keep their places
+    assert rows.columns[0] == "label" and rows.columns[-3] == "steps_simulated"  # the older columns keep their places
     rows = rows[rows["fits"]]  # plans that do not fit in memory are not simulated: no figures
     devices = rows["generation_devices"].where(rows["colocated"], rows["generation_devices"] + rows["training_devices"])
     # samples/s = trained / wall, so device-hours per 1,000 samples = devices / 3600 / (samples/s) · 1000
