@@ -128,6 +128,8 @@ def _splits(devices: int, tp: int, count: int) -> list[int]:
     options = list(range(tp, devices, tp))
     if len(options) <= count:
         return options
+    if count == 1:
+        return [options[len(options) // 2]]  # the middle split, the most even one
     picks = {options[round(i * (len(options) - 1) / (count - 1))] for i in range(count)}
     return sorted(picks)
 

@@ -219,3 +219,9 @@ def test_sweep_figure_with_one_key_draws_one_unlabelled_line() -> None:
     assert len(ax.lines) == 1 and ax.get_legend() is None
     assert ax.get_xlabel() == f"{GENERATION} (devices)"
     assert [tick.get_text() for tick in ax.get_xticklabels()] == ["4", "8", "16"]
+
+
+def test_size_with_one_split_tries_the_middle_one(tmp_path: Path, capsys) -> None:
+    args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "1", "--kind", "streaming", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "size.csv")]) == 0
+    assert "8:8" in capsys.readouterr().out  # 16 devices at tp1: 1..15 generation devices, the middle is 8
