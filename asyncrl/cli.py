@@ -9,8 +9,10 @@
     asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's; 1 if off
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
+    asyncrl list                                                   presets, devices, shipped scenarios
 
-Bad input prints one line naming the field and exits with status 2.
+Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
+one line per wrong field (``asyncrl.arguments`` words flag errors) and exits with status 2.
 
 Each handler parses and wires, nothing more: sweeps run in ``simulator.sweep``,
 and every table, CSV and summary printed is formatted in ``analysis``.
@@ -25,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asyncrl import __version__
+from asyncrl.arguments import Parser, add_examples, assignment, fraction, non_negative, positive, split_assignments
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from asyncrl.scenarios.scenario import Scenario
 
@@ -35,11 +39,12 @@ EXIT_BAD_INPUT = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
         return args.command(args)
     except ScenarioError as exc:
-        print(f"asyncrl: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # a scenario reports every field that is wrong, one line each
+            print(f"asyncrl: error: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("asyncrl: interrupted (a run directory being written keeps a partial record)", file=sys.stderr)
@@ -48,8 +53,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; leftover ``dotted.key=value`` ones (after a flag) join the bare overrides."""
+    parser = _parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        assignments, error = split_assignments(extras, args.subparser._option_string_actions)
+        if error is None and "assignments" not in args:
+            error = f"unexpected argument {extras[0]!r} ({args.subparser.prog} reads no scenario)"
+        if error is not None:
+            parser.error(error)
+        args.assignments = [*args.assignments, *assignments]
+    return args
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asyncrl", description="Plan, run and check asynchronous RL schedules.")
+    parser = Parser(prog="asyncrl", description="Plan, run and check asynchronous RL schedules.")
+    parser.add_argument("--version", action="version", version=f"asyncrl {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     simulate = commands.add_parser("simulate", help="predict one scenario with the SimPy simulator")
@@ -183,6 +203,10 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("run", type=Path, metavar="RUN", help="run directory")
     trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json)")
     trace.set_defaults(command=_trace)
+
+    listing = commands.add_parser("list", help="model presets, devices and shipped scenarios, with their figures")
+    listing.set_defaults(command=_list)
+    add_examples(commands)
     return parser
 
 
@@ -208,6 +232,13 @@ def _price_argument(parser: argparse.ArgumentParser) -> None:
 def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario file, or the name of a shipped scenario (e.g. quickstart)")
     parser.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="override a field, e.g. schedule.max_staleness=2 (the same as --set; applied after --set)",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -226,8 +257,8 @@ def _load(args: argparse.Namespace) -> Scenario:
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
-    """``--set`` overrides, then ``--seed`` and ``--steps`` as the overrides they stand for."""
-    overrides = list(args.overrides)
+    """``--set`` overrides, bare ``KEY=VALUE`` ones, then ``--seed`` and ``--steps`` as the overrides they stand for."""
+    overrides = [*args.overrides, *args.assignments]
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
     if args.steps is not None:
@@ -434,6 +465,13 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list(args: argparse.Namespace) -> int:
+    from asyncrl.listing import catalog_lines
+
+    print(catalog_lines())
+    return 0
+
+
 def _trace(args: argparse.Namespace) -> int:
     from asyncrl.analysis.trace import write_trace
 
@@ -488,28 +526,7 @@ def _batch_sizes(text: str, limit: int) -> list[int]:
     return [size for size in sizes if size <= limit] or [1]
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more, got {text}")
-    return value
+_positive, _non_negative, _fraction = positive, non_negative, fraction
 
 
 if __name__ == "__main__":
