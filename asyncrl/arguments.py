@@ -60,10 +60,7 @@ EXAMPLES: dict[str, str] = {
         "--tolerance 0.1\n"
         "    the measured run's figures against the prediction; exit 1 if one is off by more than 10%"
     ),
-    "report": (
-        "asyncrl report runs/quickstart-8b --out runs/report\n"
-        "    figures, Perfetto traces and index.html"
-    ),
+    "report": ("asyncrl report runs/quickstart-8b --out runs/report\n    figures, Perfetto traces and index.html"),
     "trace": "asyncrl trace runs/quickstart-8b\n    writes runs/quickstart-8b/trace.json; open it at ui.perfetto.dev",
     "list": "asyncrl list\n    model presets, devices and shipped scenarios with their figures",
     "lengths": (

@@ -9,6 +9,7 @@
     asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's; 1 if off
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
+    asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
     asyncrl list                                                   presets, devices, shipped scenarios
 
 Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
@@ -203,6 +204,32 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("run", type=Path, metavar="RUN", help="run directory")
     trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json)")
     trace.set_defaults(command=_trace)
+
+    lengths = commands.add_parser(
+        "lengths", help="completion lengths from a JSONL log: an empirical length file, fitted tails, a histogram"
+    )
+    lengths.add_argument("file", type=Path, metavar="FILE.jsonl", help="one JSON object per completion")
+    lengths.add_argument(
+        "--field",
+        help="the key holding the completion: text, a token count or token ids (default: the first of "
+        "response_length, completion_tokens, num_tokens, response_ids, completion_ids, length, output, response, "
+        "completion, text, generated_text)",
+    )
+    lengths.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="count text in tokens of this local tokenizer (a directory, or a cached name)",
+    )
+    lengths.add_argument(
+        "--count",
+        choices=["words", "chars"],
+        default="words",
+        help="without --tokenizer, count text as whitespace-separated words (default) or characters",
+    )
+    lengths.add_argument("--max-tokens", type=_positive, help="cap of the fits (default: the longest length seen)")
+    lengths.add_argument("--out", type=Path, help="directory for lengths.txt, fits.json, lengths.png")
+    lengths.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lengths.set_defaults(command=_lengths)
 
     listing = commands.add_parser("list", help="model presets, devices and shipped scenarios, with their figures")
     listing.set_defaults(command=_list)
@@ -462,6 +489,26 @@ def _report(args: argparse.Namespace) -> int:
     speedup_dirs = tuple(args.speedup) if args.speedup else None
     files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing)
     print(report_lines(files, args.runs))
+    return 0
+
+
+def _lengths(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.lengths import fit_all, lengths_lines, lengths_report, read_lengths, write_lengths
+
+    lengths = read_lengths(args.file, args.field, args.tokenizer, args.count)
+    fits = fit_all(lengths.values, args.max_tokens)
+    out = args.out or Path("runs") / f"lengths-{args.file.stem}"
+    lengths_file = write_lengths(lengths.values, out / "lengths.txt")
+    report = lengths_report(lengths, fits, lengths_file)
+    (out / "fits.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot = _plot_path(None, out / "lengths.png")
+    if plot is not None:
+        from asyncrl.analysis.length_plots import length_histogram
+
+        length_histogram(lengths, fits, plot)
+    if args.json:
+        return _print_json(report)
+    print(lengths_lines(lengths, fits, lengths_file, plot))
     return 0
 
 
