@@ -61,7 +61,7 @@ EXAMPLES: dict[str, str] = {
         "    the measured run's figures against the prediction; exit 1 if one is off by more than 10%"
     ),
     "report": ("asyncrl report runs/quickstart-8b --out runs/report\n    figures, Perfetto traces and index.html"),
-    "trace": "asyncrl trace runs/quickstart-8b\n    writes runs/quickstart-8b/trace.json; open it at ui.perfetto.dev",
+    "trace": "asyncrl trace runs/quickstart-8b\n    writes runs/quickstart-8b/trace.json.gz; open it at ui.perfetto.dev",
     "list": "asyncrl list\n    model presets, devices and shipped scenarios with their figures",
     "lengths": (
         "asyncrl lengths completions.jsonl --field response --out runs/lengths\n"
@@ -153,6 +153,19 @@ def fraction(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a finite number ≥ 0, got {text!r}")
     return value
+
+
+def window(text: str) -> tuple[float, float | None]:
+    """``START:END`` in seconds; ``:END`` starts at 0, ``START:`` runs to the end."""
+    start_text, sep, end_text = text.partition(":")
+    try:
+        start = float(start_text) if start_text.strip() else 0.0
+        end = float(end_text) if end_text.strip() else None
+    except ValueError:
+        start, end = -1.0, None
+    if not sep or not 0 <= start < float("inf") or (end is not None and not start < end < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected START:END in seconds with 0 ≤ START < END, got {text!r}")
+    return start, end
 
 
 def _integer(text: str, what: str) -> int:

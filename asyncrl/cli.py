@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncrl import __version__
-from asyncrl.arguments import Parser, add_examples, assignment, fraction, non_negative, positive, split_assignments
+from asyncrl.arguments import (
+    Parser,
+    add_examples,
+    assignment,
+    fraction,
+    non_negative,
+    positive,
+    split_assignments,
+    window,
+)
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from asyncrl.scenarios.scenario import Scenario
 
@@ -198,11 +207,17 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, required=True, help="report directory")
     _speedup_argument(report)
     report.add_argument("--sizing", type=Path, metavar="CSV", help="also plot this `asyncrl size` CSV")
+    report.add_argument(
+        "--window",
+        type=window,
+        metavar="START:END",
+        help="draw the timeline from START to END seconds only (:END from 0, START: to the end)",
+    )
     report.set_defaults(command=_report)
 
     trace = commands.add_parser("trace", help="export a run's events as a Chrome/Perfetto trace")
     trace.add_argument("run", type=Path, metavar="RUN", help="run directory")
-    trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json)")
+    trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json.gz; gzipped when it ends in .gz)")
     trace.set_defaults(command=_trace)
 
     lengths = commands.add_parser(
@@ -487,7 +502,7 @@ def _report(args: argparse.Namespace) -> int:
     from asyncrl.analysis.report import report_lines, write_report
 
     speedup_dirs = tuple(args.speedup) if args.speedup else None
-    files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing)
+    files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing, window=args.window)
     print(report_lines(files, args.runs))
     return 0
 

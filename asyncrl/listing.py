@@ -7,10 +7,10 @@ shipped YAML  ─► scenarios table   (model, devices, schedule, completion len
 
 from __future__ import annotations
 
+from asyncrl.analysis.essentials import lengths_text, schedule_text
 from asyncrl.analysis.tables import devices_label, format_table
 from asyncrl.scenarios.catalog import DEVICES, MODEL_PRESETS
 from asyncrl.scenarios.loading import load_scenario, shipped_scenarios
-from asyncrl.scenarios.scenario import Scenario
 
 GIGA, TERA = 1e9, 1e12
 
@@ -83,28 +83,6 @@ def scenario_table() -> str:
             ]
         )
     return "shipped scenarios (asyncrl simulate NAME)\n" + format_table(header, rows)
-
-
-def schedule_text(scenario: Scenario) -> str:
-    """``streaming η=2``, ``pipelined N=1`` or ``sync``."""
-    schedule = scenario.schedule
-    if schedule.kind == "streaming":
-        return f"streaming η={schedule.max_staleness}" + (" in-flight" if schedule.in_flight_updates else "")
-    if schedule.kind == "pipelined":
-        return f"pipelined N={schedule.off_policy_steps}"
-    return "sync"
-
-
-def lengths_text(scenario: Scenario) -> str:
-    """The completion length distribution in a few words."""
-    lengths = scenario.workload.completion_tokens
-    if lengths.kind == "lognormal":
-        return f"lognormal median {lengths.median:g} σ {lengths.sigma:g} ≤ {lengths.cap:,}"
-    if lengths.kind == "pareto":
-        return f"pareto scale {lengths.scale:g} α {lengths.alpha:g} ≤ {lengths.cap:,}"
-    if lengths.kind == "fixed":
-        return f"fixed {lengths.value:,}"
-    return f"empirical ≤ {lengths.cap:,}"
 
 
 def _count(value: int) -> str:
