@@ -21,8 +21,8 @@ from typing import NoReturn
 from asyncrl.scenarios.loading import did_you_mean
 
 EXIT_BAD_INPUT = 2
-#: A bare override: a dotted key of identifiers, then ``=`` and the value (read as YAML).
-ASSIGNMENT = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*=")
+#: A bare override: a dotted key of identifiers (``+``-prefixed as Hydra appends), ``=``, the value (YAML).
+ASSIGNMENT = re.compile(r"^\+{0,2}[A-Za-z_][\w-]*(\.[\w-]+)*=")
 _INVALID_CHOICE = re.compile(r"^argument ([^:]+): invalid choice: '(.*)' \(choose from (.*)\)$", re.DOTALL)
 _ARGUMENT = re.compile(r"^argument ([^:]+): ")
 
@@ -69,7 +69,7 @@ EXAMPLES: dict[str, str] = {
         "    scenario snippets, and a histogram with the fits"
     ),
     "from-verl": (
-        "asyncrl from-verl ppo_trainer.yaml trainer.nnodes=2 --lengths lengths.txt --out my-run.yaml\n"
+        "asyncrl from-verl ppo_trainer.yaml trainer.nnodes=2 --device h100 --lengths lengths.txt --out my-run.yaml\n"
         "    a scenario from the resolved verl config you launch with; then: asyncrl simulate my-run.yaml"
     ),
 }

@@ -10,6 +10,7 @@
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
     asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
+    asyncrl from-verl CONFIG.yaml [KEY=VALUE ...] --lengths L       a scenario from a verl trainer config
     asyncrl list                                                   presets, devices, shipped scenarios
 
 Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
@@ -245,6 +246,28 @@ def _parser() -> argparse.ArgumentParser:
     lengths.add_argument("--out", type=Path, help="directory for lengths.txt, fits.json, lengths.png")
     lengths.add_argument("--json", action="store_true", help="print JSON instead of a table")
     lengths.set_defaults(command=_lengths)
+
+    verl = commands.add_parser("from-verl", help="a scenario from the verl trainer config you launch with")
+    verl.add_argument("config", type=Path, metavar="CONFIG.yaml", help="verl's resolved trainer config (Hydra YAML)")
+    verl.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="overrides of the verl config, as verl's command line takes them (e.g. trainer.nnodes=2)",
+    )
+    verl.add_argument(
+        "--lengths",
+        metavar="FILE|DIST",
+        help="completion lengths: a lengths file or JSONL log (see asyncrl lengths), or a distribution "
+        "such as '{kind: lognormal, median: 800, sigma: 1}'; capped at data.max_response_length",
+    )
+    verl.add_argument("--prompt-lengths", metavar="FILE|DIST", help="prompt lengths (default: every prompt at the cap)")
+    verl.add_argument("--device", help="the GPU (verl's config does not say): h100, a100-80g, h200, ...")
+    verl.add_argument("--preset", help="model preset, where the model path's name is not one (asyncrl list)")
+    verl.add_argument("--name", help="scenario name (default: trainer.experiment_name)")
+    verl.add_argument("--out", type=Path, help="scenario file to write (default: <name>.yaml)")
+    verl.set_defaults(command=_from_verl)
 
     listing = commands.add_parser("list", help="model presets, devices and shipped scenarios, with their figures")
     listing.set_defaults(command=_list)
@@ -525,6 +548,43 @@ def _lengths(args: argparse.Namespace) -> int:
         return _print_json(report)
     print(lengths_lines(lengths, fits, lengths_file, plot))
     return 0
+
+
+def _from_verl(args: argparse.Namespace) -> int:
+    from asyncrl.scenarios.loading import validate_scenario
+    from asyncrl.scenarios.verl import VerlError, lengths_option, lookup, plan_from_verl, plan_lines, read_config
+
+    try:
+        config = read_config(args.config, args.assignments)
+        name = args.name or str(lookup(config, "trainer.experiment_name", "") or args.config.stem)
+        out = args.out or Path(f"{name}.yaml")
+        completion = lengths_option(args.lengths, "--lengths", out.parent)
+        prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
+        plan = plan_from_verl(
+            config,
+            name=name,
+            device=args.device,
+            completion_tokens=completion,
+            prompt_tokens=prompt,
+            preset=args.preset,
+        )
+    except VerlError as exc:
+        raise ScenarioError(str(exc)) from None
+    scenario = validate_scenario(plan.scenario, base_dir=out.parent.resolve())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# from {args.config} by asyncrl from-verl\n" + _yaml_dump(plan.scenario))
+    print(plan_lines(plan))
+    print(
+        f"wrote {out} ({scenario.schedule.kind} on {scenario.cluster.total_devices} {scenario.hardware.device}); "
+        f"next: asyncrl simulate {out}"
+    )
+    return 0
+
+
+def _yaml_dump(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def _list(args: argparse.Namespace) -> int:
