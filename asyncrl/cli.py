@@ -99,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=["local", "ray"],
         help="actors as local processes, or as Ray actors (a local Ray, or the cluster RAY_ADDRESS names)",
     )
+    execute.add_argument(
+        "--log",
+        choices=["tensorboard", "wandb"],
+        help="also log each step's metrics and the summary: RUN/tensorboard/, or a W&B run in RUN/wandb/ "
+        "(offline unless WANDB_MODE says otherwise)",
+    )
     execute.set_defaults(command=_execute)
 
     calibrate = commands.add_parser(
@@ -355,6 +361,7 @@ def _execute(args: argparse.Namespace) -> int:
     scenario = _load(args)
     check(scenario, args.device)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
+    tracker = _tracker(args.log, out, scenario)
     print(execution_header(scenario, args.device, args.runtime))
     with _progress(scenario.run.steps, "training", "step", args.quiet) as bar:
         try:
@@ -363,7 +370,7 @@ def _execute(args: argparse.Namespace) -> int:
                 out,
                 device=args.device,
                 resume=args.resume is not None,
-                on_step=_training_progress(bar, scenario.batch_samples),
+                on_step=_tracked(_training_progress(bar, scenario.batch_samples), tracker),
                 runtime=args.runtime,
             )
         except RuntimeError as exc:
@@ -371,6 +378,9 @@ def _execute(args: argparse.Namespace) -> int:
             print(f"asyncrl: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             print(f"partial run record in {out}/ (summary.json status: failed)", file=sys.stderr)
             return 1
+        finally:
+            if tracker is not None:
+                tracker.finish(_read_summary_or_empty(out))
     if args.json:
         return _print_json(result.summary)
     print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task))
@@ -628,6 +638,37 @@ def _training_progress(bar: tqdm, batch_samples: int) -> Callable[[int, dict[str
         )
 
     return on_step
+
+
+def _tracker(kind: str | None, out: Path, scenario: Scenario) -> Any:
+    """The experiment tracker ``--log`` asks for (None without it); a missing package is a one-line error."""
+    if kind is None:
+        return None
+    from asyncrl.executor.tracking import check_tracker, open_tracker
+
+    try:
+        check_tracker(kind)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    return open_tracker(kind, out, scenario)
+
+
+def _tracked(on_step: Callable[[int, dict[str, float]], None], tracker: Any) -> Callable[[int, dict[str, float]], None]:
+    """``on_step`` that also logs the step's metrics row to the tracker."""
+    if tracker is None:
+        return on_step
+
+    def both(step: int, row: dict[str, float]) -> None:
+        on_step(step, row)
+        tracker.log_step(step, row)
+
+    return both
+
+
+def _read_summary_or_empty(out: Path) -> dict[str, Any]:
+    """The run's summary.json as written (complete or partial), or nothing when the run wrote none."""
+    path = out / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _model_override(model: str | None) -> list[str]:
