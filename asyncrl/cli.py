@@ -383,7 +383,7 @@ def _execute(args: argparse.Namespace) -> int:
                 tracker.finish(_read_summary_or_empty(out))
     if args.json:
         return _print_json(result.summary)
-    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task))
+    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task_mode))
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
     return 0
 

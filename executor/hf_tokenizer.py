@@ -1,5 +1,7 @@
 """A checkpoint's own tokenizer, from disk only: a local directory, or a hub name already in the local cache.
 
+``cached_checkpoint`` finds a hub name's snapshot in the cache (never the network) for ``model.path``.
+
     "ckpt/"            ─► AutoTokenizer.from_pretrained("ckpt/", local_files_only=True)
     "Qwen/Qwen3-8B"    ─► the same, resolved from the local Hugging Face cache; never downloaded
     anything else      ─► ValueError: what was looked for, and how to get it there
@@ -35,6 +37,22 @@ def load_hf_tokenizer(name_or_path: str | Path, trust_remote_code: bool = False)
             f"{name_or_path}: {where} (asyncrl never downloads: give a local directory, or fetch it into the "
             f"cache first, e.g. `hf download {name_or_path}`)"
         ) from None
+
+
+def cached_checkpoint(name: str | Path) -> Path:
+    """The local snapshot of a hub model already in the Hugging Face cache; a ValueError naming model.path else."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        config = try_to_load_from_cache(str(name), "config.json")
+    except ValueError:  # not a valid repository id either
+        config = None
+    if not isinstance(config, str):
+        raise ValueError(
+            f"model.path: {name} is not a directory, and not in the local Hugging Face cache (asyncrl never "
+            f"downloads: give a local checkpoint, or fetch it into the cache first, e.g. `hf download {name}`)"
+        )
+    return Path(config).parent
 
 
 class HfTokenizer:

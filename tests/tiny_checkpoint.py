@@ -50,7 +50,7 @@ def save_tiny_checkpoint(path: Path, seed: int = 0) -> Path:
     config = LlamaConfig(
         vocab_size=len(SPECIAL) + len(WORDS),
         hidden_size=64,
-        intermediate_size=128,
+        intermediate_size=256,  # the tiny preset's architecture, with this vocabulary
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -59,6 +59,9 @@ def save_tiny_checkpoint(path: Path, seed: int = 0) -> Path:
         bos_token_id=1,
         eos_token_id=2,
     )
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
     torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(path)
     return path
