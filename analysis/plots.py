@@ -41,6 +41,8 @@ DPI = 120
 WIDTH_IN = 12.0
 KIND_COLOURS = {"unfinished": "#a9c4e4", "generate": "#3a75b0", "sync": "#e08a2c", "train": "#3f9b50"}
 IDLE_COLOUR = "#e9e9e9"
+DROP_COLOUR = "#c0392b"
+DROP_LABEL = "dropped (too stale)"
 KIND_LABELS = {"sync": "sync (weight load)", "unfinished": "unfinished at the end"}
 ROLE_ORDER = {"training": 0, "generation": 1}
 ROW_IN_MAX = 0.24  # height of one worker row while few; rows thin out past this
@@ -52,6 +54,8 @@ MIN_SPAN_PX = 2.5  # busy intervals are drawn at least this wide, so short syncs
 
 LabelledEvents = tuple[str, pd.DataFrame]
 Histogram = Mapping[str, int]
+#: A time window of the timeline in seconds: (start, end); end None runs to the last span.
+Window = tuple[float, float | None]
 
 
 # ── timeline ────────────────────────────────────────────────────────────────────
@@ -101,38 +105,81 @@ def timeline_height_in(row_units: Sequence[float]) -> float:
     return 0.6 + sum(timeline_panel_height_in(units) for units in row_units)
 
 
-def timeline(runs: Sequence[LabelledEvents], out: Path) -> Path:
-    """Write ``timeline_figure(runs)`` to ``out`` as PNG."""
-    return _save(timeline_figure(runs), out)
+def timeline(
+    runs: Sequence[LabelledEvents],
+    out: Path,
+    window: Window | None = None,
+    contexts: Sequence[str] | None = None,
+) -> Path:
+    """Write ``timeline_figure(runs, window, contexts)`` to ``out`` as PNG."""
+    return _save(timeline_figure(runs, window, contexts), out)
 
 
-def timeline_figure(runs: Sequence[LabelledEvents]) -> Figure:
-    """One panel per run, stacked on a shared time axis; one row per worker, spans coloured by kind."""
+def timeline_figure(
+    runs: Sequence[LabelledEvents], window: Window | None = None, contexts: Sequence[str] | None = None
+) -> Figure:
+    """One panel per run, stacked on a shared time axis; one row per worker, spans coloured by kind, and a
+    row of dropped rollouts (a tick at each drop) where any were dropped. ``window`` shows only that span
+    of time; ``contexts`` (one per run, e.g. the scenario's essentials) go into the panel titles."""
     workers = [timeline_workers(events) for _, events in runs]
-    units = [sum(row_heights(names)) for names in workers]
+    drops = [events[events["kind"] == "drop"] for _, events in runs]
+    units = [
+        sum(row_heights(names)) + (1 if len(dropped) else 0) for names, dropped in zip(workers, drops, strict=True)
+    ]
     figure = _figure(WIDTH_IN, timeline_height_in(units))
     axes = figure.subplots(
         len(runs), 1, sharex=True, squeeze=False, height_ratios=[timeline_panel_height_in(u) for u in units]
     )[:, 0]
     horizon = max((run_wall(events) for _, events in runs), default=0.0)
-    min_width_s = horizon * MIN_SPAN_PX / (WIDTH_IN * DPI)
-    for ax, (label, events), names in zip(axes, runs, workers, strict=True):
-        _draw_timeline_panel(ax, label, events, names, min_width_s)
-    axes[-1].set_xlim(0, horizon * 1.01 or 1.0)
-    axes[-1].set_xlabel("time (s)")
+    start, end = window_bounds(window, horizon)
+    min_width_s = (end - start) * MIN_SPAN_PX / (WIDTH_IN * DPI)
+    contexts = contexts or [""] * len(runs)
+    for ax, (label, events), names, dropped, context in zip(axes, runs, workers, drops, contexts, strict=True):
+        _draw_timeline_panel(ax, label, events, names, min_width_s, context)
+        if len(dropped):
+            _draw_drops(ax, dropped)
+    axes[-1].set_xlim(start, end)
+    shown = f", shown from {start:,.4g} to {end:,.4g} s" if window is not None else ""
+    axes[-1].set_xlabel(f"time (s){shown}")
     kinds = [kind for kind in KIND_COLOURS if any((events["kind"] == kind).any() for _, events in runs)]
     handles = [Patch(color=KIND_COLOURS[kind], label=KIND_LABELS.get(kind, kind)) for kind in kinds]
     handles.append(Patch(facecolor=IDLE_COLOUR, edgecolor="#999999", label="idle"))
+    if any(len(dropped) for dropped in drops):
+        handles.append(Patch(color=DROP_COLOUR, label=DROP_LABEL))
     figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), frameon=False)
     figure.suptitle("Timeline: busy spans per worker", x=0.01, ha="left", fontsize=13)
     return figure
 
 
+def window_bounds(window: Window | None, horizon: float) -> tuple[float, float]:
+    """The x range drawn: the window (its open end at the horizon), else the whole run."""
+    if window is None:
+        return 0.0, horizon * 1.01 or 1.0
+    start, end = window
+    end = horizon * 1.01 if end is None else end
+    return start, end if end > start else start + 1.0
+
+
+def _draw_drops(ax: Axes, dropped: pd.DataFrame) -> None:
+    """A row under the workers with a tick at each drop, labelled with how many were dropped."""
+    bottom = ax.get_ylim()[0]  # rows grow downwards: the current bottom edge
+    row = (bottom + 0.15, bottom + 0.85)
+    ax.vlines(dropped["start"].to_numpy(dtype=float), *row, colors=DROP_COLOUR, lw=0.8)
+    ax.set_ylim(bottom + 1.0, 0.0)
+    ticks, labels = list(ax.get_yticks()), _tick_texts(ax.get_yticklabels())
+    ax.set_yticks([*ticks, bottom + 0.5], [*labels, f"dropped ({len(dropped):,})"])
+
+
+def _tick_texts(labels: Sequence[object]) -> list[str]:
+    return [label.get_text() for label in labels]  # type: ignore[attr-defined]
+
+
 def _draw_timeline_panel(
-    ax: Axes, label: str, events: pd.DataFrame, workers: list[tuple[str, str]], min_width_s: float
+    ax: Axes, label: str, events: pd.DataFrame, workers: list[tuple[str, str]], min_width_s: float, context: str = ""
 ) -> None:
     wall = run_wall(events)
-    ax.set_title(f"{label}: wall {wall:,.1f} s", loc="left", fontsize=11)
+    about = f" · {context}" if context else ""
+    ax.set_title(f"{label}{about}: wall {wall:,.1f} s", loc="left", fontsize=11 if not context else 9.5)
     if not workers:
         ax.text(0.5, 0.5, "no spans recorded", transform=ax.transAxes, ha="center", va="center", color="#777777")
         ax.set_yticks([])
@@ -185,12 +232,12 @@ def _labelled_rows(names: list[str]) -> list[int]:
 # ── staleness ───────────────────────────────────────────────────────────────────
 
 
-def staleness_histogram(runs: Sequence[tuple[str, Histogram]], out: Path) -> Path:
-    """Write ``staleness_figure(runs)`` to ``out`` as PNG."""
-    return _save(staleness_figure(runs), out)
+def staleness_histogram(runs: Sequence[tuple[str, Histogram]], out: Path, context: str = "") -> Path:
+    """Write ``staleness_figure(runs, context)`` to ``out`` as PNG."""
+    return _save(staleness_figure(runs, context), out)
 
 
-def staleness_figure(runs: Sequence[tuple[str, Histogram]]) -> Figure:
+def staleness_figure(runs: Sequence[tuple[str, Histogram]], context: str = "") -> Figure:
     """Normalized staleness histograms of two or more runs overlaid as grouped bars."""
     figure = _figure(9.0, 5.0)
     ax = figure.subplots()
@@ -209,7 +256,7 @@ def staleness_figure(runs: Sequence[tuple[str, Histogram]]) -> Figure:
     ax.yaxis.set_major_formatter(lambda value, _: f"{value:.0%}")
     ax.legend(frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title("Staleness of trained samples, normalized")
+    ax.set_title(_with_context("Staleness of trained samples, normalized", context), fontsize=9.5 if context else None)
     return figure
 
 
@@ -263,12 +310,12 @@ def queue_depth(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[0.0], moments]), np.concatenate([[0.0], np.cumsum(net)])
 
 
-def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path) -> Path:
-    """Write ``throughput_and_queue_figure(runs)`` to ``out`` as PNG."""
-    return _save(throughput_and_queue_figure(runs), out)
+def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path, context: str = "") -> Path:
+    """Write ``throughput_and_queue_figure(runs, context)`` to ``out`` as PNG."""
+    return _save(throughput_and_queue_figure(runs, context), out)
 
 
-def throughput_and_queue_figure(runs: Sequence[LabelledEvents]) -> Figure:
+def throughput_and_queue_figure(runs: Sequence[LabelledEvents], context: str = "") -> Figure:
     """Top: trained and generated samples per second over time; bottom: queue depth over time."""
     figure = _figure(WIDTH_IN, 7.5)
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
@@ -297,20 +344,30 @@ def throughput_and_queue_figure(runs: Sequence[LabelledEvents]) -> Figure:
     for ax in (top, bottom):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    figure.suptitle("Throughput and queue depth over time", fontsize=13)
+    figure.suptitle(_with_context("Throughput and queue depth over time", context), fontsize=13)
     return figure
 
 
 # ── predicted vs measured ───────────────────────────────────────────────────────
 
 
-def predicted_vs_measured(comparison: Comparison, out: Path) -> Path:
-    """Write ``predicted_vs_measured_figure(comparison)`` to ``out`` as PNG."""
-    return _save(predicted_vs_measured_figure(comparison), out)
+def predicted_vs_measured(comparison: Comparison, out: Path, context: str = "") -> Path:
+    """Write ``predicted_vs_measured_figure(comparison, context)`` to ``out`` as PNG."""
+    return _save(predicted_vs_measured_figure(comparison, context), out)
 
 
-def predicted_vs_measured_figure(comparison: Comparison) -> Figure:
-    """Bars of A (predicted) and B (measured): wall time, speedup (when compared) and mean staleness."""
+#: What a run of each backend is, for titles: the simulator predicts, the executor measures.
+BACKEND_SIDES = {"simulator": "predicted", "executor": "measured"}
+
+
+def comparison_title(comparison: Comparison) -> str:
+    """``Predicted (A) vs measured (B)``, from the two runs' backends (two simulations: predicted vs predicted)."""
+    a, b = (BACKEND_SIDES.get(run.get("backend", ""), "run") for run in (comparison.a_run, comparison.b_run))
+    return f"{a.capitalize()} (A) vs {b} (B)"
+
+
+def predicted_vs_measured_figure(comparison: Comparison, context: str = "") -> Figure:
+    """Bars of A and B: wall time, speedup (when compared) and mean staleness; titled by the runs' backends."""
     figures = {figure.key: figure for figure in comparison.figures}
     panels: list[tuple[str, str, float, float, float]] = [
         ("wall time", "wall time (s)", figures["wall_time_s"].a, figures["wall_time_s"].b, 0.0),
@@ -338,7 +395,7 @@ def predicted_vs_measured_figure(comparison: Comparison) -> Figure:
         Patch(color="C1", label=f"B: {comparison.b_label} ({comparison.b_run.get('backend', '?')})"),
     ]
     figure.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
-    figure.suptitle("Predicted (A) vs measured (B)", fontsize=13)
+    figure.suptitle(_with_context(comparison_title(comparison), context), fontsize=13)
     return figure
 
 
@@ -512,6 +569,11 @@ def validation_figure(table: pd.DataFrame, title: str) -> Figure:
 
 
 # ── shared ──────────────────────────────────────────────────────────────────────
+
+
+def _with_context(title: str, context: str) -> str:
+    """The title, and under it what the runs were (the scenario's essentials), when known."""
+    return f"{title}\n{context}" if context else title
 
 
 def _figure(width_in: float, height_in: float) -> Figure:

@@ -10,8 +10,12 @@
     asyncrl validate [--count N] [--seed S] [--steps K]            prediction errors on random CPU scenarios
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
+    asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
+    asyncrl from-verl CONFIG.yaml [KEY=VALUE ...] --lengths L       a scenario from a verl trainer config
+    asyncrl list                                                   presets, devices, shipped scenarios
 
-Bad input prints one line naming the field and exits with status 2.
+Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
+one line per wrong field (``asyncrl.arguments`` words flag errors) and exits with status 2.
 
 Each handler parses and wires, nothing more: sweeps run in ``simulator.sweep``,
 and every table, CSV and summary printed is formatted in ``analysis``.
@@ -26,6 +30,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asyncrl import __version__
+from asyncrl.arguments import (
+    Parser,
+    add_examples,
+    assignment,
+    fraction,
+    non_negative,
+    positive,
+    split_assignments,
+    window,
+)
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from asyncrl.scenarios.memory import check_memory, memory_problem
 from asyncrl.scenarios.scenario import Scenario
@@ -37,11 +52,12 @@ EXIT_BAD_INPUT = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
         return args.command(args)
     except ScenarioError as exc:
-        print(f"asyncrl: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # a scenario reports every field that is wrong, one line each
+            print(f"asyncrl: error: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("asyncrl: interrupted (a run directory being written keeps a partial record)", file=sys.stderr)
@@ -50,8 +66,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; leftover ``dotted.key=value`` ones (after a flag) join the bare overrides."""
+    parser = _parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        assignments, error = split_assignments(extras, args.subparser._option_string_actions)
+        if error is None and "assignments" not in args:
+            error = f"unexpected argument {extras[0]!r} ({args.subparser.prog} reads no scenario)"
+        if error is not None:
+            parser.error(error)
+        args.assignments = [*args.assignments, *assignments]
+    return args
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asyncrl", description="Plan, run and check asynchronous RL schedules.")
+    parser = Parser(prog="asyncrl", description="Plan, run and check asynchronous RL schedules.")
+    parser.add_argument("--version", action="version", version=f"asyncrl {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     simulate = commands.add_parser("simulate", help="predict one scenario with the SimPy simulator")
@@ -69,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
         default="local",
         choices=["local", "ray"],
         help="actors as local processes, or as Ray actors (a local Ray, or the cluster RAY_ADDRESS names)",
+    )
+    execute.add_argument(
+        "--log",
+        choices=["tensorboard", "wandb"],
+        help="also log each step's metrics and the summary: RUN/tensorboard/, or a W&B run in RUN/wandb/ "
+        "(offline unless WANDB_MODE says otherwise)",
     )
     execute.set_defaults(command=_execute)
 
@@ -209,12 +246,70 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, required=True, help="report directory")
     _speedup_argument(report)
     report.add_argument("--sizing", type=Path, metavar="CSV", help="also plot this `asyncrl size` CSV")
+    report.add_argument(
+        "--window",
+        type=window,
+        metavar="START:END",
+        help="draw the timeline from START to END seconds only (:END from 0, START: to the end)",
+    )
     report.set_defaults(command=_report)
 
     trace = commands.add_parser("trace", help="export a run's events as a Chrome/Perfetto trace")
     trace.add_argument("run", type=Path, metavar="RUN", help="run directory")
-    trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json)")
+    trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json.gz; gzipped when it ends in .gz)")
     trace.set_defaults(command=_trace)
+
+    lengths = commands.add_parser(
+        "lengths", help="completion lengths from a JSONL log: an empirical length file, fitted tails, a histogram"
+    )
+    lengths.add_argument("file", type=Path, metavar="FILE.jsonl", help="one JSON object per completion")
+    lengths.add_argument(
+        "--field",
+        help="the key holding the completion: text, a token count or token ids (default: the first of "
+        "response_length, completion_tokens, num_tokens, response_ids, completion_ids, length, output, response, "
+        "completion, text, generated_text)",
+    )
+    lengths.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="count text in tokens of this local tokenizer (a directory, or a cached name)",
+    )
+    lengths.add_argument(
+        "--count",
+        choices=["words", "chars"],
+        default="words",
+        help="without --tokenizer, count text as whitespace-separated words (default) or characters",
+    )
+    lengths.add_argument("--max-tokens", type=_positive, help="cap of the fits (default: the longest length seen)")
+    lengths.add_argument("--out", type=Path, help="directory for lengths.txt, fits.json, lengths.png")
+    lengths.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lengths.set_defaults(command=_lengths)
+
+    verl = commands.add_parser("from-verl", help="a scenario from the verl trainer config you launch with")
+    verl.add_argument("config", type=Path, metavar="CONFIG.yaml", help="verl's resolved trainer config (Hydra YAML)")
+    verl.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="overrides of the verl config, as verl's command line takes them (e.g. trainer.nnodes=2)",
+    )
+    verl.add_argument(
+        "--lengths",
+        metavar="FILE|DIST",
+        help="completion lengths: a lengths file or JSONL log (see asyncrl lengths), or a distribution "
+        "such as '{kind: lognormal, median: 800, sigma: 1}'; capped at data.max_response_length",
+    )
+    verl.add_argument("--prompt-lengths", metavar="FILE|DIST", help="prompt lengths (default: every prompt at the cap)")
+    verl.add_argument("--device", help="the GPU (verl's config does not say): h100, a100-80g, h200, ...")
+    verl.add_argument("--preset", help="model preset, where the model path's name is not one (asyncrl list)")
+    verl.add_argument("--name", help="scenario name (default: trainer.experiment_name)")
+    verl.add_argument("--out", type=Path, help="scenario file to write (default: <name>.yaml)")
+    verl.set_defaults(command=_from_verl)
+
+    listing = commands.add_parser("list", help="model presets, devices and shipped scenarios, with their figures")
+    listing.set_defaults(command=_list)
+    add_examples(commands)
     return parser
 
 
@@ -240,6 +335,13 @@ def _price_argument(parser: argparse.ArgumentParser) -> None:
 def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario file, or the name of a shipped scenario (e.g. quickstart)")
     parser.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="override a field, e.g. schedule.max_staleness=2 (the same as --set; applied after --set)",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -258,8 +360,8 @@ def _load(args: argparse.Namespace) -> Scenario:
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
-    """``--set`` overrides, then ``--seed`` and ``--steps`` as the overrides they stand for."""
-    overrides = list(args.overrides)
+    """``--set`` overrides, bare ``KEY=VALUE`` ones, then ``--seed`` and ``--steps`` as the overrides they stand for."""
+    overrides = [*args.overrides, *args.assignments]
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
     if args.steps is not None:
@@ -299,6 +401,7 @@ def _execute(args: argparse.Namespace) -> int:
     check(scenario, args.device)  # what the executor cannot run at all comes first
     check_memory(scenario)
     out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
+    tracker = _tracker(args.log, out, scenario)
     print(execution_header(scenario, args.device, args.runtime))
     with _progress(scenario.run.steps, "training", "step", args.quiet) as bar:
         try:
@@ -307,7 +410,7 @@ def _execute(args: argparse.Namespace) -> int:
                 out,
                 device=args.device,
                 resume=args.resume is not None,
-                on_step=_training_progress(bar, scenario.batch_samples),
+                on_step=_tracked(_training_progress(bar, scenario.batch_samples), tracker),
                 runtime=args.runtime,
             )
         except RuntimeError as exc:
@@ -315,9 +418,12 @@ def _execute(args: argparse.Namespace) -> int:
             print(f"asyncrl: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             print(f"partial run record in {out}/ (summary.json status: failed)", file=sys.stderr)
             return 1
+        finally:
+            if tracker is not None:
+                tracker.finish(_read_summary_or_empty(out))
     if args.json:
         return _print_json(result.summary)
-    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task))
+    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task_mode))
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
     return 0
 
@@ -503,8 +609,72 @@ def _report(args: argparse.Namespace) -> int:
     from asyncrl.analysis.report import report_lines, write_report
 
     speedup_dirs = tuple(args.speedup) if args.speedup else None
-    files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing)
+    files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing, window=args.window)
     print(report_lines(files, args.runs))
+    return 0
+
+
+def _lengths(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.lengths import fit_all, lengths_lines, lengths_report, read_lengths, write_lengths
+
+    lengths = read_lengths(args.file, args.field, args.tokenizer, args.count)
+    fits = fit_all(lengths.values, args.max_tokens)
+    out = args.out or Path("runs") / f"lengths-{args.file.stem}"
+    lengths_file = write_lengths(lengths.values, out / "lengths.txt")
+    report = lengths_report(lengths, fits, lengths_file)
+    (out / "fits.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot = _plot_path(None, out / "lengths.png")
+    if plot is not None:
+        from asyncrl.analysis.length_plots import length_histogram
+
+        length_histogram(lengths, fits, plot)
+    if args.json:
+        return _print_json(report)
+    print(lengths_lines(lengths, fits, lengths_file, plot))
+    return 0
+
+
+def _from_verl(args: argparse.Namespace) -> int:
+    from asyncrl.scenarios.loading import validate_scenario
+    from asyncrl.scenarios.verl import VerlError, lengths_option, lookup, plan_from_verl, plan_lines, read_config
+
+    try:
+        config = read_config(args.config, args.assignments)
+        name = args.name or str(lookup(config, "trainer.experiment_name", "") or args.config.stem)
+        out = args.out or Path(f"{name}.yaml")
+        completion = lengths_option(args.lengths, "--lengths", out.parent)
+        prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
+        plan = plan_from_verl(
+            config,
+            name=name,
+            device=args.device,
+            completion_tokens=completion,
+            prompt_tokens=prompt,
+            preset=args.preset,
+        )
+    except VerlError as exc:
+        raise ScenarioError(str(exc)) from None
+    scenario = validate_scenario(plan.scenario, base_dir=out.parent.resolve())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# from {args.config} by asyncrl from-verl\n" + _yaml_dump(plan.scenario))
+    print(plan_lines(plan))
+    print(
+        f"wrote {out} ({scenario.schedule.kind} on {scenario.cluster.total_devices} {scenario.hardware.device}); "
+        f"next: asyncrl simulate {out}"
+    )
+    return 0
+
+
+def _yaml_dump(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from asyncrl.listing import catalog_lines
+
+    print(catalog_lines())
     return 0
 
 
@@ -544,6 +714,37 @@ def _training_progress(bar: tqdm, batch_samples: int) -> Callable[[int, dict[str
     return on_step
 
 
+def _tracker(kind: str | None, out: Path, scenario: Scenario) -> Any:
+    """The experiment tracker ``--log`` asks for (None without it); a missing package is a one-line error."""
+    if kind is None:
+        return None
+    from asyncrl.executor.tracking import check_tracker, open_tracker
+
+    try:
+        check_tracker(kind)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    return open_tracker(kind, out, scenario)
+
+
+def _tracked(on_step: Callable[[int, dict[str, float]], None], tracker: Any) -> Callable[[int, dict[str, float]], None]:
+    """``on_step`` that also logs the step's metrics row to the tracker."""
+    if tracker is None:
+        return on_step
+
+    def both(step: int, row: dict[str, float]) -> None:
+        on_step(step, row)
+        tracker.log_step(step, row)
+
+    return both
+
+
+def _read_summary_or_empty(out: Path) -> dict[str, Any]:
+    """The run's summary.json as written (complete or partial), or nothing when the run wrote none."""
+    path = out / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def _model_override(model: str | None) -> list[str]:
     """``--model``: a local checkpoint directory or a preset name."""
     if not model:
@@ -562,28 +763,7 @@ def _batch_sizes(text: str, limit: int) -> list[int]:
     return [size for size in sizes if size <= limit] or [1]
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more, got {text}")
-    return value
+_positive, _non_negative, _fraction = positive, non_negative, fraction
 
 
 if __name__ == "__main__":

@@ -104,7 +104,9 @@ def _check_task(scenario: Scenario) -> None:
     try:
         load_scenario_task(scenario)
         if model.path is not None and not model.path.is_dir():
-            raise ValueError(f"model.path: {model.path} is not a directory")
+            from asyncrl.executor.hf_tokenizer import cached_checkpoint
+
+            cached_checkpoint(model.path)  # a hub name resolves from the local cache only
         if model.path is None and model.preset is None:
             raise ValueError(
                 "model: the executor needs model.preset or model.path (architecture figures alone build no model)"

@@ -3,7 +3,7 @@
     group id ──► WorkSource.requests(group) ──► G engine requests ──► actor
     finished rollouts ──► WorkSource.reward(group, sample, rollout) ──► learner
 
-* **task mode** (``workload.task`` set): prompts come from the task, the model
+* **task mode** (``workload.task``, or ``workload.prompts`` and ``workload.reward``, set): prompts come from the task, the model
   stops at end-of-sequence or ``completion_tokens.max_tokens``, the task scores.
 * **timing mode** (no task): prompt and completion lengths come from the same
   seeded ``LengthStream`` as the simulator's, each completion is forced to its
@@ -81,9 +81,13 @@ class WorkSource:
 
 
 def load_scenario_task(scenario: Scenario) -> Task | None:
-    """The scenario's task (task mode), or None (timing mode)."""
+    """The scenario's task (task mode: a named task, or a prompts file and a reward), or None (timing mode)."""
     from asyncrl.executor.tasks import load_task
 
+    if scenario.workload.prompts is not None:
+        from asyncrl.executor.prompt_task import load_prompt_task
+
+        return load_prompt_task(scenario)
     return load_task(scenario.workload.task) if scenario.workload.task else None
 
 
@@ -92,6 +96,9 @@ def policy_model(scenario: Scenario, task: Task | None) -> PreTrainedModel:
     from asyncrl.executor.models import build_model, load_model
 
     if scenario.model.path is not None:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # no "Loading weights" bar per process over the run's own
         return load_model(scenario.model.path, trust_remote_code=scenario.model.trust_remote_code)
     if scenario.model.preset is None:
         raise ValueError("model: the executor needs model.preset or model.path")

@@ -7,7 +7,7 @@ that would run longer stops at the cap, so the cap carries the tail's mass.
     fixed      value
     lognormal  median · exp(sigma · Z)
     pareto     scale · (1 + Lomax(alpha))        scale is the smallest length
-    empirical  uniform over the lengths in a file (one integer per line)
+    empirical  uniform over the lengths in a file (one integer per line, or a JSONL log's field)
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
+from asyncrl.scenarios.jsonl import read_field, token_counts
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -134,19 +135,32 @@ class Empirical(_Lengths):
     """Lengths observed in a real run, drawn uniformly with replacement."""
 
     kind: Literal["empirical"]
-    path: Path = Field(description="file with one integer length per line; relative to the scenario file")
+    path: Path = Field(
+        description="file with one integer length per line, or a .jsonl log (see field); relative to the scenario file"
+    )
+    field: str | None = Field(
+        None, description="a .jsonl path: the key holding each completion's token count or token ids; default: guessed"
+    )
     max_tokens: PositiveInt | None = Field(None, description="cap; defaults to the longest observed length")
 
     @field_validator("path")
     @classmethod
-    def _readable(cls, path: Path, info: ValidationInfo) -> Path:
+    def _resolved(cls, path: Path, info: ValidationInfo) -> Path:
         base = (info.context or {}).get("base_dir")
-        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
-        _read_lengths(resolved)
-        return resolved
+        return (Path(base) / path if base and not path.is_absolute() else path).resolve()
+
+    @model_validator(mode="after")
+    def _readable(self) -> Empirical:
+        if self.field is not None and not _is_jsonl(self.path):
+            raise ValueError(f"field: only a .jsonl path has fields ({self.path.name} is one length per line)")
+        _ = self.observed
+        return self
 
     @cached_property
     def observed(self) -> np.ndarray:
+        if _is_jsonl(self.path):
+            field, values = read_field(self.path, self.field)
+            return token_counts(values, f"{self.path.name}:{field}")
         return _read_lengths(self.path)
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -161,15 +175,19 @@ class Empirical(_Lengths):
         return float(np.minimum(self.observed, self.cap).mean())
 
 
+def _is_jsonl(path: Path) -> bool:
+    return path.suffix.lower() in (".jsonl", ".ndjson")
+
+
 def _read_lengths(path: Path) -> np.ndarray:
     if not path.is_file():
-        raise ValueError(f"file not found: {path}")
+        raise ValueError(f"path: file not found: {path}")
     try:
         values = [int(line) for line in path.read_text().split()]
     except ValueError as exc:
-        raise ValueError(f"{path}: every line must be one integer length ({exc})") from None
+        raise ValueError(f"path: {path}: every line must be one integer length ({exc})") from None
     if not values or min(values) < 1:
-        raise ValueError(f"{path}: needs at least one length, all of them ≥ 1")
+        raise ValueError(f"path: {path}: needs at least one length, all of them ≥ 1")
     return np.asarray(values, dtype=np.int64)
 
 

@@ -59,9 +59,19 @@ class ModelSpec(_Section):
     vocab: PositiveInt | None = Field(None, description="vocabulary size (the learner's logits); from the preset")
     dtype: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"
     path: Path | None = Field(
-        None, description="executor: local checkpoint directory (safetensors); else built from preset"
+        None,
+        description="executor: a checkpoint directory (safetensors; relative to the scenario file where it exists "
+        "there), or a hub name already in the local Hugging Face cache; else built from preset",
     )
     trust_remote_code: bool = Field(False, description="executor: allow code shipped with a local checkpoint")
+
+    @field_validator("path")
+    @classmethod
+    def _path_beside_the_scenario(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        base = (info.context or {}).get("base_dir")
+        if path is None or path.is_absolute() or not base or not (Path(base) / path).exists():
+            return path  # absolute, relative to the working directory, or a hub name
+        return (Path(base) / path).resolve()
 
     @model_validator(mode="after")
     def _fill_from_preset(self) -> ModelSpec:
@@ -169,10 +179,42 @@ class WorkloadSpec(_Section):
         None,
         description="executor: a shipped task name or module:function; none = timing mode (lengths drawn, enforced)",
     )
+    prompts: Path | None = Field(
+        None,
+        description="executor: task mode on a prompts file (JSONL, one {prompt, ...} per line; relative to the "
+        "scenario file), tokenized by model.path's own tokenizer; with reward",
+    )
+    reward: str | None = Field(
+        None, description="executor: module:function scoring a completion: f(completion_text, record) -> float"
+    )
+
+    @field_validator("prompts")
+    @classmethod
+    def _prompts_beside_the_scenario(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is None:
+            return None
+        base = (info.context or {}).get("base_dir")
+        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
+        if not resolved.is_file():
+            raise ValueError(f"file not found: {resolved}")
+        return resolved
+
+    @model_validator(mode="after")
+    def _one_task_source(self) -> WorkloadSpec:
+        if (self.prompts is None) != (self.reward is None):
+            raise ValueError("reward: a prompts file and a reward function go together; give both or neither")
+        if self.prompts is not None and self.task is not None:
+            raise ValueError("task: give a task, or prompts and reward, not both")
+        return self
 
     @property
     def samples_per_step(self) -> int:
         return self.prompts_per_step * self.samples_per_prompt
+
+    @property
+    def task_mode(self) -> bool:
+        """A real reward (a task, or prompts and reward) rather than timing mode."""
+        return self.task is not None or self.prompts is not None
 
 
 class _ScheduleBase(_Section):

@@ -286,7 +286,7 @@ def _grid_point(source: str | Path, overrides: Sequence[str], keys: list[str], t
     try:
         return GridPoint(values, load_scenario(source, [*overrides, *point_overrides]))
     except ScenarioError as exc:
-        return GridPoint(values, None, str(exc))
+        return GridPoint(values, None, "; ".join(str(exc).splitlines()))  # a CSV cell: every error on one line
 
 
 def simulate_grid(points: Sequence[GridPoint], progress: bool = True) -> list[GridResult]:
