@@ -55,6 +55,10 @@ EXAMPLES: dict[str, str] = {
         "    simulate three tails; writes runs/quickstart-8b-sweep.csv and .png"
     ),
     "schema": "asyncrl schema > scenario.schema.json\n    for editors that validate YAML against a JSON Schema",
+    "validate": (
+        "asyncrl validate --count 12 --seed 0\n"
+        "    calibrate, predict and execute 12 random small CPU scenarios; errors in runs/validate/"
+    ),
     "compare": (
         "asyncrl compare runs/demo/cpu-timing/predicted-streaming runs/demo/cpu-timing/measured-streaming "
         "--tolerance 0.1\n"
