@@ -5,9 +5,11 @@
              ──unflatten──► state_dict ──engine.load_weights(version)
 
 One message per synchronization: the actor knows the layout (names, shapes,
-dtypes) from its own copy of the model, so only the numbers travel. gloo on
-CPU; NCCL on CUDA when each process has its own GPU (NCCL cannot pair two
-processes on one device), else gloo through host memory.
+dtype) from its own copy of the model, so only the numbers travel, in the
+engines' dtype: the learner's fp32 master weights are cast while they are
+flattened (a bf16 run sends 2 bytes per weight). gloo on CPU; NCCL on CUDA
+when each process has its own GPU (NCCL cannot pair two processes on one
+device), else gloo through host memory (``executor.placement``).
 """
 
 from __future__ import annotations
@@ -30,33 +32,35 @@ class WeightLayout:
     dtype: torch.dtype
 
     @classmethod
-    def of(cls, state_dict: dict[str, torch.Tensor]) -> WeightLayout:
+    def of(cls, state_dict: dict[str, torch.Tensor], dtype: torch.dtype | None = None) -> WeightLayout:
+        """The layout of ``state_dict``, sent as ``dtype`` (default: the weights' own, which must be one)."""
         dtypes = {tensor.dtype for tensor in state_dict.values()}
-        if len(dtypes) != 1:
+        if dtype is None and len(dtypes) != 1:
             raise ValueError(f"weights mix dtypes {sorted(map(str, dtypes))}; sync needs one")
-        return cls(tuple(state_dict), tuple(tuple(t.shape) for t in state_dict.values()), dtypes.pop())
+        shapes = tuple(tuple(t.shape) for t in state_dict.values())
+        return cls(tuple(state_dict), shapes, dtype if dtype is not None else dtypes.pop())
 
     @property
     def numel(self) -> int:
         return sum(math.prod(shape) for shape in self.shapes)
 
-    def flatten(self, state_dict: dict[str, torch.Tensor]) -> torch.Tensor:
-        return torch.cat([state_dict[name].detach().reshape(-1) for name in self.names]).contiguous()
+    def flatten(self, state_dict: dict[str, torch.Tensor], device: torch.device | str | None = None) -> torch.Tensor:
+        """One tensor of the layout's dtype on ``device`` (default: the weights'), each weight cast as it is copied."""
+        first = state_dict[self.names[0]]
+        flat = self.empty(first.device if device is None else device)
+        for name, piece in zip(self.names, self._pieces(flat), strict=True):
+            piece.copy_(state_dict[name].detach().reshape(-1))
+        return flat
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        sizes = [math.prod(shape) for shape in self.shapes]
-        pieces = torch.split(flat, sizes)
+        pieces = self._pieces(flat)
         return {name: piece.view(shape) for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)}
+
+    def _pieces(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.split(flat, [math.prod(shape) for shape in self.shapes])
 
     def empty(self, device: torch.device | str) -> torch.Tensor:
         return torch.empty(self.numel, dtype=self.dtype, device=device)
-
-
-def sync_backend(device: str, processes: int) -> str:
-    """NCCL when every process has a GPU of its own; otherwise gloo, with weights staged in host memory."""
-    if device == "cuda" and torch.cuda.device_count() >= processes:
-        return "nccl"
-    return "gloo"
 
 
 def staging_device(backend: str, device: str | torch.device) -> str | torch.device:
