@@ -3,18 +3,22 @@
     engine (ContinuousBatchingEngine) ──► decode step at batch b, per context token, prefill per token
     learner (Learner.train_step)      ──► per step, per padded token, per padded row·length² (attention),
                                           least squares over five row lengths
-    WeightLayout + engine             ──► one weight synchronization (flatten, copy, load)
+    executor.sync_probe               ──► one weight synchronization as a run does it: flatten, send over
+                                          torch.distributed to a receiver process, load_weights there
                                             │ median of repeats
                                             ▼
                                    profiles/<name>.yaml  (hardware.profile)
 
-Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
+The engine runs in ``model.dtype`` and the learner as a run's does (fp32 weights, bf16 autocast for bf16), on
+``device``. On CUDA every timed region starts and ends with ``torch.cuda.synchronize``, so a figure is the work's,
+not the time to queue it. Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
 keeps, per figure, the spread (max − min) / median so the command can say how
 noisy the machine was.
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -51,15 +55,52 @@ def calibrate(
     device: str = "cpu",
 ) -> Calibration:
     """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``."""
-    from asyncrl.executor.learner import Learner
+    from asyncrl.executor.placement import use_device
+    from asyncrl.executor.sync_probe import time_weight_syncs
     from asyncrl.executor.work import load_scenario_task, policy_model
 
-    torch.set_num_threads(scenario.cluster.devices_per_engine)
+    use_device("cuda:0" if device == "cuda" else device)
     task = load_scenario_task(scenario)
-    model = policy_model(scenario, task).to(device).eval()
+    policy = policy_model(scenario, task)  # built once: the learner's fp32 copy, and the engine's, cast
     noise: dict[str, float] = {}
     tick = progress or (lambda label: None)
+    decode, per_context, prefill = _measure_engine(scenario, policy, device, batch_sizes, repeats, noise, tick)
+    learner = _learner(scenario, policy, task, device)
+    tick("learner step")
+    lengths = _train_lengths(scenario)
+    times = [
+        _median(noise, f"train_step_s[{n}]", repeats, lambda n=n: _train_step(learner, scenario, n)) for n in lengths
+    ]
+    overhead, per_token, per_square = _fit_train(scenario, lengths, times)
+    tick("weight sync")
+    syncs = time_weight_syncs(scenario, learner.model, device, rounds=repeats + 1)[1:]  # the first warms up
+    profile = CostProfile(
+        decode_step_s=decode,
+        decode_context_token_s=per_context,
+        prefill_token_s=prefill,
+        train_token_s=per_token * scenario.training_devices,
+        train_token_square_s=per_square * scenario.training_devices,
+        train_step_overhead_s=overhead,
+        train_padding="longest",  # the executor's learner pads each minibatch to its longest row
+        weight_sync_s=_record(noise, "weight_sync_s", syncs),
+    )
+    return Calibration(profile, noise)
 
+
+def _measure_engine(
+    scenario: Scenario,
+    policy: Any,
+    device: str,
+    batch_sizes: list[int],
+    repeats: int,
+    noise: dict[str, float],
+    tick: Callable[[str], None],
+) -> tuple[dict[int, float], float, float]:
+    """Decode step per batch size, decode time per context token, prefill time per prompt token, of one engine."""
+    from asyncrl.executor.precision import executor_dtype
+
+    torch.set_num_threads(scenario.cluster.devices_per_engine)
+    model = copy.deepcopy(policy).to(device, executor_dtype(scenario.model.dtype)).eval()
     decode: dict[int, float] = {}
     for batch in batch_sizes:
         tick(f"decode step, batch {batch}")
@@ -73,52 +114,38 @@ def calibrate(
     )
     per_context = max(0.0, (long_context - decode[wide]) / (wide * (LONG_PROMPT - SHORT_PROMPT)))
     tick("prefill")
-    prefill = _median(noise, "prefill_token_s", repeats, lambda: _prefill_token(model, LONG_PROMPT, decode[1]))
+    alone = decode[min(decode)]
+    prefill = _median(noise, "prefill_token_s", repeats, lambda: _prefill_token(model, LONG_PROMPT, alone))
+    return decode, per_context, prefill
 
+
+def _learner(scenario: Scenario, policy: Any, task: Any, device: str) -> Any:
+    from asyncrl.executor.learner import Learner
+
+    if device == "cuda":
+        torch.cuda.empty_cache()  # the engine's copy is gone: its memory goes back before the learner's is taken
     torch.set_num_threads(scenario.training_devices)
     pad = task.tokenizer.pad_token_id if task else 0
-    learner = Learner.from_scenario(scenario, policy_model(scenario, task), pad, device=device)
-    tick("learner step")
-    lengths = _train_lengths(scenario)
-    times = [
-        _median(noise, f"train_step_s[{n}]", repeats, lambda n=n: _train_step(learner, scenario, n)) for n in lengths
-    ]
-    overhead, per_token, per_square = _fit_train(scenario, lengths, times)
-
-    tick("weight sync")
-    sync = _median(noise, "weight_sync_s", repeats, lambda: _weight_sync(model))
-    profile = CostProfile(
-        decode_step_s=decode,
-        decode_context_token_s=per_context,
-        prefill_token_s=prefill,
-        train_token_s=per_token * scenario.training_devices,
-        train_token_square_s=per_square * scenario.training_devices,
-        train_step_overhead_s=overhead,
-        train_padding="longest",  # the executor's learner pads each minibatch to its longest row
-        weight_sync_s=sync,
-    )
-    return Calibration(profile, noise)
+    return Learner.from_scenario(scenario, policy, pad, device=device)
 
 
 def _median(noise: dict[str, float], name: str, repeats: int, measure: Callable[[], float]) -> float:
-    measure = _synchronized(measure)
     measure()  # warm-up: allocations, lazy initialisation
-    values = [measure() for _ in range(repeats)]
+    return _record(noise, name, [measure() for _ in range(repeats)])
+
+
+def _record(noise: dict[str, float], name: str, values: list[float]) -> float:
+    """The median of ``values``; their spread goes to ``noise``."""
     middle = statistics.median(values)
     noise[name] = (max(values) - min(values)) / middle if middle > 0 else 0.0
     return middle
 
 
-def _synchronized(measure: Callable[[], float]) -> Callable[[], float]:
-    """On CUDA, wait for queued kernels before and after, so a measurement times the work itself."""
-    if not torch.cuda.is_available():
-        return measure
-
-    def timed() -> float:
-        torch.cuda.synchronize()
-        return measure()
-
-    return timed
+def _now(device: torch.device) -> float:
+    """The clock, read once the device's queued work is done (on CUDA), so a region times the work itself."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def _engine(model: Any, batch: int) -> ContinuousBatchingEngine:
@@ -140,19 +167,19 @@ def _decode_step(model: Any, batch: int, prompt: int) -> float:
     for request in _requests(batch, prompt, DECODE_STEPS + 2, model.config.vocab_size):
         engine.add(request)
     engine.step()  # admission (prefill) and the first token
-    start = time.perf_counter()
+    start = _now(engine.device)
     for _ in range(DECODE_STEPS):
         engine.step()
-    return (time.perf_counter() - start) / DECODE_STEPS
+    return (_now(engine.device) - start) / DECODE_STEPS
 
 
 def _prefill_token(model: Any, prompt: int, decode_alone: float) -> float:
     """Seconds per prompt token: an admitting step of one rollout minus a plain decode step."""
     engine = _engine(model, 1)
     engine.add(next(_requests(1, prompt, 2, model.config.vocab_size)))
-    start = time.perf_counter()
+    start = _now(engine.device)
     engine.step()
-    return max(0.0, (time.perf_counter() - start - decode_alone) / prompt)
+    return max(0.0, (_now(engine.device) - start - decode_alone) / prompt)
 
 
 def _train_lengths(scenario: Scenario) -> tuple[int, ...]:
@@ -196,23 +223,6 @@ def _train_step(learner: Any, scenario: Scenario, completion: int) -> float:
             for j in range(group)
         ]
         groups.append([(rollout, float(j % 2)) for j, rollout in enumerate(rollouts)])
-    start = time.perf_counter()
+    start = _now(learner.device)
     learner.train_step(groups)
-    return time.perf_counter() - start
-
-
-def _weight_sync(model: Any) -> float:
-    """One synchronization as the runtime does it, less the wire: flatten, copy the bytes, load into an engine.
-
-    On one machine the gloo transfer of a small model is a memory copy; the
-    runtime's own sync spans (events.parquet) show the full cost, wire included.
-    """
-    from asyncrl.executor.weights import WeightLayout
-
-    layout = WeightLayout.of(model.state_dict())
-    engine = _engine(model, 1)
-    start = time.perf_counter()
-    flat = layout.flatten(model.state_dict())
-    received = flat.clone()  # the transfer; in-process, a copy of the same bytes
-    engine.load_weights(layout.unflatten(received), 1)
-    return time.perf_counter() - start
+    return _now(learner.device) - start
