@@ -41,8 +41,8 @@ def build_model(
     figures = MODEL_PRESETS[preset]
     config = build_config(figures, vocab_size=vocab_size)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return model.eval()
+    model = AutoModelForCausalLM.from_config(config)  # fp32, then cast: transformers < 4.56 names no ``dtype``
+    return model.to(dtype).eval()
 
 
 def build_config(figures: ModelPreset, vocab_size: int | None = None) -> PretrainedConfig:

@@ -110,7 +110,7 @@ def empty_engine_model(scenario: Scenario, task: Task | None, device: str) -> Pr
     vocab_size = task.tokenizer.vocab_size if task else None
     config = build_config(MODEL_PRESETS[scenario.model.preset], vocab_size=vocab_size)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=executor_dtype(scenario.model.dtype))
+        model = AutoModelForCausalLM.from_config(config).to(executor_dtype(scenario.model.dtype))
     return model.to_empty(device=device).eval()
 
 
