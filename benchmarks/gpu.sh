@@ -11,6 +11,8 @@
 # installed. The project runs from this checkout (PYTHONPATH). Logs, the profile, runs, figures and the report go
 # to --out (default runs/gpu): gpu.log is the whole session, <step>.log each step's output.
 #
+# ASYNCRL_GPU_DEVICE=cpu ASYNCRL_GPU_SCENARIO=cpu-timing runs the same steps on CPU, to check the script itself.
+#
 # Exit status: 0 when every step passed, or when torch sees no CUDA device (said, after the project imported
 # cleanly); 1 when the project cannot be imported (the error is printed) or a step failed or ran out of time.
 set -uo pipefail
@@ -29,6 +31,8 @@ done
 if [ -n "${ASYNCRL_WHEELS:-}" ]; then IFS=: read -ra listed <<< "$ASYNCRL_WHEELS"; wheels+=("${listed[@]}"); fi
 [ ${#wheels[@]} -gt 0 ] || wheels=(../shared/wheels-gpu .whl)
 python=${PYTHON:-python3}
+device=${ASYNCRL_GPU_DEVICE:-cuda}
+scenario=${ASYNCRL_GPU_SCENARIO:-gpu-small}
 site=${ASYNCRL_GPU_SITE:-${TMPDIR:-/tmp}/asyncrl-gpu-site}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 exec > >(tee -a "$out/gpu.log") 2>&1
@@ -76,7 +80,7 @@ print('python', sys.version.split()[0], '| torch', torch.__version__, '| transfo
 print('asyncrl from', asyncrl.executor.__file__)
 " || { echo "gpu.sh: cannot import the project (error above); this is not a GPU problem"; exit 1; }
 
-step cuda 30 "$python" -c "
+[ "$device" = cpu ] || step cuda 30 "$python" -c "
 import sys, torch
 if not torch.cuda.is_available():
     sys.exit(3)
@@ -92,12 +96,12 @@ esac
 command -v nvidia-smi > /dev/null && nvidia-smi > "$out/nvidia-smi.log" 2>&1
 
 asyncrl=("$python" -m asyncrl)
-if step calibrate 150 "${asyncrl[@]}" calibrate gpu-small --device cuda --repeats 3 --batch-sizes 1,8,32,64 \
+if step calibrate 150 "${asyncrl[@]}" calibrate "$scenario" --device "$device" --repeats 3 --batch-sizes 1,8,32,64 \
     --out "$out/profile.yaml" --quiet; then
-  step speedup 270 "${asyncrl[@]}" demo --device cuda --scenario gpu-small --profile "$out/profile.yaml" \
+  step speedup 270 "${asyncrl[@]}" demo --device "$device" --scenario "$scenario" --profile "$out/profile.yaml" \
     --steps 4 --out "$out/speedup"
-  step figures 30 "$python" benchmarks/gpu_figures.py --scenario gpu-small --profile "$out/profile.yaml" \
-    --runs "$out/speedup/gpu-small" --out "$out/figures.json"
+  step figures 30 "$python" benchmarks/gpu_figures.py --scenario "$scenario" --profile "$out/profile.yaml" \
+    --runs "$out/speedup/$scenario" --out "$out/figures.json"
 fi
 echo "gpu.sh: $([ $failed -eq 0 ] && echo 'every step passed' || echo 'a step failed (see above)') in ${SECONDS} s; logs and figures in $out"
 exit $failed

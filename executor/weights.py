@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 LEARNER_RANK = 0
+MESSAGE_BYTES = 256 * 2**20  # weights travel in messages of at most this size, far from any 2 GiB limit
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,31 @@ def staging_device(backend: str, device: str | torch.device) -> str | torch.devi
     return device if backend == "nccl" else "cpu"
 
 
-def send_weights(flat: torch.Tensor, actor_rank: int) -> dist.Work:
-    """Start sending one version to an actor; the returned work completes when it has received it."""
-    return dist.isend(flat, dst=actor_rank)
+class Sending:
+    """The messages of one version on their way to an actor: complete when every piece has been received."""
+
+    def __init__(self, works: list[dist.Work]) -> None:
+        self.works = works
+
+    def is_completed(self) -> bool:
+        return all(work.is_completed() for work in self.works)
+
+    def wait(self) -> None:
+        for work in self.works:
+            work.wait()
+
+
+def send_weights(flat: torch.Tensor, actor_rank: int) -> Sending:
+    """Start sending one version to an actor, in pieces of at most ``MESSAGE_BYTES`` (1.5B bf16 weights are 3 GB)."""
+    return Sending([dist.isend(piece, dst=actor_rank) for piece in _pieces(flat)])
 
 
 def receive_weights(buffer: torch.Tensor) -> torch.Tensor:
-    dist.recv(buffer, src=LEARNER_RANK)
+    """Receive one version into ``buffer``, piece by piece as ``send_weights`` sent it."""
+    for piece in _pieces(buffer):
+        dist.recv(piece, src=LEARNER_RANK)
     return buffer
+
+
+def _pieces(flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.split(flat, max(1, MESSAGE_BYTES // flat.element_size()))
