@@ -144,6 +144,8 @@ def _parser() -> argparse.ArgumentParser:
         "--scenario", action="append", help="shipped CPU scenarios to use (repeatable; default all three)"
     )
     demo.add_argument("--steps", type=_positive, help="learner steps per run (default: each scenario's own)")
+    demo.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to calibrate and execute")
+    demo.add_argument("--profile", type=Path, help="a measured profile to use instead of calibrating (one scenario)")
     demo.set_defaults(command=_demo)
 
     validate = commands.add_parser(
@@ -430,11 +432,15 @@ def _execute(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from asyncrl.demo import DEMO_SCENARIOS, run_demo
+    from asyncrl.executor.calibrate import check_device
 
     scenarios = tuple(args.scenario or DEMO_SCENARIOS)
     for name in scenarios:
         load_scenario(name)  # bad names fail before anything runs
-    run_demo(args.out, scenarios, args.steps)
+    check_device(args.device)
+    if args.profile is not None:
+        load_scenario(scenarios[0], [f"hardware.profile={args.profile.resolve()}"]).hardware.cost_profile()
+    run_demo(args.out, scenarios, args.steps, device=args.device, profile=args.profile)
     return 0
 
 

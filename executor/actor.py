@@ -67,14 +67,18 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     import torch
     import torch.distributed as dist
     from asyncrl.executor.engine import ContinuousBatchingEngine
+    from asyncrl.executor.placement import use_device
+    from asyncrl.executor.precision import enable_tf32
     from asyncrl.executor.weights import WeightLayout, receive_weights, staging_device
-    from asyncrl.executor.work import load_scenario_task, policy_model
+    from asyncrl.executor.work import engine_model, load_scenario_task
 
     index, scenario, device = spec.index, spec.scenario, spec.device
     torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)
+    use_device(device)
+    enable_tf32(device)
     dist.init_process_group(spec.backend, init_method=spec.rendezvous, rank=index + 1, world_size=spec.world_size)
     task = load_scenario_task(scenario)
-    model = policy_model(scenario, task).to(device).eval()
+    model = engine_model(scenario, task, device)
     layout = WeightLayout.of(model.state_dict())
     buffer = layout.empty(staging_device(spec.backend, device))
     engine = ContinuousBatchingEngine(

@@ -3,12 +3,15 @@
     engine (ContinuousBatchingEngine) ──► decode step at batch b, per context token, prefill per token
     learner (Learner.train_step)      ──► per step, per padded token, per padded row·length² (attention),
                                           least squares over five row lengths
-    WeightLayout + engine             ──► one weight synchronization (flatten, copy, load)
-                                            │ median of repeats, interleaved
+    executor.sync_probe               ──► one weight synchronization as a run does it: flatten, send over
+                                          torch.distributed to a receiver process, load_weights there
+                                            │ median of repeats (interleaved, but the sync's, taken after)
                                             ▼
                                    profiles/<name>.yaml  (hardware.profile)
 
-Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
+The engine runs in ``model.dtype`` and the learner as a run's does (fp32 weights, bf16 autocast for bf16), on
+``device``. On CUDA every timed region starts and ends with ``torch.cuda.synchronize``, so a figure is the work's,
+not the time to queue it. Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
 keeps, per figure, the spread (max − min) / median so the command can say how
 noisy the machine was.
 
@@ -25,6 +28,7 @@ which the median discards.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -62,14 +66,17 @@ def calibrate(
 ) -> Calibration:
     """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``.
 
-    ``progress`` is called once per round (the warm-up, then each of the ``repeats``)."""
-    from asyncrl.executor.learner import Learner
+    ``progress`` is called once per round (the warm-up, then each of the ``repeats``), then for the sync."""
+    from asyncrl.executor.placement import use_device
+    from asyncrl.executor.precision import executor_dtype
+    from asyncrl.executor.sync_probe import time_weight_syncs
     from asyncrl.executor.work import load_scenario_task, policy_model
 
+    use_device("cuda:0" if device == "cuda" else device)
     task = load_scenario_task(scenario)
-    model = policy_model(scenario, task).to(device).eval()
-    pad = task.tokenizer.pad_token_id if task else 0
-    learner = Learner.from_scenario(scenario, policy_model(scenario, task), pad, device=device)
+    policy = policy_model(scenario, task)  # built once: the learner's fp32 copy, and the engine's, cast
+    model = copy.deepcopy(policy).to(device, executor_dtype(scenario.model.dtype)).eval()
+    learner = _learner(scenario, policy, task, device)
     wide = batch_sizes[len(batch_sizes) // 2]
     lengths = _train_lengths(scenario)
     engine_threads, learner_threads = scenario.cluster.devices_per_engine, scenario.training_devices
@@ -85,8 +92,11 @@ def calibrate(
     measures["prefill_step_s"] = _on_threads(engine_threads, lambda: _admitting_step(model, LONG_PROMPT))
     for n in lengths:
         measures[f"train_step_s[{n}]"] = _on_threads(learner_threads, lambda n=n: _train_step(learner, scenario, n))
-    measures["weight_sync_s"] = _on_threads(engine_threads, lambda: _weight_sync(model))
-    values = interleaved({name: _synchronized(m) for name, m in measures.items()}, repeats, progress)
+    values = interleaved(measures, repeats, progress)
+    # The sync runs a receiver process: timed apart, after the rounds (its first warms up).
+    values["weight_sync_s"] = time_weight_syncs(scenario, learner.model, device, rounds=repeats + 1)[1:]
+    if progress is not None:
+        progress("weight sync")
 
     # The admitting step decodes one token too: what it took beyond a decode step at batch 1 is prefill.
     decode_alone = statistics.median(values[f"decode_step_s[{batch_sizes[0]}]"])
@@ -102,6 +112,7 @@ def calibrate(
         decode_step_s=decode,
         decode_context_token_s=per_context,
         prefill_token_s=median["prefill_token_s"],
+        prefill_per="sample",  # the executor prefills each sample's prompt (no prefix cache)
         train_token_s=per_token * scenario.training_devices,
         train_token_square_s=per_square * scenario.training_devices,
         train_step_overhead_s=overhead,
@@ -109,6 +120,14 @@ def calibrate(
         weight_sync_s=median["weight_sync_s"],
     )
     return Calibration(profile, noise)
+
+
+def _learner(scenario: Scenario, policy: Any, task: Any, device: str) -> Any:
+    from asyncrl.executor.learner import Learner
+
+    torch.set_num_threads(scenario.training_devices)
+    pad = task.tokenizer.pad_token_id if task else 0
+    return Learner.from_scenario(scenario, policy, pad, device=device)
 
 
 Measure = Callable[[], float]
@@ -149,16 +168,11 @@ def _on_threads(threads: int, measure: Measure) -> Measure:
     return timed
 
 
-def _synchronized(measure: Callable[[], float]) -> Callable[[], float]:
-    """On CUDA, wait for queued kernels before and after, so a measurement times the work itself."""
-    if not torch.cuda.is_available():
-        return measure
-
-    def timed() -> float:
-        torch.cuda.synchronize()
-        return measure()
-
-    return timed
+def _now(device: torch.device) -> float:
+    """The clock, read once the device's queued work is done (on CUDA), so a region times the work itself."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def _engine(model: Any, batch: int) -> ContinuousBatchingEngine:
@@ -180,19 +194,19 @@ def _decode_step(model: Any, batch: int, prompt: int) -> float:
     for request in _requests(batch, prompt, DECODE_STEPS + 2, model.config.vocab_size):
         engine.add(request)
     engine.step()  # admission (prefill) and the first token
-    start = time.perf_counter()
+    start = _now(engine.device)
     for _ in range(DECODE_STEPS):
         engine.step()
-    return (time.perf_counter() - start) / DECODE_STEPS
+    return (_now(engine.device) - start) / DECODE_STEPS
 
 
 def _admitting_step(model: Any, prompt: int) -> float:
     """Seconds of an engine step that admits one rollout of ``prompt`` tokens (its prefill) and decodes it once."""
     engine = _engine(model, 1)
     engine.add(next(_requests(1, prompt, 2, model.config.vocab_size)))
-    start = time.perf_counter()
+    start = _now(engine.device)
     engine.step()
-    return time.perf_counter() - start
+    return _now(engine.device) - start
 
 
 def _train_lengths(scenario: Scenario) -> tuple[int, ...]:
@@ -236,23 +250,6 @@ def _train_step(learner: Any, scenario: Scenario, completion: int) -> float:
             for j in range(group)
         ]
         groups.append([(rollout, float(j % 2)) for j, rollout in enumerate(rollouts)])
-    start = time.perf_counter()
+    start = _now(learner.device)
     learner.train_step(groups)
-    return time.perf_counter() - start
-
-
-def _weight_sync(model: Any) -> float:
-    """One synchronization as the runtime does it, less the wire: flatten, copy the bytes, load into an engine.
-
-    On one machine the gloo transfer of a small model is a memory copy; the
-    runtime's own sync spans (events.parquet) show the full cost, wire included.
-    """
-    from asyncrl.executor.weights import WeightLayout
-
-    layout = WeightLayout.of(model.state_dict())
-    engine = _engine(model, 1)
-    start = time.perf_counter()
-    flat = layout.flatten(model.state_dict())
-    received = flat.clone()  # the transfer; in-process, a copy of the same bytes
-    engine.load_weights(layout.unflatten(received), 1)
-    return time.perf_counter() - start
+    return _now(learner.device) - start

@@ -49,13 +49,16 @@ def save(out: Path, step: int, learner: Learner, versions: dict[int, torch.Tenso
     save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(checkpoint / "versions.safetensors"))
 
 
-def resume(out: Path, learner: Learner) -> Resumed:
-    """Load ``learner`` from the checkpoint in ``out``, with what the run recorded before it."""
+def resume(out: Path, learner: Learner, staging: str = "cpu") -> Resumed:
+    """Load ``learner`` from the checkpoint in ``out``, with what the run recorded before it.
+
+    The saved weight versions go to ``staging``, where the sync backend sends from (NCCL: the learner's GPU).
+    """
     checkpoint = out / CHECKPOINT_DIR
     if not (checkpoint / "learner").is_dir():
         raise ScenarioError(f"--resume: no checkpoint in {out} (set run.checkpoint_every)")
     step = learner.load_checkpoint(checkpoint / "learner")
-    return Resumed(step, PreviousRun.load(out, step), _load_versions(checkpoint))
+    return Resumed(step, PreviousRun.load(out, step), _load_versions(checkpoint, staging))
 
 
 def skip_groups(source: WorkSource, groups: int) -> None:
@@ -64,8 +67,8 @@ def skip_groups(source: WorkSource, groups: int) -> None:
         source._lengths.next_group()
 
 
-def _load_versions(checkpoint: Path) -> dict[int, torch.Tensor]:
+def _load_versions(checkpoint: Path, staging: str) -> dict[int, torch.Tensor]:
     from safetensors.torch import load_file
 
     path = checkpoint / "versions.safetensors"
-    return {int(v): w for v, w in load_file(str(path)).items()} if path.exists() else {}
+    return {int(v): w for v, w in load_file(str(path), device=staging).items()} if path.exists() else {}

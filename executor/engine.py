@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
-from transformers import Cache, PreTrainedConfig, PreTrainedModel
+from asyncrl.executor.compat import PretrainedConfig, cache_keyword, output_cache
+from transformers import Cache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
 FINISH_EOS = "eos"
@@ -128,7 +129,7 @@ class _KVShape:
     head_dim: int
 
     @classmethod
-    def of(cls, config: PreTrainedConfig) -> _KVShape:
+    def of(cls, config: PretrainedConfig) -> _KVShape:
         text = config.get_text_config(decoder=True)
         layer_types = set(getattr(text, "layer_types", None) or ["full_attention"])
         if layer_types != {"full_attention"}:  # sliding-window or linear-attention layers need their own cache
@@ -271,6 +272,7 @@ class ContinuousBatchingEngine:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
         self._kv_shape = _KVShape.of(model.config)
+        self._cache_keyword = cache_keyword(model)  # past_key_values or cache, as this transformers names it
         self._dtype = next(model.parameters()).dtype
         self._waiting: deque[Request] = deque()
         self._running: list[_Sequence] = []
@@ -348,7 +350,7 @@ class ContinuousBatchingEngine:
         output = self.model(
             input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
         )
-        return output.cache, mask
+        return output_cache(output, self._cache_keyword), mask
 
     def _decode(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed every row's pending token; the sampled next tokens and their log-probs."""
@@ -357,8 +359,8 @@ class ContinuousBatchingEngine:
             input_ids=self._pending[:, None],
             attention_mask=self._decode_mask(padding_mask),
             position_ids=self._positions[:, None],
-            cache=self._cache,
             use_cache=True,
+            **{self._cache_keyword: self._cache},
             logits_to_keep=1,
         )
         self._cache.advance()

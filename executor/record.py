@@ -9,7 +9,7 @@
 The files are the simulator's (``scenarios.record.write_run``, with ``backend:
 "executor"``) plus ``metrics.parquet`` (loss, reward, KL, staleness per step).
 ``summary.json`` says ``status``: complete, interrupted or failed at the end,
-checkpoint while the run goes on.
+checkpoint while the run goes on; and ``dtype``, the engines' number format.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ class RunRecord:
             concurrency=self.scenario.engine_concurrency,
         )
         summary["status"] = status
+        summary["dtype"] = self.scenario.model.dtype
         write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)
         metrics.to_parquet(self.out / "metrics.parquet", index=False)
         steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])

@@ -10,7 +10,9 @@
 
 On CPU each process gets its own thread budget (``devices_per_engine`` threads
 per engine, ``training_devices`` for the learner), so generation and training
-really run at the same time; on CUDA engine i runs on cuda:i. The run writes
+really run at the same time; on CUDA ``executor.placement`` puts each process on
+its GPU (locally engine i on cuda:i, the learner on the next one). Engines run in
+``model.dtype``, the learner keeps fp32 weights (``executor.precision``). The run writes
 the same record as the simulator (``summary.json`` with ``backend:
 "executor"``, ``events.parquet``, the resolved ``scenario.yaml``) plus
 ``metrics.parquet`` (loss, reward, KL, staleness per step). A crashed worker or
@@ -97,11 +99,13 @@ def _check_device(scenario: Scenario, device: str) -> None:
 def _check_task(scenario: Scenario) -> None:
     """A task, model or checkpoint the executor cannot use is a one-line error before any process starts."""
     from asyncrl.executor.models import build_config
+    from asyncrl.executor.precision import executor_dtype
     from asyncrl.executor.work import load_scenario_task
     from asyncrl.scenarios.catalog import MODEL_PRESETS
 
     model = scenario.model
     try:
+        executor_dtype(model.dtype)
         load_scenario_task(scenario)
         if model.path is not None and not model.path.is_dir():
             from asyncrl.executor.hf_tokenizer import cached_checkpoint
@@ -124,8 +128,11 @@ class _Run:
     """The learner side of one run: the learner, the coordinator, the record, and the actors they drive."""
 
     def __init__(self, scenario: Scenario, out: Path, device: str, runtime: str) -> None:
+        from asyncrl.executor.placement import place
+
         self.scenario, self.out, self.device = scenario, out, device
-        self.actors = ActorProcesses(scenario, device, runtime)
+        self.placement = place(device, _visible_gpus(device), scenario.cluster.engines, runtime)
+        self.actors = ActorProcesses(scenario, self.placement, runtime)
         self.record = RunRecord(scenario, out)
         self.resumed = checkpoint.Resumed()
         self.coordinator: Coordinator | None = None
@@ -136,24 +143,27 @@ class _Run:
     def start(self, resume: bool) -> None:
         import torch
         from asyncrl.executor.learner import Learner
+        from asyncrl.executor.placement import use_device
         from asyncrl.executor.work import load_scenario_task, policy_model
 
         self.actors.spawn()
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
+        use_device(self.placement.learner)
         self.actors.connect()
         self.task: Task | None = load_scenario_task(self.scenario)
         model = policy_model(self.scenario, self.task)
         pad = self.task.tokenizer.pad_token_id if self.task else 0
-        self.learner: Learner = Learner.from_scenario(self.scenario, model, pad, device=self._learner_device())
+        self.learner: Learner = Learner.from_scenario(self.scenario, model, pad, device=self.placement.learner)
         if resume:
-            self.resumed = checkpoint.resume(self.out, self.learner)
+            self.resumed = checkpoint.resume(self.out, self.learner, self._staging())
             self.record.continue_from(self.resumed.previous)
         self.actors.wait_ready()
         self._start_coordinator(model.config.vocab_size)
 
     def _start_coordinator(self, model_vocab: int) -> None:
         from asyncrl.executor.coordinator import Coordinator
+        from asyncrl.executor.precision import executor_dtype
         from asyncrl.executor.weights import WeightLayout
         from asyncrl.executor.work import WorkSource
 
@@ -162,7 +172,7 @@ class _Run:
         first_group = self.resumed.step * self.scenario.batch_groups
         coordinator = Coordinator(self.scenario, source, self.actors.commands, self._clock, first_group=first_group)
         self.coordinator = coordinator
-        self.layout = WeightLayout.of(self.learner.weights())
+        self.layout = WeightLayout.of(self.learner.model.state_dict(), executor_dtype(self.scenario.model.dtype))
         if self.resumed.step:
             checkpoint.skip_groups(source, first_group)
             coordinator.restore_versions(self.resumed.versions)
@@ -235,21 +245,24 @@ class _Run:
         return self.coordinator
 
     def _flat_weights(self) -> torch.Tensor:
+        """The learner's weights as one tensor in the engines' dtype, where the sync backend sends from."""
+        return self.layout.flatten(self.learner.model.state_dict(), self._staging())
+
+    def _staging(self) -> str:
         from asyncrl.executor.weights import staging_device
 
-        flat = self.layout.flatten(self.learner.weights())
-        return flat.to(staging_device(self.actors.backend, flat.device))
+        return str(staging_device(self.placement.backend, self.placement.learner))
 
     def _clock(self) -> float:
         return time.time() - self.t0
 
-    def _learner_device(self) -> str:
-        if self.device != "cuda":
-            return "cpu"
-        import torch
 
-        engines = self.scenario.cluster.engines
-        return f"cuda:{engines}" if torch.cuda.device_count() > engines else "cuda:0"
+def _visible_gpus(device: str) -> int:
+    if device != "cuda":
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def _batch_staleness(batch: list[GroupRecord], step: int) -> dict[str, float]:

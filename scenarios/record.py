@@ -163,9 +163,14 @@ class RunSummary(_SummarySection):
         description="executor runs only: how the run ended, 'complete', 'interrupted' or 'failed' ('checkpoint' "
         "for a record written mid-run); absent from simulator runs",
     )
+    dtype: str | None = Field(
+        default=None,
+        description="executor runs only: the number format the engines ran in, 'fp32' or 'bf16' (the learner keeps "
+        "fp32 weights and computes in it under autocast); absent from simulator runs",
+    )
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON-ready dict ``summary.json`` holds, fields in their documented order; no ``status`` if unset."""
+        """The JSON-ready dict ``summary.json`` holds, fields in their documented order; unset optional ones left out."""
         return self.model_dump(mode="json", exclude_none=True)
 
 
