@@ -37,6 +37,7 @@ from asyncrl.executor import checkpoint
 from asyncrl.executor.processes import ActorProcesses
 from asyncrl.executor.record import ExecutionResult, RunRecord
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.outputs import run_directory
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -55,26 +56,32 @@ def execute(
     resume: bool = False,
     on_step: StepCallback | None = None,
     runtime: str = "local",
+    force: bool = False,
 ) -> ExecutionResult:
     """Run ``scenario`` for real; write the run record to ``out`` (also when it fails).
 
     ``runtime`` is where the actors run: ``local`` processes, or ``ray`` actors
-    (a local Ray, or the cluster ``RAY_ADDRESS`` names).
+    (a local Ray, or the cluster ``RAY_ADDRESS`` names). ``out`` is checked and
+    locked first (``scenarios.outputs.run_directory``; ``force`` writes into a
+    directory holding other files); nothing starts if it cannot be used.
     """
     check(scenario, device)
-    run = _Run(scenario, out, device, runtime)
-    try:
-        run.start(resume)
-        run.train(on_step)
-        return run.finish("complete")
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        raise
-    except BaseException:
-        run.finish("failed")
-        raise
-    finally:
-        run.stop()
+    if resume:
+        checkpoint.check(out)  # before the directory is touched: a bad checkpoint leaves the run as it was
+    with run_directory(out, force=force, option="--resume" if resume else "--out"):
+        run = _Run(scenario, out, device, runtime)
+        try:
+            run.start(resume)
+            run.train(on_step)
+            return run.finish("complete")
+        except KeyboardInterrupt:
+            run.finish("interrupted")
+            raise
+        except BaseException:
+            run.finish("failed")
+            raise
+        finally:
+            run.stop()
 
 
 def check(scenario: Scenario, device: str) -> None:
@@ -95,14 +102,19 @@ def _check_device(scenario: Scenario, device: str) -> None:
 
 
 def _check_task(scenario: Scenario) -> None:
-    """A task, model or checkpoint the executor cannot use is a one-line error before any process starts."""
+    """A task name, model or checkpoint the executor cannot use is a one-line error before any process starts.
+
+    A ``module:function`` task is only checked for its form here: importing it runs user code, which
+    waits until the run starts (``_Run.start``).
+    """
     from asyncrl.executor.models import build_config
-    from asyncrl.executor.work import load_scenario_task
+    from asyncrl.executor.tasks import check_task_name
     from asyncrl.scenarios.catalog import MODEL_PRESETS
 
     model = scenario.model
     try:
-        load_scenario_task(scenario)
+        if scenario.workload.task:
+            check_task_name(scenario.workload.task)
         if model.path is not None and not model.path.is_dir():
             raise ValueError(f"model.path: {model.path} is not a directory")
         if model.path is None and model.preset is None:
@@ -134,19 +146,19 @@ class _Run:
     def start(self, resume: bool) -> None:
         import torch
         from asyncrl.executor.learner import Learner
-        from asyncrl.executor.work import load_scenario_task, policy_model
+        from asyncrl.executor.work import policy_model
 
+        self.task: Task | None = _load_task(self.scenario)  # user code runs here, before any process starts
         self.actors.spawn()
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
         self.actors.connect()
-        self.task: Task | None = load_scenario_task(self.scenario)
         model = policy_model(self.scenario, self.task)
         pad = self.task.tokenizer.pad_token_id if self.task else 0
         self.learner: Learner = Learner.from_scenario(self.scenario, model, pad, device=self._learner_device())
         if resume:
             self.resumed = checkpoint.resume(self.out, self.learner)
-            self.record.continue_from(self.resumed.previous)
+            self.record.continue_from(self.resumed.previous, self.resumed.step)
         self.actors.wait_ready()
         self._start_coordinator(model.config.vocab_size)
 
@@ -248,6 +260,16 @@ class _Run:
 
         engines = self.scenario.cluster.engines
         return f"cuda:{engines}" if torch.cuda.device_count() > engines else "cuda:0"
+
+
+def _load_task(scenario: Scenario) -> Task | None:
+    """The scenario's task, imported (and, for ``module:function``, its code run) now; ScenarioError if it fails."""
+    from asyncrl.executor.work import load_scenario_task
+
+    try:
+        return load_scenario_task(scenario)
+    except ValueError as exc:
+        raise ScenarioError(str(exc).splitlines()[0]) from None
 
 
 def _batch_staleness(batch: list[GroupRecord], step: int) -> dict[str, float]:
