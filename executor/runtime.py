@@ -18,11 +18,14 @@ Ctrl-C ends the run with a partial record whose summary says ``status``.
 
 This module holds the learner loop; the rest of a run lives next to it:
 
-    execute ─► _Run.start   ActorProcesses.spawn, connect    (executor/processes.py, executor/distributed.py)
+    execute ─► check, checkpoint.check (--resume), run_directory: out checked and locked (scenarios/outputs.py)
+              _Run.start   the task (user code runs here), ActorProcesses.spawn (actors die with this process:
+                            executor/lifetime.py), connect     (executor/processes.py, executor/distributed.py)
                             Learner, checkpoint.resume        (executor/checkpoint.py)
                             ActorProcesses.wait_ready, Coordinator, ActorProcesses.go, publish(first version)
               _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
-              _Run.finish   RunRecord.write(status)          (executor/record.py)
+                            (the record so far, with checkpoint/progress.json instead of summary.json)
+              _Run.finish   RunRecord.write(status): summary.json last  (executor/record.py)
               _Run.stop     ActorProcesses.stop
 """
 
