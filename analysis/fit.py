@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.profile import CostProfile
+from asyncrl.scenarios.profile import CostProfile, running_maximum
 from asyncrl.scenarios.record import read_events
 
 ENGINE_STEPS_FILE = "engine_steps.parquet"
@@ -53,7 +53,7 @@ def profile_from_runs(runs: list[Path], training_devices: int) -> tuple[CostProf
     syncs = events[events["kind"] == "sync"]
     largest = int(steps["batch"].max())
     profile = CostProfile(
-        decode_step_s={b: max(1e-9, decode[0] + decode[1] * b) for b in _table_sizes(largest)},
+        decode_step_s=running_maximum({b: max(1e-9, decode[0] + decode[1] * b) for b in _table_sizes(largest)}),
         decode_context_token_s=decode[2],
         prefill_token_s=prefill_token_s,
         prefill_per="sample",  # the executor prefills each sample's prompt (no prefix cache)

@@ -83,7 +83,8 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line, ``asyncrl: error: FLAG: what is wrong``, exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"asyncrl: error: {readable(message)}", file=sys.stderr)
+        printable = "".join(char if char.isprintable() else ascii(char)[1:-1] for char in readable(message))
+        print(f"asyncrl: error: {printable}", file=sys.stderr)  # control characters from the input escaped
         sys.exit(EXIT_BAD_INPUT)
 
 

@@ -15,7 +15,8 @@
     asyncrl list                                                   presets, devices, shipped scenarios
 
 Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
-one line per wrong field (``asyncrl.arguments`` words flag errors) and exits with status 2.
+one line per wrong field (``asyncrl.arguments`` words flag errors) and exits with status 2; a run that
+fails prints one line and exits with status 1 (ASYNCRL_TRACEBACK=1 shows the traceback).
 
 Each handler parses and wires, nothing more: sweeps run in ``simulator.sweep``,
 and every table, CSV and summary printed is formatted in ``analysis``.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,12 +45,14 @@ from asyncrl.arguments import (
 )
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from asyncrl.scenarios.memory import check_memory, memory_problem
+from asyncrl.scenarios.outputs import check_output_file, default_run_dir, run_directory
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
 EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,13 +61,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.command(args)
     except ScenarioError as exc:
         for line in str(exc).splitlines():  # a scenario reports every field that is wrong, one line each
-            print(f"asyncrl: error: {line}", file=sys.stderr)
+            _error(line, EXIT_BAD_INPUT)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("asyncrl: interrupted (a run directory being written keeps a partial record)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into head & co.
         return 0
+    except Exception as exc:  # a run that failed: one line, never a traceback (unless asked for)
+        if os.environ.get("ASYNCRL_TRACEBACK"):
+            raise
+        return _error(_one_line(exc), EXIT_FAILED)
+
+
+def _error(message: str, status: int) -> int:
+    print(f"asyncrl: error: {_printable(message)}", file=sys.stderr)
+    return status
+
+
+def _printable(message: str) -> str:
+    """The message on one line: line breaks and other control characters (from the input itself) escaped."""
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in message)
+
+
+def _one_line(exc: BaseException) -> str:
+    """What went wrong, on one line: the OS's reason and the file, or the exception's first line."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -88,11 +116,13 @@ def _parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser("simulate", help="predict one scenario with the SimPy simulator")
     _scenario_arguments(simulate)
     simulate.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>)")
+    _force_argument(simulate)
     simulate.set_defaults(command=_simulate)
 
     execute = commands.add_parser("execute", help="run one scenario for real with torch (CPU or CUDA)")
     _scenario_arguments(execute)
     execute.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>-executed)")
+    _force_argument(execute)
     execute.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where engines and learner run")
     execute.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
     execute.add_argument(
@@ -315,6 +345,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _force_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force", action="store_true", help="write into --out even if it holds files that are not a run record"
+    )
+
+
 def _speedup_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--speedup",
@@ -384,10 +420,12 @@ def _simulate(args: argparse.Namespace) -> int:
     from asyncrl.simulator.simulation import simulate
 
     scenario = _load_fitting(args)
-    out = args.out or Path("runs") / scenario.name
-    with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
-        result = simulate(scenario, on_step=lambda step, now: bar.update())
-    write_run(out, scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
+    out = args.out or default_run_dir(scenario.name)
+    with run_directory(out, force=args.force):
+        with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
+            result = simulate(scenario, on_step=lambda step, now: bar.update())
+        yaml = dump_scenario(scenario.resolved())
+        write_run(out, scenario_yaml=yaml, events=result.events, summary=result.summary)
     if args.json:
         return _print_json(result.summary)
     print(simulation_lines(scenario, result.summary))
@@ -402,7 +440,7 @@ def _execute(args: argparse.Namespace) -> int:
     scenario = _load(args)
     check(scenario, args.device)  # what the executor cannot run at all comes first
     check_memory(scenario)
-    out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
+    out = args.resume or args.out or default_run_dir(scenario.name, "-executed")
     tracker = _tracker(args.log, out, scenario)
     print(execution_header(scenario, args.device, args.runtime))
     with _progress(scenario.run.steps, "training", "step", args.quiet) as bar:
@@ -414,20 +452,34 @@ def _execute(args: argparse.Namespace) -> int:
                 resume=args.resume is not None,
                 on_step=_tracked(_training_progress(bar, scenario.batch_samples), tracker),
                 runtime=args.runtime,
+                force=args.force,
             )
-        except RuntimeError as exc:
+        except (ScenarioError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
             bar.close()
-            print(f"asyncrl: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-            print(f"partial run record in {out}/ (summary.json status: failed)", file=sys.stderr)
-            return 1
+            _error(_one_line(exc), EXIT_FAILED)
+            _say_partial(out)
+            return EXIT_FAILED
         finally:
             if tracker is not None:
                 tracker.finish(_read_summary_or_empty(out))
     if args.json:
         return _print_json(result.summary)
+    if "resumed_from" in result.summary:
+        print(f"resumed from the checkpoint at step {result.summary['resumed_from']} in {out}/")
     print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task_mode))
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
     return 0
+
+
+def _say_partial(out: Path) -> None:
+    """After a failed execution: where its partial record is, if it wrote one."""
+    try:
+        status = json.loads((out / "summary.json").read_text()).get("status", "failed")
+    except (OSError, ValueError, AttributeError):
+        return  # the run ended before it recorded anything
+    print(f"partial run record in {out}/ (summary.json status: {status})", file=sys.stderr)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -473,6 +525,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
     batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
     check_device(args.device)
+    check_output_file(args.out)
     with _progress(args.repeats + 1, "calibrating", "round", args.quiet) as bar:  # warm-up, then repeats
         result = calibrate(
             scenario,
@@ -497,6 +550,7 @@ def _calibrate_from_run(args: argparse.Namespace) -> int:
         if not (run / "scenario.yaml").is_file():
             raise ScenarioError(f"--from-run: {run} is not a run directory (no scenario.yaml)")
     scenario = load_scenario(str(runs[0] / "scenario.yaml"))
+    check_output_file(args.out)
     profile, report = profile_from_runs(runs, scenario.training_devices)
     save_profile(profile, args.out)
     from asyncrl.analysis.phases import contention_line, run_contention
@@ -527,10 +581,11 @@ def _size(args: argparse.Namespace) -> int:
     scenario = _load(args)
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
+    csv_path = check_output_file(args.out or default_run_dir(scenario.name, "-size.csv"))
     ranked = simulate_sizing(
         scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact
     )
-    out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked, args.price_per_device_hour)
+    out = write_sizing_csv(csv_path, ranked, args.price_per_device_hour)
     if args.json:
         return _print_json(
             [{"label": variant.label, **_summary_or_reason(variant, summary)} for variant, summary in ranked]
@@ -546,8 +601,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
     scenario = _load(args)  # the scenario itself is sound before any grid point is tried
     check_metric(args.metric, priced=args.price_per_device_hour is not None)
-    csv_path = args.out or Path("runs") / f"{scenario.name}-sweep.csv"
+    csv_path = check_output_file(args.out or default_run_dir(scenario.name, "-sweep.csv"))
     plot_path = _plot_path(args.plot, csv_path.with_suffix(".png"))
+    if plot_path is not None:
+        check_output_file(plot_path, "--plot")
     axes = [parse_axis(text) for text in args.vary]
     results = simulate_grid(grid_points(args.scenario, _overrides(args), axes), progress=not args.quiet)
     keys = [axis.key for axis in axes]

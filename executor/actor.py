@@ -92,6 +92,9 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     )
     results.put(Ready(index))
     t0 = _wait_for_go(commands)
+    if t0 is None:  # stopped before the run began (the learner failed while starting)
+        dist.destroy_process_group()
+        return
     actor = _Actor(index, scenario.workload.samples_per_prompt, engine, results, t0)
     polled = 0.0
     while True:
@@ -115,11 +118,14 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
             actor.step()
 
 
-def _wait_for_go(commands: Queue) -> float:
+def _wait_for_go(commands: Queue) -> float | None:
+    """The run clock's zero once the coordinator says go; None if it says stop first."""
     while True:
         command = commands.get()
         if isinstance(command, Go):
             return command.t0
+        if isinstance(command, Stop):
+            return None
 
 
 def _commands(commands: Queue, block: bool) -> list[Command]:

@@ -467,7 +467,8 @@ class Learner:
         load_safetensors_model(self.model, str(directory / POLICY_FILE), device=str(self.device))
         if self.value_head is not None:
             load_safetensors_model(self.value_head, str(directory / VALUE_HEAD_FILE), device=str(self.device))
-        self.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=self.device))
+        optimizer = torch.load(directory / OPTIMIZER_FILE, map_location=self.device, weights_only=True)
+        self.optimizer.load_state_dict(optimizer)
         state = torch.load(directory / STATE_FILE, weights_only=True)
         _set_rng_states(state["rng"])
         self.step = int(state["step"])

@@ -20,11 +20,14 @@ Ctrl-C ends the run with a partial record whose summary says ``status``.
 
 This module holds the learner loop; the rest of a run lives next to it:
 
-    execute ─► _Run.start   ActorProcesses.spawn, connect    (executor/processes.py, executor/distributed.py)
+    execute ─► check, checkpoint.check (--resume), run_directory: out checked and locked (scenarios/outputs.py)
+              _Run.start   the task (user code runs here), ActorProcesses.spawn (actors die with this process:
+                            executor/lifetime.py), connect     (executor/processes.py, executor/distributed.py)
                             Learner, checkpoint.resume        (executor/checkpoint.py)
                             ActorProcesses.wait_ready, Coordinator, ActorProcesses.go, publish(first version)
               _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
-              _Run.finish   RunRecord.write(status)          (executor/record.py)
+                            (the record so far, with checkpoint/progress.json instead of summary.json)
+              _Run.finish   RunRecord.write(status): summary.json last  (executor/record.py)
               _Run.stop     ActorProcesses.stop
 """
 
@@ -39,6 +42,7 @@ from asyncrl.executor import checkpoint
 from asyncrl.executor.processes import ActorProcesses
 from asyncrl.executor.record import ExecutionResult, RunRecord
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.outputs import run_directory
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -57,26 +61,32 @@ def execute(
     resume: bool = False,
     on_step: StepCallback | None = None,
     runtime: str = "local",
+    force: bool = False,
 ) -> ExecutionResult:
     """Run ``scenario`` for real; write the run record to ``out`` (also when it fails).
 
     ``runtime`` is where the actors run: ``local`` processes, or ``ray`` actors
-    (a local Ray, or the cluster ``RAY_ADDRESS`` names).
+    (a local Ray, or the cluster ``RAY_ADDRESS`` names). ``out`` is checked and
+    locked first (``scenarios.outputs.run_directory``; ``force`` writes into a
+    directory holding other files); nothing starts if it cannot be used.
     """
     check(scenario, device)
-    run = _Run(scenario, out, device, runtime)
-    try:
-        run.start(resume)
-        run.train(on_step)
-        return run.finish("complete")
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        raise
-    except BaseException:
-        run.finish("failed")
-        raise
-    finally:
-        run.stop()
+    if resume:
+        checkpoint.check(out)  # before the directory is touched: a bad checkpoint leaves the run as it was
+    with run_directory(out, force=force, option="--resume" if resume else "--out"):
+        run = _Run(scenario, out, device, runtime)
+        try:
+            run.start(resume)
+            run.train(on_step)
+            return run.finish("complete")
+        except KeyboardInterrupt:
+            run.finish("interrupted")
+            raise
+        except BaseException:
+            run.finish("failed")
+            raise
+        finally:
+            run.stop()
 
 
 def check(scenario: Scenario, device: str) -> None:
@@ -97,16 +107,21 @@ def _check_device(scenario: Scenario, device: str) -> None:
 
 
 def _check_task(scenario: Scenario) -> None:
-    """A task, model or checkpoint the executor cannot use is a one-line error before any process starts."""
+    """A task name, model or checkpoint the executor cannot use is a one-line error before any process starts.
+
+    A ``module:function`` task is only checked for its form here: importing it runs user code, which
+    waits until the run starts (``_Run.start``).
+    """
     from asyncrl.executor.models import build_config
     from asyncrl.executor.precision import executor_dtype
-    from asyncrl.executor.work import load_scenario_task
+    from asyncrl.executor.tasks import check_task_name
     from asyncrl.scenarios.catalog import MODEL_PRESETS
 
     model = scenario.model
     try:
         executor_dtype(model.dtype)
-        load_scenario_task(scenario)
+        if scenario.workload.task:
+            check_task_name(scenario.workload.task)
         if model.path is not None and not model.path.is_dir():
             from asyncrl.executor.hf_tokenizer import cached_checkpoint
 
@@ -144,20 +159,20 @@ class _Run:
         import torch
         from asyncrl.executor.learner import Learner
         from asyncrl.executor.placement import use_device
-        from asyncrl.executor.work import load_scenario_task, policy_model
+        from asyncrl.executor.work import policy_model
 
+        self.task: Task | None = _load_task(self.scenario)  # user code runs here, before any process starts
         self.actors.spawn()
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
         use_device(self.placement.learner)
         self.actors.connect()
-        self.task: Task | None = load_scenario_task(self.scenario)
         model = policy_model(self.scenario, self.task)
         pad = self.task.tokenizer.pad_token_id if self.task else 0
         self.learner: Learner = Learner.from_scenario(self.scenario, model, pad, device=self.placement.learner)
         if resume:
             self.resumed = checkpoint.resume(self.out, self.learner, self._staging())
-            self.record.continue_from(self.resumed.previous)
+            self.record.continue_from(self.resumed.previous, self.resumed.step)
         self.actors.wait_ready()
         self._start_coordinator(model.config.vocab_size)
 
@@ -263,6 +278,16 @@ def _visible_gpus(device: str) -> int:
     import torch
 
     return torch.cuda.device_count()
+
+
+def _load_task(scenario: Scenario) -> Task | None:
+    """The scenario's task, imported (and, for ``module:function``, its code run) now; ScenarioError if it fails."""
+    from asyncrl.executor.work import load_scenario_task
+
+    try:
+        return load_scenario_task(scenario)
+    except ValueError as exc:
+        raise ScenarioError(str(exc).splitlines()[0]) from None
 
 
 def _batch_staleness(batch: list[GroupRecord], step: int) -> dict[str, float]:

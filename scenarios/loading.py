@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, get_args
 
 import yaml
+from asyncrl.scenarios.limits import MAX_SCENARIO_FILE_BYTES
 from asyncrl.scenarios.scenario import PipelinedSchedule, Scenario, StreamingSchedule, SyncSchedule
+from asyncrl.scenarios.textfile import parse_yaml, read_text
 from pydantic import BaseModel, ValidationError
 
 SHIPPED_DIR = Path(__file__).resolve().parent
@@ -56,9 +58,9 @@ def load_scenario(name_or_path: str | Path, overrides: list[str] | tuple[str, ..
     """Load, override and validate a scenario file; raise ScenarioError on bad input."""
     path = resolve_path(name_or_path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML ({exc})") from None
+        data = parse_yaml(read_text(path, MAX_SCENARIO_FILE_BYTES, "a scenario file"), path)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario file is a mapping of sections (model, hardware, ...)")
     for override in overrides:
@@ -170,7 +172,7 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     not have, so ``--set schedule.kind=sync`` works on any scenario file.
     """
     key, sep, raw = override.partition("=")
-    if not sep or not key:
+    if not sep or not all(key.split(".")):
         raise ScenarioError(f"--set {override}: expected dotted.key=value")
     try:
         value = yaml.safe_load(raw)

@@ -25,22 +25,21 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
+from asyncrl.scenarios.limits import (
+    MAX_CONCURRENCY,
+    MAX_SCENARIO_FILE_BYTES,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
-    ValidationError,
-    field_validator,
 )
+from asyncrl.scenarios.textfile import parse_yaml, read_text
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class CostProfile(BaseModel):
     """Seconds per unit of work, measured on one device kind for one model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     decode_step_s: dict[PositiveInt, PositiveFloat] = Field(description="batch size -> seconds per decode step")
     decode_context_token_s: NonNegativeFloat = Field(
@@ -70,7 +69,17 @@ class CostProfile(BaseModel):
     def _sorted_non_empty(cls, table: dict[int, float]) -> dict[int, float]:
         if not table:
             raise ValueError("needs at least one batch size")
-        return dict(sorted(table.items()))
+        if len(table) > MAX_CONCURRENCY:
+            raise ValueError(f"{len(table):,} batch sizes, more than {MAX_CONCURRENCY:,}")
+        ordered = dict(sorted(table.items()))
+        sizes, times = list(ordered), list(ordered.values())
+        for i in range(1, len(sizes)):
+            if times[i] < times[i - 1]:
+                raise ValueError(
+                    f"{times[i]:g} s at batch {sizes[i]} is less than {times[i - 1]:g} s at batch {sizes[i - 1]}; "
+                    "a decode step cannot get faster as the batch grows (take the running maximum)"
+                )
+        return ordered
 
     def decode_step(self, batch: int) -> float:
         """Seconds for one decode step at ``batch`` rollouts, from the table."""
@@ -87,17 +96,22 @@ class CostProfile(BaseModel):
 
 def load_profile(path: Path) -> CostProfile:
     """Read a profile file; a ValueError names the file and the bad field."""
-    if not path.is_file():
-        raise ValueError(f"file not found: {path}")
+    data = parse_yaml(read_text(path, MAX_SCENARIO_FILE_BYTES, "a cost profile"), path)
     try:
-        data = yaml.safe_load(path.read_text())
         return CostProfile.model_validate(data)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc})") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "profile"
-        raise ValueError(f"{path}: {field}: {first['msg']}") from None
+        raise ValueError(f"{path}: {field}: {first['msg'].removeprefix('Value error, ')}") from None
+
+
+def running_maximum(table: dict[int, float]) -> dict[int, float]:
+    """A measured decode table made non-decreasing in the batch size (timing noise can make it dip)."""
+    ordered, top = {}, 0.0
+    for batch, seconds in sorted(table.items()):
+        top = max(top, seconds)
+        ordered[batch] = top
+    return ordered
 
 
 def save_profile(profile: CostProfile, path: Path) -> None:

@@ -160,8 +160,13 @@ class RunSummary(_SummarySection):
     samples: SampleCounts
     status: str | None = Field(
         default=None,
-        description="executor runs only: how the run ended, 'complete', 'interrupted' or 'failed' ('checkpoint' "
-        "for a record written mid-run); absent from simulator runs",
+        description="executor runs only: how the run ended, 'complete', 'interrupted' or 'failed' (progress at a "
+        "checkpoint goes to checkpoint/progress.json, never here); absent from simulator runs",
+    )
+    resumed_from: int | None = Field(
+        default=None,
+        description="executor runs continued with --resume only: the learner step of the checkpoint they "
+        "continued from (steps)",
     )
     dtype: str | None = Field(
         default=None,
@@ -296,13 +301,14 @@ def _ratio(numerator: float, denominator: float) -> float:
     return float(numerator / denominator) if denominator > 0 else 0.0
 
 
-def write_run(out_dir: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: dict[str, Any]) -> None:
-    """Write a run directory; summary.json goes last, so its presence means complete."""
+def write_run(out_dir: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: dict[str, Any] | None) -> None:
+    """Write a run directory; summary.json goes last, so its presence means complete (none: the run goes on)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
     (out_dir / "scenario.yaml").write_text(scenario_yaml)
     events.astype(EVENT_COLUMNS).to_parquet(out_dir / "events.parquet", index=False)
-    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    if summary is not None:
+        (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:

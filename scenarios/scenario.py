@@ -19,28 +19,27 @@ from typing import Annotated, Literal
 
 from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
 from asyncrl.scenarios.distributions import Fixed, LengthDistribution
-from asyncrl.scenarios.memory import rollouts_that_fit
-from asyncrl.scenarios.profile import CostProfile, load_profile
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
+from asyncrl.scenarios.limits import (
+    Concurrency,
+    Devices,
+    Fraction,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+    Seed,
+    Steps,
 )
+from asyncrl.scenarios.memory import rollouts_that_fit
+from asyncrl.scenarios.profile import CostProfile, load_profile
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 DeviceName = Literal[tuple(DEVICES)]  # type: ignore[valid-type]
 PresetName = Literal[tuple(MODEL_PRESETS)]  # type: ignore[valid-type]
-Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelSpec(_Section):
@@ -141,9 +140,9 @@ class HardwareSpec(_Section):
 class ClusterSpec(_Section):
     """How many devices generate, how many train, and how engines span them."""
 
-    generation_devices: PositiveInt
-    training_devices: PositiveInt
-    devices_per_engine: PositiveInt = Field(1, description="tensor-parallel size of one generation engine")
+    generation_devices: Devices
+    training_devices: Devices
+    devices_per_engine: Devices = Field(1, description="tensor-parallel size of one generation engine")
     colocated: bool = Field(False, description="the same devices alternate between generating and training")
 
     @model_validator(mode="after")
@@ -218,7 +217,7 @@ class WorkloadSpec(_Section):
 
 
 class _ScheduleBase(_Section):
-    max_concurrency: PositiveInt | None = Field(
+    max_concurrency: Concurrency | None = Field(
         None, description="rollouts in flight per engine; default: what fits in memory"
     )
 
@@ -347,15 +346,15 @@ class LearnerSpec(_Section):
 
 
 class RunSpec(_Section):
-    steps: PositiveInt = Field(100, description="learner steps")
-    seed: NonNegativeInt = 0
+    steps: Steps = Field(100, description="learner steps")
+    seed: Seed = 0
     checkpoint_every: PositiveInt | None = Field(None, description="executor: learner checkpoint every N steps")
 
 
 class Scenario(_Section):
     """One asynchronous RL setup, as both backends read it."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
     model: ModelSpec
     hardware: HardwareSpec
     cluster: ClusterSpec
@@ -373,9 +372,13 @@ class Scenario(_Section):
             )
         group = self.workload.samples_per_prompt
         if self.engine_concurrency < group:
-            field = "schedule.max_concurrency" if self.schedule.max_concurrency else "cluster.devices_per_engine"
+            explicit = self.schedule.max_concurrency is not None
+            field = "schedule.max_concurrency" if explicit else "cluster.devices_per_engine"
+            fits = (
+                "" if explicit else f" of {self.expected_rollout_tokens:,.0f} tokens on average (prompt + completion)"
+            )
             raise ValueError(
-                f"{field}: an engine holds {self.engine_concurrency} rollouts, fewer than one group "
+                f"{field}: an engine holds {self.engine_concurrency} rollouts{fits}, fewer than one group "
                 f"(samples_per_prompt = {group}); an engine generates whole groups"
             )
         if self.queue_capacity < self.workload.prompts_per_step:

@@ -80,6 +80,7 @@ class AnalyticCosts:
         self._train_flops = scenario.training_devices * device.peak_flops * scenario.hardware.mfu
         shard = model.weight_bytes / tp
         self._sync_s = shard / device.interconnect_bytes_per_s + scenario.hardware.sync_latency_s
+        self._tables: dict[int, DecodeTable] = {}
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
@@ -88,17 +89,21 @@ class AnalyticCosts:
         return max(flops / self._engine_flops, read / self._engine_bytes_per_s)
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
-        """The same roofline, with the batch-dependent terms precomputed for speed."""
+        """The same roofline, with the batch-dependent terms precomputed for speed (one table, shared by engines)."""
+        if max_batch in self._tables:
+            return self._tables[max_batch]
         compute = [2.0 * self._active * b / self._engine_flops for b in range(max_batch + 1)]
         memory = [
             min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s for b in range(max_batch + 1)
         ]
-        return DecodeTable(
+        table = DecodeTable(
             compute,
             self._attention_flops_per_context / self._engine_flops,
             memory,
             self._kv_bytes_per_token / self._engine_bytes_per_s,
         )
+        self._tables[max_batch] = table
+        return table
 
     def prefill(self, prompt_tokens: int, samples: int) -> float:
         return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
@@ -120,13 +125,16 @@ class MeasuredCosts:
         self._profile = profile
         self._per_context = profile.decode_context_token_s
         self._training_devices = scenario.training_devices
+        self._tables: dict[int, DecodeTable] = {}
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         return self._profile.decode_step(batch) + self._per_context * context_tokens
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
-        measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
-        return DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
+        if max_batch not in self._tables:
+            measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
+            self._tables[max_batch] = DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
+        return self._tables[max_batch]
 
     def prefill(self, prompt_tokens: int, samples: int) -> float:
         profile = self._profile

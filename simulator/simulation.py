@@ -33,6 +33,7 @@ from asyncrl.scenarios.record import summarize
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import Load, ScheduleState
 from asyncrl.scenarios.workload import LengthStream
+from asyncrl.simulator.budget import plan
 from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import CostModel, cost_model
 from asyncrl.simulator.engine import Engine
@@ -52,12 +53,13 @@ class Simulation:
     """One simulated run: engines and the learner act on one ``ScheduleState``."""
 
     def __init__(self, scenario: Scenario, costs: CostModel | None = None) -> None:
+        budget = plan(scenario)  # before anything is allocated: a run that does not fit is refused here
         self.env = simpy.Environment()
         self.scenario = scenario
         self.costs = costs or cost_model(scenario)
         self.state = ScheduleState(scenario, scenario.cluster.engines)
         self.lengths = LengthStream(scenario)
-        self.rollouts = Rollouts(scenario.workload.samples_per_prompt)
+        self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
         self.recorder = Recorder(self.rollouts)
         self.engines = [
             Engine(self.env, index, scenario, self.costs, self.rollouts, self)
