@@ -188,7 +188,7 @@ def run_cli(args: list[str]) -> tuple[int, str, str]:
 
 
 def check_one(path: Path, extra: list[str], out: Path, tally: dict[str, int]) -> None:
-    """Run one scenario; it must run to a complete record or be refused on one line; nothing else."""
+    """Run one scenario; it must run to a complete record or be refused, one line per wrong field; nothing else."""
     status, _, err = run_cli(["simulate", str(path), "--out", str(out), "--quiet", *extra])
     lines = err.splitlines()
     if status == 0:
@@ -196,7 +196,8 @@ def check_one(path: Path, extra: list[str], out: Path, tally: dict[str, int]) ->
         assert (out / "summary.json").is_file(), "exit 0 without a summary"
         tally["ran"] += 1
     elif status == 2:
-        assert len(lines) == 1 and lines[0].startswith("asyncrl: error: "), f"not one error line: {err!r}"
+        assert lines and all(line.startswith("asyncrl: error: ") for line in lines), f"not error lines: {err!r}"
+        assert len(lines) == len(set(lines)), f"an error repeated: {err!r}"
         assert not (out / "summary.json").exists(), "refused, yet a summary was written"
         tally["refused"] += 1
         if tally.get("show"):
