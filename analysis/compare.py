@@ -271,8 +271,9 @@ def comparison_lines(comparison: Comparison, tolerance: float | None = None) -> 
 
 
 def format_relative(error: float) -> str:
-    if math.isinf(error):
-        return "+inf" if error > 0 else "-inf"
+    """``+12.3%``, or ``n/a`` where the reference is 0 and no ratio exists."""
+    if not math.isfinite(error):
+        return "n/a"
     return f"{error:+.1%}"
 
 

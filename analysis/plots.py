@@ -4,6 +4,8 @@
     summary.json   ─► staleness_histogram, breakdown
     Comparison     ─► predicted_vs_measured
     size CSV       ─► sizing (its tidy columns, via analysis.sizing.read_sizing)
+    sweep rows     ─► sweep (a figure against the first varied key, via analysis.sweep_table)
+    validate rows  ─► validation (each figure's error per drawn scenario, via analysis.validation)
 
 Each function draws one figure with the Agg canvas (no pyplot, no global
 backend switch) and writes it to ``out``; matplotlib is imported here and
@@ -26,7 +28,9 @@ import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import Comparison, format_relative, relative_error
 from asyncrl.analysis.sizing import read_sizing, schedule_label
+from asyncrl.analysis.sweep_table import METRICS, short_names
 from asyncrl.analysis.trace import natural_key
+from asyncrl.analysis.validation import FIGURES as VALIDATION_FIGURES
 from asyncrl.scenarios.loading import ScenarioError
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -43,6 +47,8 @@ KIND_COLOURS = {
     "train": "#3f9b50",
 }  # prefill spans sit inside generate spans and last milliseconds: the timeline leaves them out
 IDLE_COLOUR = "#e9e9e9"
+DROP_COLOUR = "#c0392b"
+DROP_LABEL = "dropped (too stale)"
 KIND_LABELS = {
     "sync": "sync (weight load)",
     "switch": "phase switch (colocated)",
@@ -72,6 +78,8 @@ MIN_SPAN_PX = 2.5  # busy intervals are drawn at least this wide, so short syncs
 
 LabelledEvents = tuple[str, pd.DataFrame]
 Histogram = Mapping[str, int]
+#: A time window of the timeline in seconds: (start, end); end None runs to the last span.
+Window = tuple[float, float | None]
 
 
 # ── timeline ────────────────────────────────────────────────────────────────────
@@ -121,38 +129,81 @@ def timeline_height_in(row_units: Sequence[float]) -> float:
     return 0.6 + sum(timeline_panel_height_in(units) for units in row_units)
 
 
-def timeline(runs: Sequence[LabelledEvents], out: Path) -> Path:
-    """Write ``timeline_figure(runs)`` to ``out`` as PNG."""
-    return _save(timeline_figure(runs), out)
+def timeline(
+    runs: Sequence[LabelledEvents],
+    out: Path,
+    window: Window | None = None,
+    contexts: Sequence[str] | None = None,
+) -> Path:
+    """Write ``timeline_figure(runs, window, contexts)`` to ``out`` as PNG."""
+    return _save(timeline_figure(runs, window, contexts), out)
 
 
-def timeline_figure(runs: Sequence[LabelledEvents]) -> Figure:
-    """One panel per run, stacked on a shared time axis; one row per worker, spans coloured by kind."""
+def timeline_figure(
+    runs: Sequence[LabelledEvents], window: Window | None = None, contexts: Sequence[str] | None = None
+) -> Figure:
+    """One panel per run, stacked on a shared time axis; one row per worker, spans coloured by kind, and a
+    row of dropped rollouts (a tick at each drop) where any were dropped. ``window`` shows only that span
+    of time; ``contexts`` (one per run, e.g. the scenario's essentials) go into the panel titles."""
     workers = [timeline_workers(events) for _, events in runs]
-    units = [sum(row_heights(names)) for names in workers]
+    drops = [events[events["kind"] == "drop"] for _, events in runs]
+    units = [
+        sum(row_heights(names)) + (1 if len(dropped) else 0) for names, dropped in zip(workers, drops, strict=True)
+    ]
     figure = _figure(WIDTH_IN, timeline_height_in(units))
     axes = figure.subplots(
         len(runs), 1, sharex=True, squeeze=False, height_ratios=[timeline_panel_height_in(u) for u in units]
     )[:, 0]
     horizon = max((run_wall(events) for _, events in runs), default=0.0)
-    min_width_s = horizon * MIN_SPAN_PX / (WIDTH_IN * DPI)
-    for ax, (label, events), names in zip(axes, runs, workers, strict=True):
-        _draw_timeline_panel(ax, label, events, names, min_width_s)
-    axes[-1].set_xlim(0, horizon * 1.01 or 1.0)
-    axes[-1].set_xlabel("time (s)")
+    start, end = window_bounds(window, horizon)
+    min_width_s = (end - start) * MIN_SPAN_PX / (WIDTH_IN * DPI)
+    contexts = contexts or [""] * len(runs)
+    for ax, (label, events), names, dropped, context in zip(axes, runs, workers, drops, contexts, strict=True):
+        _draw_timeline_panel(ax, label, events, names, min_width_s, context)
+        if len(dropped):
+            _draw_drops(ax, dropped)
+    axes[-1].set_xlim(start, end)
+    shown = f", shown from {start:,.4g} to {end:,.4g} s" if window is not None else ""
+    axes[-1].set_xlabel(f"time (s){shown}")
     kinds = [kind for kind in KIND_COLOURS if any((events["kind"] == kind).any() for _, events in runs)]
     handles = [Patch(color=KIND_COLOURS[kind], label=KIND_LABELS.get(kind, kind)) for kind in kinds]
     handles.append(Patch(facecolor=IDLE_COLOUR, edgecolor="#999999", label="idle"))
+    if any(len(dropped) for dropped in drops):
+        handles.append(Patch(color=DROP_COLOUR, label=DROP_LABEL))
     figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), frameon=False)
     figure.suptitle("Timeline: busy spans per worker", x=0.01, ha="left", fontsize=13)
     return figure
 
 
+def window_bounds(window: Window | None, horizon: float) -> tuple[float, float]:
+    """The x range drawn: the window (its open end at the horizon), else the whole run."""
+    if window is None:
+        return 0.0, horizon * 1.01 or 1.0
+    start, end = window
+    end = horizon * 1.01 if end is None else end
+    return start, end if end > start else start + 1.0
+
+
+def _draw_drops(ax: Axes, dropped: pd.DataFrame) -> None:
+    """A row under the workers with a tick at each drop, labelled with how many were dropped."""
+    bottom = ax.get_ylim()[0]  # rows grow downwards: the current bottom edge
+    row = (bottom + 0.15, bottom + 0.85)
+    ax.vlines(dropped["start"].to_numpy(dtype=float), *row, colors=DROP_COLOUR, lw=0.8)
+    ax.set_ylim(bottom + 1.0, 0.0)
+    ticks, labels = list(ax.get_yticks()), _tick_texts(ax.get_yticklabels())
+    ax.set_yticks([*ticks, bottom + 0.5], [*labels, f"dropped ({len(dropped):,})"])
+
+
+def _tick_texts(labels: Sequence[object]) -> list[str]:
+    return [label.get_text() for label in labels]  # type: ignore[attr-defined]
+
+
 def _draw_timeline_panel(
-    ax: Axes, label: str, events: pd.DataFrame, workers: list[tuple[str, str]], min_width_s: float
+    ax: Axes, label: str, events: pd.DataFrame, workers: list[tuple[str, str]], min_width_s: float, context: str = ""
 ) -> None:
     wall = run_wall(events)
-    ax.set_title(f"{label}: wall {wall:,.1f} s", loc="left", fontsize=11)
+    about = f" · {context}" if context else ""
+    ax.set_title(f"{label}{about}: wall {wall:,.1f} s", loc="left", fontsize=11 if not context else 9.5)
     if not workers:
         ax.text(0.5, 0.5, "no spans recorded", transform=ax.transAxes, ha="center", va="center", color="#777777")
         ax.set_yticks([])
@@ -205,12 +256,12 @@ def _labelled_rows(names: list[str]) -> list[int]:
 # ── staleness ───────────────────────────────────────────────────────────────────
 
 
-def staleness_histogram(runs: Sequence[tuple[str, Histogram]], out: Path) -> Path:
-    """Write ``staleness_figure(runs)`` to ``out`` as PNG."""
-    return _save(staleness_figure(runs), out)
+def staleness_histogram(runs: Sequence[tuple[str, Histogram]], out: Path, context: str = "") -> Path:
+    """Write ``staleness_figure(runs, context)`` to ``out`` as PNG."""
+    return _save(staleness_figure(runs, context), out)
 
 
-def staleness_figure(runs: Sequence[tuple[str, Histogram]]) -> Figure:
+def staleness_figure(runs: Sequence[tuple[str, Histogram]], context: str = "") -> Figure:
     """Normalized staleness histograms of two or more runs overlaid as grouped bars."""
     figure = _figure(9.0, 5.0)
     ax = figure.subplots()
@@ -229,7 +280,7 @@ def staleness_figure(runs: Sequence[tuple[str, Histogram]]) -> Figure:
     ax.yaxis.set_major_formatter(lambda value, _: f"{value:.0%}")
     ax.legend(frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title("Staleness of trained samples, normalized")
+    ax.set_title(_with_context("Staleness of trained samples, normalized", context), fontsize=9.5 if context else None)
     return figure
 
 
@@ -283,12 +334,12 @@ def queue_depth(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[0.0], moments]), np.concatenate([[0.0], np.cumsum(net)])
 
 
-def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path) -> Path:
-    """Write ``throughput_and_queue_figure(runs)`` to ``out`` as PNG."""
-    return _save(throughput_and_queue_figure(runs), out)
+def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path, context: str = "") -> Path:
+    """Write ``throughput_and_queue_figure(runs, context)`` to ``out`` as PNG."""
+    return _save(throughput_and_queue_figure(runs, context), out)
 
 
-def throughput_and_queue_figure(runs: Sequence[LabelledEvents]) -> Figure:
+def throughput_and_queue_figure(runs: Sequence[LabelledEvents], context: str = "") -> Figure:
     """Top: trained and generated samples per second over time; bottom: queue depth over time."""
     figure = _figure(WIDTH_IN, 7.5)
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
@@ -317,7 +368,7 @@ def throughput_and_queue_figure(runs: Sequence[LabelledEvents]) -> Figure:
     for ax in (top, bottom):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    figure.suptitle("Throughput and queue depth over time", fontsize=13)
+    figure.suptitle(_with_context("Throughput and queue depth over time", context), fontsize=13)
     return figure
 
 
@@ -359,13 +410,23 @@ def _per_step_hours(summary: Mapping, role: str, category: str) -> float:
 # ── predicted vs measured ───────────────────────────────────────────────────────
 
 
-def predicted_vs_measured(comparison: Comparison, out: Path) -> Path:
-    """Write ``predicted_vs_measured_figure(comparison)`` to ``out`` as PNG."""
-    return _save(predicted_vs_measured_figure(comparison), out)
+def predicted_vs_measured(comparison: Comparison, out: Path, context: str = "") -> Path:
+    """Write ``predicted_vs_measured_figure(comparison, context)`` to ``out`` as PNG."""
+    return _save(predicted_vs_measured_figure(comparison, context), out)
 
 
-def predicted_vs_measured_figure(comparison: Comparison) -> Figure:
-    """Bars of A (predicted) and B (measured): wall time, speedup (when compared) and mean staleness."""
+#: What a run of each backend is, for titles: the simulator predicts, the executor measures.
+BACKEND_SIDES = {"simulator": "predicted", "executor": "measured"}
+
+
+def comparison_title(comparison: Comparison) -> str:
+    """``Predicted (A) vs measured (B)``, from the two runs' backends (two simulations: predicted vs predicted)."""
+    a, b = (BACKEND_SIDES.get(run.get("backend", ""), "run") for run in (comparison.a_run, comparison.b_run))
+    return f"{a.capitalize()} (A) vs {b} (B)"
+
+
+def predicted_vs_measured_figure(comparison: Comparison, context: str = "") -> Figure:
+    """Bars of A and B: wall time, speedup (when compared) and mean staleness; titled by the runs' backends."""
     figures = {figure.key: figure for figure in comparison.figures}
     panels: list[tuple[str, str, float, float, float]] = [
         ("wall time", "wall time (s)", figures["wall_time_s"].a, figures["wall_time_s"].b, 0.0),
@@ -393,7 +454,7 @@ def predicted_vs_measured_figure(comparison: Comparison) -> Figure:
         Patch(color="C1", label=f"B: {comparison.b_label} ({comparison.b_run.get('backend', '?')})"),
     ]
     figure.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize=9)
-    figure.suptitle("Predicted (A) vs measured (B)", fontsize=13)
+    figure.suptitle(_with_context(comparison_title(comparison), context), fontsize=13)
     return figure
 
 
@@ -407,6 +468,7 @@ def _short(value: float) -> str:
 def sizing(csv_path: Path, out: Path) -> Path:
     """Throughput and mean staleness against the generation:training split, one line per schedule and tp."""
     table = read_sizing(csv_path)
+    table = table[table["fits"]]  # rows that do not fit in memory were not simulated
     splits, baselines = table[~table["colocated"]], table[table["colocated"]]
     if splits.empty:
         raise ScenarioError(f"{csv_path}: no generation:training split rows to plot")
@@ -456,7 +518,121 @@ def _device_total(splits: pd.DataFrame) -> str:
     return str(int(totals[0])) if len(totals) == 1 else "various"
 
 
+# ── what-if sweep ───────────────────────────────────────────────────────────────
+
+MAX_VALUE_TICKS = 12  # a numeric x axis ticks each varied value up to this many
+#: Units of common scenario keys, by their last part, for the sweep's x axis.
+KEY_UNITS = {
+    "generation_devices": "devices",
+    "training_devices": "devices",
+    "devices_per_engine": "devices",
+    "median": "tokens",
+    "max_tokens": "tokens",
+    "value": "tokens",
+    "scale": "tokens",
+    "sigma": "σ of log length",
+    "alpha": "Pareto tail index",
+    "prompts_per_step": "groups per step",
+    "samples_per_prompt": "samples per group",
+    "max_staleness": "steps",
+    "off_policy_steps": "steps",
+    "steps": "learner steps",
+    "max_concurrency": "rollouts per engine",
+    "queue_capacity": "groups",
+    "mfu": "fraction of peak FLOPs",
+    "mbu": "fraction of peak bandwidth",
+    "sync_latency_s": "s",
+}
+
+
+def sweep(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario: str, out: Path) -> Path:
+    """Write ``sweep_figure(...)`` to ``out`` as PNG."""
+    return _save(sweep_figure(table, keys, metric, scenario), out)
+
+
+def sweep_figure(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario: str) -> Figure:
+    """``metric`` against the first varied key, one line per value of the second key, or with three
+    or more keys one line per combination of all but the first; a skipped point is a gap in its line."""
+    x_key, rest = keys[0], list(keys[1:])
+    positions, ticks = _sweep_positions(table[x_key])
+    figure = _figure(8.0, 4.8)
+    ax = figure.subplots()
+    lines = table.groupby(rest, sort=False, dropna=False) if rest else [((), table)]
+    names = short_names(keys)[1:]
+    for index, (combination, rows) in enumerate(lines):
+        values = combination if isinstance(combination, tuple) else (combination,)
+        label = ", ".join(f"{name}={value}" for name, value in zip(names, values, strict=True)) or scenario
+        x = rows[x_key].map(positions).astype(float)
+        ax.plot(x, rows[metric].astype(float), marker="o", ms=4, color=f"C{index % 10}", label=label)
+    if ticks:
+        ax.set_xticks(range(len(ticks)), ticks)
+    elif len(positions) <= MAX_VALUE_TICKS:
+        ax.set_xticks(sorted(positions.values()), [f"{value:g}" for value in sorted(positions.values())])
+    unit = KEY_UNITS.get(x_key.rsplit(".", 1)[-1])
+    ax.set_xlabel(f"{x_key} ({unit})" if unit else x_key)
+    ax.set_ylabel(METRICS[metric])
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if rest:
+        ax.legend(frameon=False, fontsize=9)
+    ax.set_title(f"{scenario}: {METRICS[metric].split(' (')[0]} against {short_names(keys)[0]}")
+    return figure
+
+
+def _sweep_positions(column: pd.Series) -> tuple[dict[object, float], list[str]]:
+    """Where each value of the x key sits: the value itself if every value is a number, else its rank
+    in grid order (with those values as the tick labels)."""
+    values = list(dict.fromkeys(column))
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        return {value: float(value) for value in values}, []
+    return {value: float(rank) for rank, value in enumerate(values)}, [str(value) for value in values]
+
+
+# ── validate ────────────────────────────────────────────────────────────────────
+
+#: The fidelity target drawn on each panel: ±10% for relative errors, ±0.25 steps of mean staleness.
+TARGETS = {"%": 10.0, "steps": 0.25}
+
+
+def validation(table: pd.DataFrame, title: str, out: Path) -> Path:
+    return _save(validation_figure(table, title), out)
+
+
+def validation_figure(table: pd.DataFrame, title: str) -> Figure:
+    """One panel per figure: the prediction's error for each scenario (bars), with the repeats' spread
+    (whiskers from the smallest to the largest error) when there is one; the fidelity target dashed."""
+    figure = _figure(WIDTH_IN, 6.4)
+    axes = figure.subplots(2, 3, sharex=True).ravel()
+    positions = np.arange(len(table))
+    names = [str(name)[-2:] for name in table["scenario"]]
+    for ax, (key, label, unit) in zip(axes, VALIDATION_FIGURES, strict=True):
+        scale = 100.0 if unit == "%" else 1.0
+        value = pd.to_numeric(table[f"{key}_error"], errors="coerce").to_numpy(float) * scale
+        low = pd.to_numeric(table[f"{key}_error_min"], errors="coerce").to_numpy(float) * scale
+        high = pd.to_numeric(table[f"{key}_error_max"], errors="coerce").to_numpy(float) * scale
+        ax.bar(positions, np.nan_to_num(value), color="#3a75b0", width=0.7)
+        spread = np.vstack([value - low, high - value])
+        if np.nan_to_num(spread).any():
+            ax.errorbar(positions, value, yerr=np.nan_to_num(spread), fmt="none", ecolor="black", capsize=2, lw=1)
+        ax.axhline(0, color="black", lw=0.8)
+        for bound in (-TARGETS[unit], TARGETS[unit]):
+            ax.axhline(bound, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"{label}", fontsize=10)
+        ax.set_ylabel("error (% of measured)" if unit == "%" else "predicted - measured (steps)")
+        ax.set_xticks(positions, names)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes[3:]:
+        ax.set_xlabel("scenario")
+    figure.suptitle(title)
+    return figure
+
+
 # ── shared ──────────────────────────────────────────────────────────────────────
+
+
+def _with_context(title: str, context: str) -> str:
+    """The title, and under it what the runs were (the scenario's essentials), when known."""
+    return f"{title}\n{context}" if context else title
 
 
 def _figure(width_in: float, height_in: float) -> Figure:

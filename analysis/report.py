@@ -12,7 +12,11 @@ report/
   breakdown.png           where device time goes, a stacked bar per run (runs whose summary has a breakdown)
   predicted-vs-measured.png, comparison.json    when two runs are given (first = A, second = B)
   sizing.png              when a sizing CSV is given
-  trace-<run>.json        per run, for ui.perfetto.dev or chrome://tracing
+  trace-<run>.json.gz     per run, gzipped, for ui.perfetto.dev or chrome://tracing
+
+The page opens with each run's scenario essentials (model, devices and split, schedule, batch,
+lengths, from its ``scenario.yaml``), and every figure's title says them too. ``window`` limits the
+timeline to a span of time.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from asyncrl.analysis.compare import (
     table_rows,
     write_comparison,
 )
+from asyncrl.analysis.essentials import essentials, essentials_rows, run_scenario
 from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.tables import format_cell
 from asyncrl.analysis.trace import write_chrome_trace
@@ -51,6 +56,11 @@ class Run:
     path: Path
     summary: dict[str, Any]
     events: pd.DataFrame
+    scenario: Any = None  # the run's resolved Scenario, None where its scenario.yaml is unreadable
+
+    @property
+    def essentials(self) -> str:
+        return essentials(self.scenario) if self.scenario is not None else "scenario unknown"
 
 
 @dataclass
@@ -81,7 +91,7 @@ def file_stem(label: str) -> str:
 def load_runs(run_dirs: Sequence[Path]) -> list[Run]:
     labels = run_labels(run_dirs)
     return [
-        Run(label, run_dir, load_summary(run_dir), load_events(run_dir))
+        Run(label, run_dir, load_summary(run_dir), load_events(run_dir), run_scenario(run_dir))
         for label, run_dir in zip(labels, run_dirs, strict=True)
     ]
 
@@ -92,8 +102,10 @@ def write_report(
     *,
     speedup_dirs: tuple[Path, Path, Path, Path] | None = None,
     sizing_csv: Path | None = None,
+    window: plots.Window | None = None,
 ) -> ReportFiles:
-    """Every applicable figure, a trace per run and index.html, written to ``out``."""
+    """Every applicable figure, a trace per run and index.html, written to ``out``; ``window`` (start, end
+    in seconds) limits the timeline."""
     if speedup_dirs and len(run_dirs) != 2:
         raise RunRecordError("--speedup: a report compares speedups only between exactly two runs")
     if sizing_csv is not None:
@@ -105,10 +117,10 @@ def write_report(
     files = ReportFiles(index=out / "index.html")
     if comparison is not None:
         files.comparison = write_comparison(comparison, out / "comparison.json")
-    captions = _draw_figures(runs, comparison, sizing_csv, out)
+    captions = _draw_figures(runs, comparison, sizing_csv, out, window)
     files.figures = [path for path, _ in captions]
     files.traces = [
-        write_chrome_trace(run.events, out / f"trace-{stem}.json", run_label=run.label)
+        write_chrome_trace(run.events, out / f"trace-{stem}.json.gz", run_label=run.label)
         for run, stem in zip(runs, trace_stems(runs), strict=True)
     ]
     files.index.write_text(_page(runs, comparison, captions, files.traces))
@@ -134,27 +146,37 @@ def trace_stems(runs: Sequence[Run]) -> list[str]:
 
 
 def _draw_figures(
-    runs: Sequence[Run], comparison: Comparison | None, sizing_csv: Path | None, out: Path
+    runs: Sequence[Run],
+    comparison: Comparison | None,
+    sizing_csv: Path | None,
+    out: Path,
+    window: plots.Window | None = None,
 ) -> list[tuple[Path, str]]:
     """Each applicable figure as (PNG path, caption)."""
     events = [(run.label, run.events) for run in runs]
     histograms = [(run.label, run.summary["staleness"]["histogram"]) for run in runs]
+    context = figure_context(runs)
+    timeline = plots.timeline(events, out / "timeline.png", window, [run.essentials for run in runs])
     captions = [
-        (plots.timeline(events, out / "timeline.png"), TIMELINE_TEXT),
-        (plots.staleness_histogram(histograms, out / "staleness.png"), STALENESS_TEXT),
-        (plots.throughput_and_queue(events, out / "throughput.png"), THROUGHPUT_TEXT),
+        (timeline, TIMELINE_TEXT + (f" Shown: {window[0]:g} s to {_end(window)}." if window else "")),
+        (plots.staleness_histogram(histograms, out / "staleness.png", context), STALENESS_TEXT),
+        (plots.throughput_and_queue(events, out / "throughput.png", context), THROUGHPUT_TEXT),
     ]
     broken_down = [(run.label, run.summary) for run in runs if run.summary.get("breakdown")]
     if broken_down:
         captions.append((plots.breakdown(broken_down, out / "breakdown.png"), BREAKDOWN_TEXT))
     if comparison is not None:
-        captions.append((plots.predicted_vs_measured(comparison, out / "predicted-vs-measured.png"), COMPARE_TEXT))
+        figure = plots.predicted_vs_measured(comparison, out / "predicted-vs-measured.png", context)
+        captions.append((figure, COMPARE_TEXT))
     if sizing_csv is not None:
         captions.append((plots.sizing(sizing_csv, out / "sizing.png"), f"Sizing sweep from {sizing_csv}."))
     return captions
 
 
-TIMELINE_TEXT = "Busy spans per worker, one panel per run on a shared time axis; grey is idle."
+TIMELINE_TEXT = (
+    "Busy spans per worker, one panel per run on a shared time axis; grey is idle; red ticks are rollouts "
+    "dropped as too stale."
+)
 STALENESS_TEXT = "Share of trained samples by staleness (learner steps), normalized per run."
 THROUGHPUT_TEXT = (
     "Trained samples per second over each learner step, finished rollouts per second, and finished groups "
@@ -164,7 +186,22 @@ BREAKDOWN_TEXT = (
     "Device-hours per learner step of each run, split by role and by what the devices did (summary.json's "
     "breakdown); the executor cannot tell prefill from decode nor measure communication apart, so it shows none."
 )
-COMPARE_TEXT = "Run A (first) against run B (second); a speedup panel appears when speedup runs are given."
+COMPARE_TEXT = (
+    "Run A (first) against run B (second), titled by their backends (the simulator predicts, the executor "
+    "measures); a speedup panel appears when speedup runs are given."
+)
+
+
+def figure_context(runs: Sequence[Run]) -> str:
+    """What the runs were, for a figure title: one line when they share a scenario, else one per run."""
+    unique = list(dict.fromkeys(run.essentials for run in runs))
+    if len(unique) == 1:
+        return unique[0]
+    return "\n".join(f"{run.label}: {run.essentials}" for run in runs)
+
+
+def _end(window: plots.Window) -> str:
+    return f"{window[1]:g} s" if window[1] is not None else "the end"
 
 
 def _comparison(runs: Sequence[Run], speedup: SpeedupComparison | None) -> Comparison | None:
@@ -194,6 +231,8 @@ def _page(
 ) -> str:
     sections = [
         f"<h1>asyncrl report: {html.escape(', '.join(run.label for run in runs))}</h1>",
+        "<h2>Scenario</h2>",
+        _html_table(["", *(run.label for run in runs)], _scenario_rows(runs)),
         "<h2>Runs</h2>",
         _html_table(["figure", *(run.label for run in runs)], _summary_rows(runs)),
     ]
@@ -221,6 +260,14 @@ def _page(
         f"<!doctype html>\n<html><head><meta charset='utf-8'><title>asyncrl report</title>"
         f"<style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
     )
+
+
+def _scenario_rows(runs: Sequence[Run]) -> list[list[Any]]:
+    """The essentials of each run's scenario, one field per row."""
+    fields = [essentials_rows(run.scenario) for run in runs]
+    rows: list[list[Any]] = [["scenario", *(run.summary.get("scenario", "?") for run in runs)]]
+    rows += [[name, *(field[name] for field in fields)] for name in fields[0]]
+    return rows
 
 
 def _summary_rows(runs: Sequence[Run]) -> list[list[Any]]:

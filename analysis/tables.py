@@ -7,18 +7,22 @@ here runs a simulation.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from asyncrl.scenarios.memory import memory_problem
+
 if TYPE_CHECKING:
     import pandas as pd
+    from asyncrl.analysis.fit import FitReport
     from asyncrl.scenarios.profile import CostProfile
     from asyncrl.scenarios.scenario import Scenario
 
 Summary = Mapping[str, Any]
-FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped", "dev-h/1k"]
-PRICE_HEADER = "cost/1k"  # with --price-per-device-hour: dev-h/1k × the price
+FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
+SAMPLES_PER_UNIT = 1000  # device-hours and cost are per 1,000 trained samples
 
 
 class Labelled(Protocol):
@@ -106,15 +110,9 @@ def breakdown_text(breakdown: Mapping[str, Any]) -> str:
     return "   ".join(parts)
 
 
-def figure_header(price: float | None = None) -> list[str]:
-    """``FIGURE_HEADER``, and the cost column when a price per device-hour is given."""
-    return FIGURE_HEADER if price is None else [*FIGURE_HEADER, PRICE_HEADER]
-
-
-def figure_cells(summary: Summary, price: float | None = None) -> list[Any]:
-    """One run's figures under ``figure_header(price)``: device-hours (and cost) per 1,000 trained samples last."""
-    hours = summary["device_hours"]["per_1k_samples"]
-    cells = [
+def figure_cells(summary: Summary) -> list[Any]:
+    """One run's figures under ``FIGURE_HEADER`` (device-hours and cost come after, from ``cost_cells``)."""
+    return [
         summary["throughput"]["samples_per_s"],
         summary["step_time_s"]["mean"],
         summary["staleness"]["mean"],
@@ -122,9 +120,29 @@ def figure_cells(summary: Summary, price: float | None = None) -> list[Any]:
         f"{summary['utilization']['generation']:.0%}",
         f"{summary['utilization']['training']:.0%}",
         summary["samples"]["dropped"],
-        hours,
     ]
-    return cells if price is None else [*cells, hours * price]
+
+
+def device_hours_per_1k(scenario: Scenario, summary: Summary) -> float:
+    """Device-hours per 1,000 trained samples: every device of the plan (colocated ones counted once)
+    held for the run's wall time; NaN when nothing was trained."""
+    trained = summary["samples"]["trained"]
+    if not trained:
+        return math.nan
+    return scenario.cluster.total_devices * summary["wall_time_s"] / 3600 / trained * SAMPLES_PER_UNIT
+
+
+def cost_header(price_per_device_hour: float | None) -> list[str]:
+    """Headers of ``cost_cells``: device-hours per 1,000 samples, and their cost when priced."""
+    return ["dev-h/1k", *(["USD/1k"] if price_per_device_hour is not None else [])]
+
+
+def cost_cells(scenario: Scenario, summary: Summary, price_per_device_hour: float | None) -> list[Any]:
+    """Device-hours per 1,000 trained samples, and (when priced) what they cost in USD."""
+    hours = device_hours_per_1k(scenario, summary)
+    if price_per_device_hour is None:
+        return [hours]
+    return [hours, f"{hours * price_per_device_hour:,.2f}"]
 
 
 def devices_label(scenario: Scenario) -> str:
@@ -176,21 +194,65 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
     )
 
 
-def speedup_lines(scenario: Scenario, results: Sequence[tuple[Labelled, Summary]], price: float | None = None) -> str:
-    """The scenario as written (the first result) against each baseline: figures and how much faster it is;
-    device-hours (and, with a price per device-hour, cost) per 1,000 trained samples."""
-    written = results[0][1]["throughput"]["samples_per_s"]
+def speedup_lines(
+    scenario: Scenario, results: Sequence[tuple[Labelled, Summary | None]], price_per_device_hour: float | None = None
+) -> str:
+    """The scenario as written (the first result) against each baseline: figures, how much faster it is,
+    and device-hours (and cost, when priced) per 1,000 trained samples.
+
+    A baseline that does not fit in device memory (summary None) has dashes for figures and a line
+    below the table giving its reason.
+    """
+    written = results[0][1]["throughput"]["samples_per_s"]  # the CLI refuses a scenario that does not fit
     rows = [
         [
             variant.label,
             devices_label(variant.scenario),
-            *figure_cells(summary, price),
-            f"{written / summary['throughput']['samples_per_s']:.2f}x",
+            *_speedup_cells(variant, summary, written, price_per_device_hour),
         ]
         for variant, summary in results
     ]
-    header = ["schedule", "devices", *figure_header(price), "as written vs this"]
-    return (
-        f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated\n"
-        f"{format_table(header, rows)}"
+    header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this", *cost_header(price_per_device_hour)]
+    reasons = [
+        f"{variant.label}: not simulated, {memory_problem(variant.scenario)}"
+        for variant, summary in results
+        if summary is None
+    ]
+    return "\n".join(
+        [
+            f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated",
+            format_table(header, rows),
+            *reasons,
+        ]
     )
+
+
+def _speedup_cells(
+    variant: Labelled, summary: Summary | None, written: float, price_per_device_hour: float | None
+) -> list[Any]:
+    if summary is None:
+        return ["-"] * (len(FIGURE_HEADER) + 1 + len(cost_header(price_per_device_hour)))
+    return [
+        *figure_cells(summary),
+        f"{written / summary['throughput']['samples_per_s']:.2f}x",
+        *cost_cells(variant.scenario, summary, price_per_device_hour),
+    ]
+
+
+def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
+    """The profile fitted from a run, and per phase what the run spent against what it charges."""
+    table = [
+        [phase, f"{measured:.3f}", f"{charged:.3f}", f"{(charged - measured) / measured:+.1%}" if measured else "-"]
+        for phase, (measured, charged) in report.phases.items()
+    ]
+    figures = (
+        f"decode step  {profile.decode_step(1) * 1e3:.3f} ms at batch 1, "
+        f"{profile.decode_step(max(profile.decode_step_s)) * 1e3:.3f} ms at {max(profile.decode_step_s)}, "
+        f"+{profile.decode_context_token_s:.2e} s per context token\n"
+        f"prefill      {profile.join_s * 1e3:.3f} ms per request + {profile.prefill_token_s:.2e} s per prompt token\n"
+        f"retirement   {profile.retire_s * 1e3:.3f} ms per step where rollouts finish\n"
+        f"learner      {profile.train_step_overhead_s * 1e3:.1f} ms per step + {profile.train_token_s:.2e} s per token"
+        f" (one device)\nweight sync  {profile.weight_sync_s * 1e3:.1f} ms"
+    )
+    header = ["phase", "run s", "profile s", "profile vs run"]
+    return f"fitted to {run}\n{figures}\n" + format_table(header, table)

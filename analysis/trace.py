@@ -1,6 +1,6 @@
 """A run's events as a Chrome / Perfetto trace: open it at ui.perfetto.dev or chrome://tracing.
 
-    events.parquet ─► chrome_trace ─► {"traceEvents": [...]} ─► trace.json
+    events.parquet ─► chrome_trace ─► {"traceEvents": [...]} ─► trace.json.gz (gzip: Perfetto and Chrome read it)
 
 Every span is a complete event (``ph: "X"``) with ``ts`` and ``dur`` in
 microseconds; ``pid`` is the role (training, generation), ``tid`` the worker,
@@ -16,6 +16,7 @@ index × lane stride + lane).
 
 from __future__ import annotations
 
+import gzip
 import heapq
 import json
 import re
@@ -115,14 +116,22 @@ def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]
 
 
 def write_chrome_trace(events: pd.DataFrame, out: Path, *, run_label: str = "run") -> Path:
-    """Write the trace of these events to ``out`` and return it."""
+    """Write the trace of these events to ``out`` (gzipped when it ends in ``.gz``) and return it."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w") as handle:
+    opener = gzip.open if out.name.endswith(".gz") else open
+    with opener(out, "wt") as handle:
         json.dump(chrome_trace(events, run_label=run_label), handle, separators=(",", ":"))
     return out
 
 
+def read_chrome_trace(path: Path) -> dict[str, Any]:
+    """A trace written by ``write_chrome_trace``, gzipped or not."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
 def write_trace(run_dir: Path, out: Path | None = None, *, run_label: str | None = None) -> Path:
-    """Write the trace of the run in ``run_dir`` (default ``run_dir/trace.json``) and return its path."""
+    """Write the trace of the run in ``run_dir`` (default ``run_dir/trace.json.gz``) and return its path."""
     events = load_events(run_dir)
-    return write_chrome_trace(events, out or run_dir / "trace.json", run_label=run_label or run_dir.resolve().name)
+    return write_chrome_trace(events, out or run_dir / "trace.json.gz", run_label=run_label or run_dir.resolve().name)

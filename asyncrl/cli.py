@@ -4,12 +4,19 @@
     asyncrl execute  SCENARIO [--device cuda] [--resume RUN]       run it for real
     asyncrl speedup  SCENARIO                                      as written vs sync baselines
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
+    asyncrl sweep    SCENARIO --vary KEY=V1,V2 [--vary ...]         what-if grid over any keys: CSV and plot
     asyncrl schema                                                 JSON Schema of the scenario file
-    asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's; 1 if off
+    asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's, time by phase; 1 if off
+    asyncrl validate [--count N] [--seed S] [--steps K]            prediction errors on random CPU scenarios
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
+    asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
+    asyncrl from-verl CONFIG.yaml [KEY=VALUE ...] --lengths L       a scenario from a verl trainer config
+    asyncrl list                                                   presets, devices, shipped scenarios
 
-Bad input prints one line naming the field and exits with status 2.
+Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
+one line per wrong field (``asyncrl.arguments`` words flag errors) and exits with status 2; a run that
+fails prints one line and exits with status 1 (ASYNCRL_TRACEBACK=1 shows the traceback).
 
 Each handler parses and wires, nothing more: sweeps run in ``simulator.sweep``,
 and every table, CSV and summary printed is formatted in ``analysis``.
@@ -19,46 +26,103 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asyncrl import __version__
+from asyncrl.arguments import (
+    Parser,
+    add_examples,
+    assignment,
+    fraction,
+    non_negative,
+    positive,
+    split_assignments,
+    window,
+)
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
+from asyncrl.scenarios.memory import check_memory, memory_problem
+from asyncrl.scenarios.outputs import check_output_file, default_run_dir, run_directory
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
 EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
         return args.command(args)
     except ScenarioError as exc:
-        print(f"asyncrl: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # a scenario reports every field that is wrong, one line each
+            _error(line, EXIT_BAD_INPUT)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("asyncrl: interrupted (a run directory being written keeps a partial record)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into head & co.
         return 0
+    except Exception as exc:  # a run that failed: one line, never a traceback (unless asked for)
+        if os.environ.get("ASYNCRL_TRACEBACK"):
+            raise
+        return _error(_one_line(exc), EXIT_FAILED)
+
+
+def _error(message: str, status: int) -> int:
+    print(f"asyncrl: error: {_printable(message)}", file=sys.stderr)
+    return status
+
+
+def _printable(message: str) -> str:
+    """The message on one line: line breaks and other control characters (from the input itself) escaped."""
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in message)
+
+
+def _one_line(exc: BaseException) -> str:
+    """What went wrong, on one line: the OS's reason and the file, or the exception's first line."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; leftover ``dotted.key=value`` ones (after a flag) join the bare overrides."""
+    parser = _parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        assignments, error = split_assignments(extras, args.subparser._option_string_actions)
+        if error is None and "assignments" not in args:
+            error = f"unexpected argument {extras[0]!r} ({args.subparser.prog} reads no scenario)"
+        if error is not None:
+            parser.error(error)
+        args.assignments = [*args.assignments, *assignments]
+    return args
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asyncrl", description="Plan, run and check asynchronous RL schedules.")
+    parser = Parser(prog="asyncrl", description="Plan, run and check asynchronous RL schedules.")
+    parser.add_argument("--version", action="version", version=f"asyncrl {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     simulate = commands.add_parser("simulate", help="predict one scenario with the SimPy simulator")
     _scenario_arguments(simulate)
     simulate.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>)")
+    _force_argument(simulate)
     simulate.set_defaults(command=_simulate)
 
     execute = commands.add_parser("execute", help="run one scenario for real with torch (CPU or CUDA)")
     _scenario_arguments(execute)
     execute.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>-executed)")
+    _force_argument(execute)
     execute.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where engines and learner run")
     execute.add_argument("--resume", type=Path, metavar="RUN", help="continue RUN from its last checkpoint")
     execute.add_argument(
@@ -66,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
         default="local",
         choices=["local", "ray"],
         help="actors as local processes, or as Ray actors (a local Ray, or the cluster RAY_ADDRESS names)",
+    )
+    execute.add_argument(
+        "--log",
+        choices=["tensorboard", "wandb"],
+        help="also log each step's metrics and the summary: RUN/tensorboard/, or a W&B run in RUN/wandb/ "
+        "(offline unless WANDB_MODE says otherwise)",
     )
     execute.set_defaults(command=_execute)
 
@@ -85,6 +155,13 @@ def _parser() -> argparse.ArgumentParser:
         "--batch-sizes", default="1,2,4,8,16,32", help="engine batch sizes to time (comma-separated)"
     )
     calibrate.add_argument("--out", type=Path, required=True, help="profile file to write (YAML)")
+    calibrate.add_argument(
+        "--from-run",
+        type=Path,
+        action="append",
+        metavar="RUN",
+        help="fit the profile to executor runs' recorded steps instead of timing micro-benchmarks (repeatable)",
+    )
     calibrate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     calibrate.add_argument("--quiet", action="store_true")
     calibrate.set_defaults(command=_calibrate)
@@ -97,7 +174,33 @@ def _parser() -> argparse.ArgumentParser:
         "--scenario", action="append", help="shipped CPU scenarios to use (repeatable; default all three)"
     )
     demo.add_argument("--steps", type=_positive, help="learner steps per run (default: each scenario's own)")
+    demo.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to calibrate and execute")
+    demo.add_argument("--profile", type=Path, help="a measured profile to use instead of calibrating (one scenario)")
     demo.set_defaults(command=_demo)
+
+    validate = commands.add_parser(
+        "validate", help="draw random CPU scenarios; calibrate, predict, execute and report the prediction errors"
+    )
+    validate.add_argument("--count", type=_positive, default=10, help="scenarios drawn (default 10)")
+    validate.add_argument("--seed", type=_non_negative, default=0, help="seeds the draws (default 0)")
+    validate.add_argument(
+        "--steps", type=_positive, default=30, help="learner steps predicted and executed (default 30)"
+    )
+    validate.add_argument(
+        "--calibration",
+        choices=["run", "bench"],
+        default="run",
+        help="run: fit the profile to short executed runs (default); bench: time micro-benchmarks",
+    )
+    validate.add_argument(
+        "--calibration-steps", type=_positive, default=8, help="learner steps of each calibration run (default 8)"
+    )
+    validate.add_argument(
+        "--repeat", type=_positive, default=1, help="executions of each measured run; the table shows the spread"
+    )
+    validate.add_argument("--out", type=Path, default=Path("runs/validate"), help="default runs/validate")
+    validate.add_argument("--quiet", action="store_true", help="no progress bar")
+    validate.set_defaults(command=_validate)
 
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
@@ -123,9 +226,35 @@ def _parser() -> argparse.ArgumentParser:
         "--splits", type=_positive, default=16, help="most generation device counts tried per engine size (default 16)"
     )
     size.add_argument("--top", type=_positive, default=20, help="rows printed (all go to the CSV; default 20)")
+    size.add_argument(
+        "--exact",
+        action="store_true",
+        help="simulate every step of every run (default: end each run once its step time and staleness have "
+        "converged, and extrapolate)",
+    )
     size.add_argument("--out", type=Path, help="CSV of the ranked table (default: runs/<scenario name>-size.csv)")
     _price_argument(size)
     size.set_defaults(command=_size)
+
+    sweep = commands.add_parser("sweep", help="what-if: simulate every combination of values of any scenario keys")
+    _scenario_arguments(sweep)
+    sweep.add_argument(
+        "--vary",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="a dotted key and the values it takes, read as YAML (repeatable; the grid is the product, first outermost)",
+    )
+    sweep.add_argument(
+        "--metric",
+        default="samples_per_s",
+        help="CSV figure to plot (default samples_per_s; e.g. tokens_per_s, step_s, staleness_mean, "
+        "device_hours_per_1k_samples)",
+    )
+    sweep.add_argument("--out", type=Path, help="CSV of the grid (default: runs/<scenario name>-sweep.csv)")
+    sweep.add_argument("--plot", type=Path, help="PNG of the metric (default: the CSV's path ending in .png)")
+    _price_argument(sweep)
+    sweep.set_defaults(command=_sweep)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the scenario file")
     schema.set_defaults(command=_schema)
@@ -149,13 +278,77 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, required=True, help="report directory")
     _speedup_argument(report)
     report.add_argument("--sizing", type=Path, metavar="CSV", help="also plot this `asyncrl size` CSV")
+    report.add_argument(
+        "--window",
+        type=window,
+        metavar="START:END",
+        help="draw the timeline from START to END seconds only (:END from 0, START: to the end)",
+    )
     report.set_defaults(command=_report)
 
     trace = commands.add_parser("trace", help="export a run's events as a Chrome/Perfetto trace")
     trace.add_argument("run", type=Path, metavar="RUN", help="run directory")
-    trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json)")
+    trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json.gz; gzipped when it ends in .gz)")
     trace.set_defaults(command=_trace)
+
+    lengths = commands.add_parser(
+        "lengths", help="completion lengths from a JSONL log: an empirical length file, fitted tails, a histogram"
+    )
+    lengths.add_argument("file", type=Path, metavar="FILE.jsonl", help="one JSON object per completion")
+    lengths.add_argument(
+        "--field",
+        help="the key holding the completion: text, a token count or token ids (default: the first of "
+        "response_length, completion_tokens, num_tokens, response_ids, completion_ids, length, output, response, "
+        "completion, text, generated_text)",
+    )
+    lengths.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="count text in tokens of this local tokenizer (a directory, or a cached name)",
+    )
+    lengths.add_argument(
+        "--count",
+        choices=["words", "chars"],
+        default="words",
+        help="without --tokenizer, count text as whitespace-separated words (default) or characters",
+    )
+    lengths.add_argument("--max-tokens", type=_positive, help="cap of the fits (default: the longest length seen)")
+    lengths.add_argument("--out", type=Path, help="directory for lengths.txt, fits.json, lengths.png")
+    lengths.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lengths.set_defaults(command=_lengths)
+
+    verl = commands.add_parser("from-verl", help="a scenario from the verl trainer config you launch with")
+    verl.add_argument("config", type=Path, metavar="CONFIG.yaml", help="verl's resolved trainer config (Hydra YAML)")
+    verl.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="overrides of the verl config, as verl's command line takes them (e.g. trainer.nnodes=2)",
+    )
+    verl.add_argument(
+        "--lengths",
+        metavar="FILE|DIST",
+        help="completion lengths: a lengths file or JSONL log (see asyncrl lengths), or a distribution "
+        "such as '{kind: lognormal, median: 800, sigma: 1}'; capped at data.max_response_length",
+    )
+    verl.add_argument("--prompt-lengths", metavar="FILE|DIST", help="prompt lengths (default: every prompt at the cap)")
+    verl.add_argument("--device", help="the GPU (verl's config does not say): h100, a100-80g, h200, ...")
+    verl.add_argument("--preset", help="model preset, where the model path's name is not one (asyncrl list)")
+    verl.add_argument("--name", help="scenario name (default: trainer.experiment_name)")
+    verl.add_argument("--out", type=Path, help="scenario file to write (default: <name>.yaml)")
+    verl.set_defaults(command=_from_verl)
+
+    listing = commands.add_parser("list", help="model presets, devices and shipped scenarios, with their figures")
+    listing.set_defaults(command=_list)
+    add_examples(commands)
     return parser
+
+
+def _force_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force", action="store_true", help="write into --out even if it holds files that are not a run record"
+    )
 
 
 def _speedup_argument(parser: argparse.ArgumentParser) -> None:
@@ -172,13 +365,20 @@ def _price_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--price-per-device-hour",
         type=_fraction,
-        metavar="PRICE",
-        help="also show the cost of 1,000 trained samples at this price per device-hour (any currency)",
+        metavar="USD",
+        help="also show the cost of 1,000 trained samples at this price of one device for one hour",
     )
 
 
 def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario file, or the name of a shipped scenario (e.g. quickstart)")
+    parser.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="override a field, e.g. schedule.max_staleness=2 (the same as --set; applied after --set)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -194,12 +394,24 @@ def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> Scenario:
-    overrides = list(args.overrides)
+    return load_scenario(args.scenario, _overrides(args))
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    """``--set`` overrides, bare ``KEY=VALUE`` ones, then ``--seed`` and ``--steps`` as the overrides they stand for."""
+    overrides = [*args.overrides, *args.assignments]
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
     if args.steps is not None:
         overrides.append(f"run.steps={args.steps}")
-    return load_scenario(args.scenario, overrides)
+    return overrides
+
+
+def _load_fitting(args: argparse.Namespace) -> Scenario:
+    """The scenario, refused (ScenarioError) when its pools do not fit in device memory."""
+    scenario = _load(args)
+    check_memory(scenario)
+    return scenario
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -207,11 +419,13 @@ def _simulate(args: argparse.Namespace) -> int:
     from asyncrl.scenarios.record import write_run
     from asyncrl.simulator.simulation import simulate
 
-    scenario = _load(args)
-    out = args.out or Path("runs") / scenario.name
-    with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
-        result = simulate(scenario, on_step=lambda step, now: bar.update())
-    write_run(out, scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
+    scenario = _load_fitting(args)
+    out = args.out or default_run_dir(scenario.name)
+    with run_directory(out, force=args.force):
+        with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
+            result = simulate(scenario, on_step=lambda step, now: bar.update())
+        yaml = dump_scenario(scenario.resolved())
+        write_run(out, scenario_yaml=yaml, events=result.events, summary=result.summary)
     if args.json:
         return _print_json(result.summary)
     print(simulation_lines(scenario, result.summary))
@@ -224,8 +438,10 @@ def _execute(args: argparse.Namespace) -> int:
     from asyncrl.executor.runtime import check, execute
 
     scenario = _load(args)
-    check(scenario, args.device)
-    out = args.resume or args.out or Path("runs") / f"{scenario.name}-executed"
+    check(scenario, args.device)  # what the executor cannot run at all comes first
+    check_memory(scenario)
+    out = args.resume or args.out or default_run_dir(scenario.name, "-executed")
+    tracker = _tracker(args.log, out, scenario)
     print(execution_header(scenario, args.device, args.runtime))
     with _progress(scenario.run.steps, "training", "step", args.quiet) as bar:
         try:
@@ -234,32 +450,74 @@ def _execute(args: argparse.Namespace) -> int:
                 out,
                 device=args.device,
                 resume=args.resume is not None,
-                on_step=_training_progress(bar, scenario.batch_samples),
+                on_step=_tracked(_training_progress(bar, scenario.batch_samples), tracker),
                 runtime=args.runtime,
+                force=args.force,
             )
-        except RuntimeError as exc:
+        except (ScenarioError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
             bar.close()
-            print(f"asyncrl: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-            print(f"partial run record in {out}/ (summary.json status: failed)", file=sys.stderr)
-            return 1
+            _error(_one_line(exc), EXIT_FAILED)
+            _say_partial(out)
+            return EXIT_FAILED
+        finally:
+            if tracker is not None:
+                tracker.finish(_read_summary_or_empty(out))
     if args.json:
         return _print_json(result.summary)
-    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task))
-    print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, scenario.yaml)")
+    if "resumed_from" in result.summary:
+        print(f"resumed from the checkpoint at step {result.summary['resumed_from']} in {out}/")
+    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task_mode))
+    print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
     return 0
+
+
+def _say_partial(out: Path) -> None:
+    """After a failed execution: where its partial record is, if it wrote one."""
+    try:
+        status = json.loads((out / "summary.json").read_text()).get("status", "failed")
+    except (OSError, ValueError, AttributeError):
+        return  # the run ended before it recorded anything
+    print(f"partial run record in {out}/ (summary.json status: {status})", file=sys.stderr)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from asyncrl.demo import DEMO_SCENARIOS, run_demo
+    from asyncrl.executor.calibrate import check_device
 
     scenarios = tuple(args.scenario or DEMO_SCENARIOS)
     for name in scenarios:
         load_scenario(name)  # bad names fail before anything runs
-    run_demo(args.out, scenarios, args.steps)
+    check_device(args.device)
+    if args.profile is not None:
+        load_scenario(scenarios[0], [f"hardware.profile={args.profile.resolve()}"]).hardware.cost_profile()
+    run_demo(args.out, scenarios, args.steps, device=args.device, profile=args.profile)
     return 0
 
 
+def _validate(args: argparse.Namespace) -> int:
+    from asyncrl.validate import ValidateOptions, run_validate
+
+    options = ValidateOptions(
+        count=args.count,
+        seed=args.seed,
+        steps=args.steps,
+        calibration=args.calibration,
+        calibration_steps=args.calibration_steps,
+        repeat=args.repeat,
+        out=args.out,
+        quiet=args.quiet,
+    )
+    result = run_validate(options)
+    print(result.table)
+    print(f"wrote {', '.join(str(path) for path in result.files)}; each scenario's runs and profile in {args.out}/")
+    return 1 if result.failed else 0
+
+
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.from_run is not None:
+        return _calibrate_from_run(args)
     from asyncrl.analysis.tables import calibration_lines
     from asyncrl.executor.calibrate import calibrate, check_device
     from asyncrl.scenarios.profile import save_profile
@@ -267,7 +525,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
     batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
     check_device(args.device)
-    with _progress(len(batch_sizes) + 4, "calibrating", "figure", args.quiet) as bar:
+    check_output_file(args.out)
+    with _progress(args.repeats + 1, "calibrating", "round", args.quiet) as bar:  # warm-up, then repeats
         result = calibrate(
             scenario,
             batch_sizes,
@@ -281,14 +540,36 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate_from_run(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.fit import profile_from_runs
+    from asyncrl.analysis.tables import fit_lines
+    from asyncrl.scenarios.profile import save_profile
+
+    runs = args.from_run
+    for run in runs:
+        if not (run / "scenario.yaml").is_file():
+            raise ScenarioError(f"--from-run: {run} is not a run directory (no scenario.yaml)")
+    scenario = load_scenario(str(runs[0] / "scenario.yaml"))
+    check_output_file(args.out)
+    profile, report = profile_from_runs(runs, scenario.training_devices)
+    save_profile(profile, args.out)
+    from asyncrl.analysis.phases import contention_line, run_contention
+
+    print(fit_lines(", ".join(str(run) for run in runs), profile, report))
+    for run in runs:  # not in the profile: the simulator does not model it
+        print(f"{run}: {contention_line(run_contention(run))}")
+    print(f"wrote {args.out} (use it as hardware.profile)")
+    return 0
+
+
 def _speedup(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import speedup_lines
     from asyncrl.simulator.sweep import simulate_speedup
 
-    scenario = _load(args)
+    scenario = _load_fitting(args)
     results = simulate_speedup(scenario, progress=not args.quiet)
     if args.json:
-        return _print_json({variant.label: summary for variant, summary in results})
+        return _print_json({variant.label: _summary_or_reason(variant, summary) for variant, summary in results})
     print(speedup_lines(scenario, results, args.price_per_device_hour))
     return 0
 
@@ -300,13 +581,68 @@ def _size(args: argparse.Namespace) -> int:
     scenario = _load(args)
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
-    ranked = simulate_sizing(scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet)
-    out = write_sizing_csv(args.out or Path("runs") / f"{scenario.name}-size.csv", ranked)
+    csv_path = check_output_file(args.out or default_run_dir(scenario.name, "-size.csv"))
+    ranked = simulate_sizing(
+        scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact
+    )
+    out = write_sizing_csv(csv_path, ranked, args.price_per_device_hour)
     if args.json:
-        return _print_json([{"label": variant.label, **summary} for variant, summary in ranked])
+        return _print_json(
+            [{"label": variant.label, **_summary_or_reason(variant, summary)} for variant, summary in ranked]
+        )
     print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour))
     print(f"wrote {out}")
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.sweep_table import check_metric, sweep_lines, sweep_records, write_sweep_csv
+    from asyncrl.simulator.sweep import grid_points, parse_axis, simulate_grid
+
+    scenario = _load(args)  # the scenario itself is sound before any grid point is tried
+    check_metric(args.metric, priced=args.price_per_device_hour is not None)
+    csv_path = check_output_file(args.out or default_run_dir(scenario.name, "-sweep.csv"))
+    plot_path = _plot_path(args.plot, csv_path.with_suffix(".png"))
+    if plot_path is not None:
+        check_output_file(plot_path, "--plot")
+    axes = [parse_axis(text) for text in args.vary]
+    results = simulate_grid(grid_points(args.scenario, _overrides(args), axes), progress=not args.quiet)
+    keys = [axis.key for axis in axes]
+    records = sweep_records(keys, results, args.price_per_device_hour)
+    written = [write_sweep_csv(csv_path, records)]
+    if plot_path is not None:
+        name = f"{scenario.name} ({scenario.run.steps} steps per point)"
+        written.append(_sweep_plot(records, keys, args.metric, name, plot_path))
+    if args.json:
+        return _print_json(records)
+    print(sweep_lines(scenario, keys, results, args.price_per_device_hour))
+    print(f"wrote {' and '.join(str(path) for path in written)}")
+    return 0
+
+
+def _plot_path(asked: Path | None, default: Path) -> Path | None:
+    """Where the sweep's plot goes: none without matplotlib, unless asked for (then a one-line error)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is not None:
+        return asked or default
+    if asked is not None:
+        raise ScenarioError("--plot: matplotlib is not installed (pip install 'asyncrl[analysis]')")
+    print("no plot: matplotlib is not installed (pip install 'asyncrl[analysis]')", file=sys.stderr)
+    return None
+
+
+def _sweep_plot(records: list[dict[str, Any]], keys: list[str], metric: str, name: str, out: Path) -> Path:
+    import pandas as pd
+
+    from asyncrl.analysis.plots import sweep
+
+    return sweep(pd.DataFrame.from_records(records), keys, metric, name, out)
+
+
+def _summary_or_reason(variant: Any, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """A sweep row for --json: its summary, or why it was not simulated (it does not fit in memory)."""
+    return summary if summary is not None else {"fits": False, "reason": memory_problem(variant.scenario)}
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -318,13 +654,15 @@ EXIT_OFF_TOLERANCE = 1
 
 def _compare(args: argparse.Namespace) -> int:
     from asyncrl.analysis.compare import compare_runs, comparison_dict, comparison_lines, figures_off, write_comparison
+    from asyncrl.analysis.phases import breakdown_dict, breakdown_lines
 
     comparison = compare_runs(args.a, args.b, tuple(args.speedup) if args.speedup else None)
     path = write_comparison(comparison, args.out or args.b, args.tolerance)
     if args.json:
-        _print_json(comparison_dict(comparison, args.tolerance))
+        _print_json({**comparison_dict(comparison, args.tolerance), "phases": breakdown_dict(args.a, args.b)})
     else:
         print(comparison_lines(comparison, args.tolerance))
+        print(breakdown_lines(args.a, args.b))  # time by phase, or why there is none
         print(f"wrote {path}")
     off = figures_off(comparison, args.tolerance) if args.tolerance is not None else []
     return EXIT_OFF_TOLERANCE if off else 0
@@ -334,8 +672,72 @@ def _report(args: argparse.Namespace) -> int:
     from asyncrl.analysis.report import report_lines, write_report
 
     speedup_dirs = tuple(args.speedup) if args.speedup else None
-    files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing)
+    files = write_report(args.runs, args.out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing, window=args.window)
     print(report_lines(files, args.runs))
+    return 0
+
+
+def _lengths(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.lengths import fit_all, lengths_lines, lengths_report, read_lengths, write_lengths
+
+    lengths = read_lengths(args.file, args.field, args.tokenizer, args.count)
+    fits = fit_all(lengths.values, args.max_tokens)
+    out = args.out or Path("runs") / f"lengths-{args.file.stem}"
+    lengths_file = write_lengths(lengths.values, out / "lengths.txt")
+    report = lengths_report(lengths, fits, lengths_file)
+    (out / "fits.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot = _plot_path(None, out / "lengths.png")
+    if plot is not None:
+        from asyncrl.analysis.length_plots import length_histogram
+
+        length_histogram(lengths, fits, plot)
+    if args.json:
+        return _print_json(report)
+    print(lengths_lines(lengths, fits, lengths_file, plot))
+    return 0
+
+
+def _from_verl(args: argparse.Namespace) -> int:
+    from asyncrl.scenarios.loading import validate_scenario
+    from asyncrl.scenarios.verl import VerlError, lengths_option, lookup, plan_from_verl, plan_lines, read_config
+
+    try:
+        config = read_config(args.config, args.assignments)
+        name = args.name or str(lookup(config, "trainer.experiment_name", "") or args.config.stem)
+        out = args.out or Path(f"{name}.yaml")
+        completion = lengths_option(args.lengths, "--lengths", out.parent)
+        prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
+        plan = plan_from_verl(
+            config,
+            name=name,
+            device=args.device,
+            completion_tokens=completion,
+            prompt_tokens=prompt,
+            preset=args.preset,
+        )
+    except VerlError as exc:
+        raise ScenarioError(str(exc)) from None
+    scenario = validate_scenario(plan.scenario, base_dir=out.parent.resolve())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# from {args.config} by asyncrl from-verl\n" + _yaml_dump(plan.scenario))
+    print(plan_lines(plan))
+    print(
+        f"wrote {out} ({scenario.schedule.kind} on {scenario.cluster.total_devices} {scenario.hardware.device}); "
+        f"next: asyncrl simulate {out}"
+    )
+    return 0
+
+
+def _yaml_dump(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from asyncrl.listing import catalog_lines
+
+    print(catalog_lines())
     return 0
 
 
@@ -375,6 +777,37 @@ def _training_progress(bar: tqdm, batch_samples: int) -> Callable[[int, dict[str
     return on_step
 
 
+def _tracker(kind: str | None, out: Path, scenario: Scenario) -> Any:
+    """The experiment tracker ``--log`` asks for (None without it); a missing package is a one-line error."""
+    if kind is None:
+        return None
+    from asyncrl.executor.tracking import check_tracker, open_tracker
+
+    try:
+        check_tracker(kind)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    return open_tracker(kind, out, scenario)
+
+
+def _tracked(on_step: Callable[[int, dict[str, float]], None], tracker: Any) -> Callable[[int, dict[str, float]], None]:
+    """``on_step`` that also logs the step's metrics row to the tracker."""
+    if tracker is None:
+        return on_step
+
+    def both(step: int, row: dict[str, float]) -> None:
+        on_step(step, row)
+        tracker.log_step(step, row)
+
+    return both
+
+
+def _read_summary_or_empty(out: Path) -> dict[str, Any]:
+    """The run's summary.json as written (complete or partial), or nothing when the run wrote none."""
+    path = out / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def _model_override(model: str | None) -> list[str]:
     """``--model``: a local checkpoint directory or a preset name."""
     if not model:
@@ -393,28 +826,7 @@ def _batch_sizes(text: str, limit: int) -> list[int]:
     return [size for size in sizes if size <= limit] or [1]
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more, got {text}")
-    return value
+_positive, _non_negative, _fraction = positive, non_negative, fraction
 
 
 if __name__ == "__main__":

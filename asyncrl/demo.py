@@ -7,7 +7,9 @@
     report: plots and one page for the first scenario, a table for all
 
 It needs no GPU and no download. ``--steps`` and ``--scenario`` shrink it (CI
-runs it on one scenario for a few steps).
+runs it on one scenario for a few steps). ``--device cuda`` runs the same job on
+a GPU (``benchmarks/gpu.sh`` does, on ``gpu-small``), and ``--profile`` uses a
+profile measured before instead of calibrating.
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ class ScenarioOutcome:
 
 
 def run_demo(
-    out: Path, scenarios: tuple[str, ...] = DEMO_SCENARIOS, steps: int | None = None, say: Any = print
+    out: Path,
+    scenarios: tuple[str, ...] = DEMO_SCENARIOS,
+    steps: int | None = None,
+    say: Any = print,
+    device: str = "cpu",
+    profile: Path | None = None,
 ) -> list[ScenarioOutcome]:
     from asyncrl.executor.calibrate import calibrate
     from asyncrl.scenarios.profile import save_profile
@@ -45,11 +52,15 @@ def run_demo(
     outcomes = []
     for index, name in enumerate(scenarios):
         # Each scenario's learner differs (loss, minibatches, lengths), so each is calibrated.
-        profile_path = out / name / "profile.yaml"
-        say(f"[{index + 1}/{len(scenarios)}] {name}: calibrating the executor's engine and learner -> {profile_path}")
-        save_profile(calibrate(_load(name, steps, []), [1, 2, 4, 8, 16, 32], repeats=7).profile, profile_path)
-        say(f"[{index + 1}/{len(scenarios)}] {name}: simulating and executing sync and as written")
-        outcomes.append(_one_scenario(name, out / name, profile_path, steps))
+        profile_path = profile or out / name / "profile.yaml"
+        if profile is None:
+            say(
+                f"[{index + 1}/{len(scenarios)}] {name}: calibrating the executor's engine and learner -> {profile_path}"
+            )
+            calibration = calibrate(_load(name, steps, []), [1, 2, 4, 8, 16, 32], repeats=7, device=device)
+            save_profile(calibration.profile, profile_path)
+        say(f"[{index + 1}/{len(scenarios)}] {name}: simulating and executing sync and as written on {device}")
+        outcomes.append(_one_scenario(name, out / name, profile_path, steps, device))
     say("writing the report")
     report = _report(out, outcomes[0])
     print(_table(outcomes))
@@ -61,7 +72,7 @@ def _load(name: str, steps: int | None, overrides: list[str]) -> Scenario:
     return load_scenario(name, [*overrides, *([f"run.steps={steps}"] if steps else [])])
 
 
-def _one_scenario(name: str, out: Path, profile: Path, steps: int | None) -> ScenarioOutcome:
+def _one_scenario(name: str, out: Path, profile: Path, steps: int | None, device: str) -> ScenarioOutcome:
     from asyncrl.executor.runtime import execute
     from asyncrl.scenarios.loading import dump_scenario
     from asyncrl.simulator.simulation import simulate
@@ -81,7 +92,7 @@ def _one_scenario(name: str, out: Path, profile: Path, steps: int | None) -> Sce
         predicted[kind] = result.summary
         executed = _load(name, steps, kind_override)
         with tqdm(total=executed.run.steps, desc=f"  executing {kind}", unit="step", leave=False, disable=None) as bar:
-            execute(executed, out / f"measured-{kind}", on_step=lambda step, row: bar.update())
+            execute(executed, out / f"measured-{kind}", device=device, on_step=lambda step, row: bar.update())
         measured[kind] = read_summary(out / f"measured-{kind}")
     speedup = compare_speedup(predicted["sync"], predicted[written], measured["sync"], measured[written])
     comparison = compare_summaries(

@@ -23,6 +23,7 @@ from typing import Any
 from asyncrl.executor.messages import (
     ActorFailed,
     Command,
+    EngineSteps,
     FinishedRollout,
     Go,
     Loaded,
@@ -35,6 +36,7 @@ from asyncrl.executor.messages import (
 from asyncrl.scenarios.scenario import Scenario
 
 POLL_S = 0.05  # how long an idle actor waits for a command before checking again
+STEPS_PER_REPORT = 64  # engine steps an actor reports at the latest together (else with each finish)
 
 
 @dataclass(frozen=True)
@@ -65,14 +67,18 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     import torch
     import torch.distributed as dist
     from asyncrl.executor.engine import ContinuousBatchingEngine
+    from asyncrl.executor.placement import use_device
+    from asyncrl.executor.precision import enable_tf32
     from asyncrl.executor.weights import WeightLayout, receive_weights, staging_device
-    from asyncrl.executor.work import load_scenario_task, policy_model
+    from asyncrl.executor.work import engine_model, load_scenario_task
 
     index, scenario, device = spec.index, spec.scenario, spec.device
     torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)
+    use_device(device)
+    enable_tf32(device)
     dist.init_process_group(spec.backend, init_method=spec.rendezvous, rank=index + 1, world_size=spec.world_size)
     task = load_scenario_task(scenario)
-    model = policy_model(scenario, task).to(device).eval()
+    model = engine_model(scenario, task, device)
     layout = WeightLayout.of(model.state_dict())
     buffer = layout.empty(staging_device(spec.backend, device))
     engine = ContinuousBatchingEngine(
@@ -86,6 +92,9 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     )
     results.put(Ready(index))
     t0 = _wait_for_go(commands)
+    if t0 is None:  # stopped before the run began (the learner failed while starting)
+        dist.destroy_process_group()
+        return
     actor = _Actor(index, scenario.workload.samples_per_prompt, engine, results, t0)
     polled = 0.0
     while True:
@@ -109,11 +118,14 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
             actor.step()
 
 
-def _wait_for_go(commands: Queue) -> float:
+def _wait_for_go(commands: Queue) -> float | None:
+    """The run clock's zero once the coordinator says go; None if it says stop first."""
     while True:
         command = commands.get()
         if isinstance(command, Go):
             return command.t0
+        if isinstance(command, Stop):
+            return None
 
 
 def _commands(commands: Queue, block: bool) -> list[Command]:
@@ -135,6 +147,7 @@ class _Actor:
         self.index, self.group_size, self.engine, self.results, self.t0 = index, group_size, engine, results, t0
         self.group_start: dict[int, float] = {}
         self.group_left: dict[int, int] = {}  # samples not finished yet
+        self.steps: list[tuple[float, float, int, int, int, int, int]] = []  # not reported yet
         self.loads: list[tuple[float, int]] = []  # (time the version became active, version)
 
     def now(self) -> float:
@@ -152,7 +165,17 @@ class _Actor:
         self.results.put(Loaded(self.index, version, start, end))
 
     def step(self) -> None:
-        for rollout in self.engine.step():
+        start = self.now()
+        rollouts = self.engine.step()
+        stats = self.engine.last_step
+        if stats.batch or stats.joins:
+            self.steps.append(
+                (start, self.now(), stats.batch, stats.context, stats.joins, stats.prefill_tokens, stats.retired)
+            )
+        if rollouts or len(self.steps) >= STEPS_PER_REPORT:
+            self.results.put(EngineSteps(self.index, self.steps))
+            self.steps = []
+        for rollout in rollouts:
             group, sample = divmod(rollout.id, self.group_size)
             start, end = self.group_start[group], self.now()
             segments = self._segments(rollout.versions, start, end)

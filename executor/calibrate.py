@@ -3,18 +3,32 @@
     engine (ContinuousBatchingEngine) ──► decode step at batch b, per context token, prefill per token
     learner (Learner.train_step)      ──► per step, per padded token, per padded row·length² (attention),
                                           least squares over five row lengths
-    WeightLayout + engine             ──► one weight synchronization (flatten, copy, load)
-                                            │ median of repeats
+    executor.sync_probe               ──► one weight synchronization as a run does it: flatten, send over
+                                          torch.distributed to a receiver process, load_weights there
+                                            │ median of repeats (interleaved, but the sync's, taken after)
                                             ▼
                                    profiles/<name>.yaml  (hardware.profile)
 
-Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
+The engine runs in ``model.dtype`` and the learner as a run's does (fp32 weights, bf16 autocast for bf16), on
+``device``. On CUDA every timed region starts and ends with ``torch.cuda.synchronize``, so a figure is the work's,
+not the time to queue it. Every figure is the median of ``repeats`` measurements; ``Calibration.noise``
 keeps, per figure, the spread (max − min) / median so the command can say how
 noisy the machine was.
+
+The repeats are interleaved (``interleaved``): one warm-up round measures
+every figure once and is thrown away, then each round measures every figure
+once more, round after round. Timed back to back, all repeats of one figure
+would fall in the same few seconds: a burst of load from another process
+(on a shared two-core machine, the usual case) would shift that one figure
+and none of the others, and the profile would be skewed in a way its noise
+figure does not show. Round-robin spreads every figure over the whole
+calibration, so a burst costs each figure at most one or two of its repeats,
+which the median discards.
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +38,7 @@ from typing import Any
 import torch
 from asyncrl.executor.engine import ContinuousBatchingEngine, Request, Rollout
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.profile import CostProfile
+from asyncrl.scenarios.profile import CostProfile, running_maximum
 from asyncrl.scenarios.scenario import Scenario
 
 DECODE_STEPS = 16  # decode steps timed per measurement
@@ -50,75 +64,115 @@ def calibrate(
     progress: Callable[[str], None] | None = None,
     device: str = "cpu",
 ) -> Calibration:
-    """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``."""
-    from asyncrl.executor.learner import Learner
+    """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``.
+
+    ``progress`` is called once per round (the warm-up, then each of the ``repeats``), then for the sync."""
+    from asyncrl.executor.placement import use_device
+    from asyncrl.executor.precision import executor_dtype
+    from asyncrl.executor.sync_probe import time_weight_syncs
     from asyncrl.executor.work import load_scenario_task, policy_model
 
-    torch.set_num_threads(scenario.cluster.devices_per_engine)
+    use_device("cuda:0" if device == "cuda" else device)
     task = load_scenario_task(scenario)
-    model = policy_model(scenario, task).to(device).eval()
-    noise: dict[str, float] = {}
-    tick = progress or (lambda label: None)
-
-    decode: dict[int, float] = {}
-    for batch in batch_sizes:
-        tick(f"decode step, batch {batch}")
-        decode[batch] = _median(
-            noise, f"decode_step_s[{batch}]", repeats, lambda b=batch: _decode_step(model, b, SHORT_PROMPT)
-        )
-    tick("decode step, long context")
+    policy = policy_model(scenario, task)  # built once: the learner's fp32 copy, and the engine's, cast
+    model = copy.deepcopy(policy).to(device, executor_dtype(scenario.model.dtype)).eval()
+    learner = _learner(scenario, policy, task, device)
     wide = batch_sizes[len(batch_sizes) // 2]
-    long_context = _median(
-        noise, "decode_step_s[long context]", repeats, lambda: _decode_step(model, wide, LONG_PROMPT)
-    )
-    per_context = max(0.0, (long_context - decode[wide]) / (wide * (LONG_PROMPT - SHORT_PROMPT)))
-    tick("prefill")
-    prefill = _median(noise, "prefill_token_s", repeats, lambda: _prefill_token(model, LONG_PROMPT, decode[1]))
-
-    torch.set_num_threads(scenario.training_devices)
-    pad = task.tokenizer.pad_token_id if task else 0
-    learner = Learner.from_scenario(scenario, policy_model(scenario, task), pad, device=device)
-    tick("learner step")
     lengths = _train_lengths(scenario)
-    times = [
-        _median(noise, f"train_step_s[{n}]", repeats, lambda n=n: _train_step(learner, scenario, n)) for n in lengths
-    ]
-    overhead, per_token, per_square = _fit_train(scenario, lengths, times)
+    engine_threads, learner_threads = scenario.cluster.devices_per_engine, scenario.training_devices
 
-    tick("weight sync")
-    sync = _median(noise, "weight_sync_s", repeats, lambda: _weight_sync(model))
+    measures: dict[str, Measure] = {}
+    for batch in batch_sizes:
+        measures[f"decode_step_s[{batch}]"] = _on_threads(
+            engine_threads, lambda b=batch: _decode_step(model, b, SHORT_PROMPT)
+        )
+    measures["decode_step_s[long context]"] = _on_threads(
+        engine_threads, lambda: _decode_step(model, wide, LONG_PROMPT)
+    )
+    measures["prefill_step_s"] = _on_threads(engine_threads, lambda: _admitting_step(model, LONG_PROMPT))
+    for n in lengths:
+        measures[f"train_step_s[{n}]"] = _on_threads(learner_threads, lambda n=n: _train_step(learner, scenario, n))
+    values = interleaved(measures, repeats, progress)
+    # The sync runs a receiver process: timed apart, after the rounds (its first warms up).
+    values["weight_sync_s"] = time_weight_syncs(scenario, learner.model, device, rounds=repeats + 1)[1:]
+    if progress is not None:
+        progress("weight sync")
+
+    # The admitting step decodes one token too: what it took beyond a decode step at batch 1 is prefill.
+    decode_alone = statistics.median(values[f"decode_step_s[{batch_sizes[0]}]"])
+    values["prefill_token_s"] = [max(0.0, (v - decode_alone) / LONG_PROMPT) for v in values.pop("prefill_step_s")]
+    noise = {name: _spread(series) for name, series in values.items()}
+    median = {name: statistics.median(series) for name, series in values.items()}
+    decode = {batch: median[f"decode_step_s[{batch}]"] for batch in batch_sizes}
+    long_context = median["decode_step_s[long context]"]
+    per_context = max(0.0, (long_context - decode[wide]) / (wide * (LONG_PROMPT - SHORT_PROMPT)))
+    times = [median[f"train_step_s[{n}]"] for n in lengths]
+    overhead, per_token, per_square = _fit_train(scenario, lengths, times)
     profile = CostProfile(
-        decode_step_s=decode,
+        decode_step_s=running_maximum(decode),  # timing noise can make a larger batch look faster
         decode_context_token_s=per_context,
-        prefill_token_s=prefill,
+        prefill_token_s=median["prefill_token_s"],
+        prefill_per="sample",  # the executor prefills each sample's prompt (no prefix cache)
         train_token_s=per_token * scenario.training_devices,
         train_token_square_s=per_square * scenario.training_devices,
         train_step_overhead_s=overhead,
         train_padding="longest",  # the executor's learner pads each minibatch to its longest row
-        weight_sync_s=sync,
+        weight_sync_s=median["weight_sync_s"],
     )
     return Calibration(profile, noise)
 
 
-def _median(noise: dict[str, float], name: str, repeats: int, measure: Callable[[], float]) -> float:
-    measure = _synchronized(measure)
-    measure()  # warm-up: allocations, lazy initialisation
-    values = [measure() for _ in range(repeats)]
+def _learner(scenario: Scenario, policy: Any, task: Any, device: str) -> Any:
+    from asyncrl.executor.learner import Learner
+
+    torch.set_num_threads(scenario.training_devices)
+    pad = task.tokenizer.pad_token_id if task else 0
+    return Learner.from_scenario(scenario, policy, pad, device=device)
+
+
+Measure = Callable[[], float]
+
+
+def interleaved(
+    measures: dict[str, Measure], repeats: int, progress: Callable[[str], None] | None = None
+) -> dict[str, list[float]]:
+    """Every figure's ``repeats`` measurements, taken round-robin after one warm-up round that is discarded.
+
+    Round r measures each figure once, in the order given, before round r + 1 starts (see the module
+    docstring for why)."""
+    tick = progress or (lambda label: None)
+    for measure in measures.values():  # warm-up: allocations, lazy initialisation, caches
+        measure()
+    tick("warm-up")
+    values: dict[str, list[float]] = {name: [] for name in measures}
+    for round_index in range(repeats):
+        for name, measure in measures.items():
+            values[name].append(measure())
+        tick(f"round {round_index + 1}/{repeats}")
+    return values
+
+
+def _spread(values: list[float]) -> float:
+    """(max − min) / median: how far apart the repeats of one figure fell."""
     middle = statistics.median(values)
-    noise[name] = (max(values) - min(values)) / middle if middle > 0 else 0.0
-    return middle
+    return (max(values) - min(values)) / middle if middle > 0 else 0.0
 
 
-def _synchronized(measure: Callable[[], float]) -> Callable[[], float]:
-    """On CUDA, wait for queued kernels before and after, so a measurement times the work itself."""
-    if not torch.cuda.is_available():
-        return measure
+def _on_threads(threads: int, measure: Measure) -> Measure:
+    """``measure`` with torch's intra-op threads set to the budget of the process it stands for."""
 
     def timed() -> float:
-        torch.cuda.synchronize()
+        torch.set_num_threads(threads)
         return measure()
 
     return timed
+
+
+def _now(device: torch.device) -> float:
+    """The clock, read once the device's queued work is done (on CUDA), so a region times the work itself."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def _engine(model: Any, batch: int) -> ContinuousBatchingEngine:
@@ -140,19 +194,19 @@ def _decode_step(model: Any, batch: int, prompt: int) -> float:
     for request in _requests(batch, prompt, DECODE_STEPS + 2, model.config.vocab_size):
         engine.add(request)
     engine.step()  # admission (prefill) and the first token
-    start = time.perf_counter()
+    start = _now(engine.device)
     for _ in range(DECODE_STEPS):
         engine.step()
-    return (time.perf_counter() - start) / DECODE_STEPS
+    return (_now(engine.device) - start) / DECODE_STEPS
 
 
-def _prefill_token(model: Any, prompt: int, decode_alone: float) -> float:
-    """Seconds per prompt token: an admitting step of one rollout minus a plain decode step."""
+def _admitting_step(model: Any, prompt: int) -> float:
+    """Seconds of an engine step that admits one rollout of ``prompt`` tokens (its prefill) and decodes it once."""
     engine = _engine(model, 1)
     engine.add(next(_requests(1, prompt, 2, model.config.vocab_size)))
-    start = time.perf_counter()
+    start = _now(engine.device)
     engine.step()
-    return max(0.0, (time.perf_counter() - start - decode_alone) / prompt)
+    return _now(engine.device) - start
 
 
 def _train_lengths(scenario: Scenario) -> tuple[int, ...]:
@@ -196,23 +250,6 @@ def _train_step(learner: Any, scenario: Scenario, completion: int) -> float:
             for j in range(group)
         ]
         groups.append([(rollout, float(j % 2)) for j, rollout in enumerate(rollouts)])
-    start = time.perf_counter()
+    start = _now(learner.device)
     learner.train_step(groups)
-    return time.perf_counter() - start
-
-
-def _weight_sync(model: Any) -> float:
-    """One synchronization as the runtime does it, less the wire: flatten, copy the bytes, load into an engine.
-
-    On one machine the gloo transfer of a small model is a memory copy; the
-    runtime's own sync spans (events.parquet) show the full cost, wire included.
-    """
-    from asyncrl.executor.weights import WeightLayout
-
-    layout = WeightLayout.of(model.state_dict())
-    engine = _engine(model, 1)
-    start = time.perf_counter()
-    flat = layout.flatten(model.state_dict())
-    received = flat.clone()  # the transfer; in-process, a copy of the same bytes
-    engine.load_weights(layout.unflatten(received), 1)
-    return time.perf_counter() - start
+    return _now(learner.device) - start

@@ -3,8 +3,9 @@
     save(out, step, learner, versions)
       learner ──save_checkpoint──► out/checkpoint/learner/            weights, optimizer, RNG states, step
       versions an actor may still load ──► out/checkpoint/versions.safetensors
-      (the runtime then writes the record with status "checkpoint")
+      (the runtime then writes the record so far, and checkpoint/progress.json)
 
+    check(out)           before any actor starts: the files are there and load (tensors only, no code)
     resume(out, learner) ──► Resumed(step, previous, versions)
       out/checkpoint/learner/ ──load_checkpoint──► learner, step
       out/events.parquet, metrics.parquet ──► previous: the record of the steps before ``step``
@@ -12,14 +13,18 @@
 
 A resumed run starts at group ``step * batch_groups``; ``skip_groups`` moves
 the length stream past the groups before it so each group keeps its lengths.
+A checkpoint that is missing, truncated or not what this scenario's learner
+saved is a ScenarioError naming ``--resume`` and the file (exit 2).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+import pandas as pd
 from asyncrl.executor.record import PreviousRun
 from asyncrl.scenarios.loading import ScenarioError
 
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from asyncrl.executor.work import WorkSource
 
 CHECKPOINT_DIR = "checkpoint"
+T = TypeVar("T")
 
 
 @dataclass
@@ -49,13 +55,47 @@ def save(out: Path, step: int, learner: Learner, versions: dict[int, torch.Tenso
     save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(checkpoint / "versions.safetensors"))
 
 
-def resume(out: Path, learner: Learner) -> Resumed:
-    """Load ``learner`` from the checkpoint in ``out``, with what the run recorded before it."""
-    checkpoint = out / CHECKPOINT_DIR
-    if not (checkpoint / "learner").is_dir():
+def check(out: Path) -> None:
+    """ScenarioError (``--resume: <file>: ...``) unless ``out`` holds a checkpoint whose files all load."""
+    import torch
+    from asyncrl.executor.learner import OPTIMIZER_FILE, POLICY_FILE, STATE_FILE
+    from safetensors import safe_open
+
+    learner = out / CHECKPOINT_DIR / "learner"
+    if not learner.is_dir():
         raise ScenarioError(f"--resume: no checkpoint in {out} (set run.checkpoint_every)")
-    step = learner.load_checkpoint(checkpoint / "learner")
-    return Resumed(step, PreviousRun.load(out, step), _load_versions(checkpoint))
+    for name in (OPTIMIZER_FILE, STATE_FILE):  # mapped, not read: the tensors load once, in resume
+        _loads(learner / name, lambda path: torch.load(path, map_location="cpu", weights_only=True, mmap=True))
+    _loads(learner / POLICY_FILE, lambda path: safe_open(str(path), framework="pt").keys())
+    versions = out / CHECKPOINT_DIR / "versions.safetensors"
+    if versions.exists():
+        _loads(versions, lambda path: safe_open(str(path), framework="pt").keys())
+    for name in ("events.parquet", "metrics.parquet"):
+        _loads(out / name, lambda path: pd.read_parquet(path, columns=["step"]))
+
+
+def resume(out: Path, learner: Learner, staging: str = "cpu") -> Resumed:
+    """Load ``learner`` from the checkpoint in ``out`` (see ``check``), with what the run recorded before it.
+
+    The saved weight versions go to ``staging``, where the sync backend sends from (NCCL: the learner's GPU).
+    """
+    checkpoint = out / CHECKPOINT_DIR
+    step = _loads(checkpoint / "learner", learner.load_checkpoint)
+    previous = _loads(out / "events.parquet", lambda path: PreviousRun.load(out, step))
+    versions = _loads(checkpoint, lambda path: _load_versions(path, staging))
+    return Resumed(step, previous, versions)
+
+
+def _loads(path: Path, load: Callable[[Path], T]) -> T:
+    """``load(path)``, with any failure as one ScenarioError naming ``--resume`` and the file."""
+    if not path.exists():
+        raise ScenarioError(f"--resume: {path} is missing; the checkpoint is incomplete")
+    try:
+        return load(path)
+    except Exception as exc:  # a truncated or foreign file: torch, safetensors and pyarrow each raise their own
+        raise ScenarioError(
+            f"--resume: {path} cannot be loaded ({type(exc).__name__}): truncated, or not this scenario's checkpoint"
+        ) from None
 
 
 def skip_groups(source: WorkSource, groups: int) -> None:
@@ -64,8 +104,8 @@ def skip_groups(source: WorkSource, groups: int) -> None:
         source._lengths.next_group()
 
 
-def _load_versions(checkpoint: Path) -> dict[int, torch.Tensor]:
+def _load_versions(checkpoint: Path, staging: str) -> dict[int, torch.Tensor]:
     from safetensors.torch import load_file
 
     path = checkpoint / "versions.safetensors"
-    return {int(v): w for v, w in load_file(str(path)).items()} if path.exists() else {}
+    return {int(v): w for v, w in load_file(str(path), device=staging).items()} if path.exists() else {}

@@ -23,7 +23,9 @@ from typing import Any
 
 import torch
 from asyncrl.executor.messages import (
+    STEP_COLUMNS,
     ActorFailed,
+    EngineSteps,
     FinishedRollout,
     Loaded,
     LoadWeights,
@@ -84,6 +86,7 @@ class Coordinator:
         self.state = ScheduleState(scenario, len(commands), first_group=first_group, first_version=first_version)
         self.records: dict[int, GroupRecord] = {}
         self.rows: list[dict[str, Any]] = []
+        self.engine_steps: list[dict[str, Any]] = []  # what each engine step did (engine_steps.parquet)
         self.failure: str | None = None
         self._weights: dict[int, torch.Tensor] = {}
         self._send = send
@@ -143,6 +146,11 @@ class Coordinator:
                     self._rollout_done(message.actor, message.group, message.rollout)
                 elif isinstance(message, Loaded):  # the state counted the version as the actor's already
                     self._row(message.actor, "sync", message.start, message.end, version=message.version)
+                elif isinstance(message, EngineSteps):
+                    worker = f"engine-{message.actor}"
+                    self.engine_steps.extend(
+                        {"worker": worker, **dict(zip(STEP_COLUMNS, row, strict=True))} for row in message.rows
+                    )
                 elif isinstance(message, ActorFailed):
                     self.failure = f"actor {message.actor} failed:\n{message.traceback}"
             self._dispatch()

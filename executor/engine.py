@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
-from transformers import Cache, PreTrainedConfig, PreTrainedModel
+from asyncrl.executor.compat import PretrainedConfig, cache_keyword, output_cache
+from transformers import Cache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
 FINISH_EOS = "eos"
@@ -94,6 +95,17 @@ def generate_all(engine: GenerationEngine, requests: Iterable[Request]) -> list[
     return rollouts
 
 
+@dataclass(frozen=True)
+class StepStats:
+    """What one ``step`` did: the work a cost model charges for, recorded in a run (``engine_steps``)."""
+
+    batch: int  # rows decoded
+    context: int  # cache columns read by the decode, over all rows (left padding included)
+    joins: int  # requests admitted (prefilled and merged into the batch cache) before decoding
+    prefill_tokens: int  # prompt tokens prefilled for them
+    retired: int  # rows that finished and left the batch (the cache is compacted)
+
+
 @dataclass
 class _Sequence:
     """A rollout in progress (one row of the batch)."""
@@ -117,7 +129,7 @@ class _KVShape:
     head_dim: int
 
     @classmethod
-    def of(cls, config: PreTrainedConfig) -> _KVShape:
+    def of(cls, config: PretrainedConfig) -> _KVShape:
         text = config.get_text_config(decoder=True)
         layer_types = set(getattr(text, "layer_types", None) or ["full_attention"])
         if layer_types != {"full_attention"}:  # sliding-window or linear-attention layers need their own cache
@@ -260,12 +272,14 @@ class ContinuousBatchingEngine:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
         self._kv_shape = _KVShape.of(model.config)
+        self._cache_keyword = cache_keyword(model)  # past_key_values or cache, as this transformers names it
         self._dtype = next(model.parameters()).dtype
         self._waiting: deque[Request] = deque()
         self._running: list[_Sequence] = []
         self._cache = self._empty_cache()
         self._pending = torch.zeros(0, dtype=torch.long, device=self.device)  # next input token of each row
         self._positions = torch.zeros(0, dtype=torch.long, device=self.device)  # its position in its sequence
+        self.last_step = StepStats(0, 0, 0, 0, 0)
 
     @property
     def in_flight(self) -> int:
@@ -291,20 +305,26 @@ class ContinuousBatchingEngine:
 
     def step(self) -> list[Rollout]:
         with torch.inference_mode():
-            self._admit()
+            joins, prefill_tokens = self._admit()
             if not self._running:
+                self.last_step = StepStats(0, 0, joins, prefill_tokens, 0)
                 return []
+            batch = len(self._running)
+            context = batch * (self._cache.length + 1)  # the decode writes one column, then attends to all
             tokens, logprobs = self._decode()
-            return self._record(tokens.tolist(), logprobs.tolist())
+            finished = self._record(tokens.tolist(), logprobs.tolist())
+            self.last_step = StepStats(batch, context, joins, prefill_tokens, len(finished))
+            return finished
 
     def _empty_cache(self) -> BatchKVCache:
         return BatchKVCache(self._kv_shape, rows=0, capacity=0, dtype=self._dtype, device=self.device)
 
-    def _admit(self) -> None:
+    def _admit(self) -> tuple[int, int]:
+        """Prefill waiting requests into free rows; how many joined and their prompt tokens."""
         free = self.max_batch - len(self._running)
         joiners = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
         if not joiners:
-            return
+            return 0, 0
         prefixes = [request.prompt[:-1] for request in joiners]
         prefill_cache, prefill_mask = self._prefill(prefixes)
         self._cache.merge(prefill_cache, prefill_mask)
@@ -312,6 +332,7 @@ class ContinuousBatchingEngine:
         self._pending = torch.cat([self._pending, self._tensor(last_tokens)])
         self._positions = torch.cat([self._positions, self._tensor([len(prefix) for prefix in prefixes])])
         self._running.extend(self._new_sequence(request) for request in joiners)
+        return len(joiners), sum(len(request.prompt) for request in joiners)
 
     def _new_sequence(self, request: Request) -> _Sequence:
         if request.forced_length is not None:
@@ -329,7 +350,7 @@ class ContinuousBatchingEngine:
         output = self.model(
             input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
         )
-        return output.cache, mask
+        return output_cache(output, self._cache_keyword), mask
 
     def _decode(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed every row's pending token; the sampled next tokens and their log-probs."""
@@ -338,8 +359,8 @@ class ContinuousBatchingEngine:
             input_ids=self._pending[:, None],
             attention_mask=self._decode_mask(padding_mask),
             position_ids=self._positions[:, None],
-            cache=self._cache,
             use_cache=True,
+            **{self._cache_keyword: self._cache},
             logits_to_keep=1,
         )
         self._cache.advance()

@@ -16,6 +16,20 @@ columns of the forward input, so the column predicting each completion token is 
     p p c c . . .              c c .      1 1 0
     p p p p c . .              c . .      1 0 0
 
+Memory: the model's [N, L, vocab] logits are never formed. The learner runs the decoder (``model.base_model``), keeps
+the hidden states at the predicting columns only ([N, T, H]), and applies the output head ``logprob_chunk_tokens``
+positions at a time, each chunk's logits recomputed in the backward pass (``token_logprobs``). A minibatch longer than
+``micro_batch_tokens`` (rows × their longest row) is split into micro-batches of consecutive rows; the loss still sees
+the whole minibatch: log-probs (and PPO values) are first computed without a graph, the loss's gradient with respect
+to them is taken, then each micro-batch is recomputed with a graph and back-propagated with its slice of that
+gradient. The gradient is the whole minibatch's, for every loss, at the cost of one more forward pass per update
+when (and only when) a minibatch is split. On CUDA ``peak_memory_bytes`` reports ``torch.cuda.max_memory_allocated``
+per step (absent on CPU).
+
+Precision (``executor.precision``): weights, gradients and Adam state are fp32 (master weights); with
+``compute_dtype`` bf16 the forward and backward run under bf16 autocast, log-softmax and losses in fp32. The frozen
+reference policy is stored in the compute dtype (it only runs forward).
+
 Log-probs are those of the tempered distribution, softmax(logits / temperature), which is what the actors sample
 from and record (``Rollout.logprobs``), so ρ = 1 for a fresh rollout. The reference is a frozen copy of the policy the
 learner was built with. For PPO, ``old_values`` are the value head's outputs at the start of the step, before any
@@ -43,12 +57,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from asyncrl.executor.engine import Rollout
-from asyncrl.executor.losses import LOSSES, LossBatch, LossConfig
+from asyncrl.executor.losses import LOSSES, LossBatch, LossConfig, LossOutput
+from asyncrl.executor.precision import autocast, enable_tf32, executor_dtype
 from asyncrl.executor.tokenizer import Tokenizer
 from asyncrl.scenarios.workload import minibatch_bounds
 from safetensors.torch import load_model as load_safetensors_model
 from safetensors.torch import save_model as save_safetensors_model
 from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
@@ -60,6 +77,10 @@ POLICY_FILE = "policy.safetensors"
 VALUE_HEAD_FILE = "value_head.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 STATE_FILE = "learner_state.pt"
+MICRO_BATCH_TOKENS = 16384  # padded tokens per forward of the learner (rows × their longest row)
+LOGPROB_CHUNK_TOKENS = 1024  # completion positions whose [chunk, vocab] logits exist at once
+# Output-head transformations besides the linear layer; a model with any of them gets its log-probs from full logits.
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
 
 
 @dataclass(frozen=True)
@@ -72,12 +93,18 @@ class LearnerConfig:
     temperature: float = 1.0
     loss_config: LossConfig = field(default_factory=LossConfig)
     max_grad_norm: float | None = 1.0  # clip of the global gradient norm per update; None = no clipping
+    compute_dtype: str = "fp32"  # fp32, or bf16 (autocast over fp32 master weights)
+    micro_batch_tokens: int = MICRO_BATCH_TOKENS
+    logprob_chunk_tokens: int = LOGPROB_CHUNK_TOKENS
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"algorithm.loss: unknown loss {self.loss!r}; use one of {sorted(LOSSES)}")
         if self.updates_per_step < 1 or self.temperature <= 0 or self.learning_rate <= 0:
             raise ValueError("updates_per_step must be >= 1, temperature and learning_rate > 0")
+        if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
+            raise ValueError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
+        executor_dtype(self.compute_dtype)
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> LearnerConfig:
@@ -99,6 +126,7 @@ class LearnerConfig:
             updates_per_step=algorithm.updates_per_step,
             temperature=algorithm.temperature,
             loss_config=loss_config,
+            compute_dtype=scenario.model.dtype,
         )
 
 
@@ -119,6 +147,14 @@ class RolloutBatch:
     def to(self, device: torch.device) -> RolloutBatch:
         moved = {name: getattr(self, name).to(device) for name in _TENSOR_FIELDS}
         return RolloutBatch(**moved, group_size=self.group_size)
+
+    def forward_inputs(self, rows: slice) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """input_ids, attention_mask, predicting_columns, completion_ids of ``rows``, trimmed to their widths."""
+        attention = self.attention_mask[rows]
+        width = int(attention.sum(dim=1).max())
+        completion = int(self.mask[rows].sum(dim=1).max())
+        columns = self.predicting_columns[rows, :completion].clamp(max=width - 1)
+        return self.input_ids[rows, :width], attention[:, :width], columns, self.completion_ids[rows, :completion]
 
 
 _TENSOR_FIELDS = (
@@ -173,6 +209,43 @@ def _padded(values: Sequence[Any], width: int, fill: Any) -> list[Any]:
     return [*values, *[fill] * (width - len(values))]
 
 
+def micro_batches(batch: RolloutBatch, token_budget: int) -> list[slice]:
+    """Consecutive runs of rows whose count times their longest row stays within ``token_budget`` (one row at least)."""
+    widths = batch.attention_mask.sum(dim=1).tolist()
+    parts: list[slice] = []
+    start, longest = 0, 0
+    for row, width in enumerate(widths):
+        if row > start and (row - start + 1) * max(longest, width) > token_budget:
+            parts.append(slice(start, row))
+            start, longest = row, 0
+        longest = max(longest, width)
+    parts.append(slice(start, len(widths)))
+    return parts
+
+
+def token_logprobs(hidden: Tensor, head: nn.Module, targets: Tensor, temperature: float, chunk: int) -> Tensor:
+    """log softmax(head(hidden) / temperature) at ``targets``: [N, T, H] hidden states -> [N, T] log-probs.
+
+    ``chunk`` positions at a time, in at least float32: only one [chunk, vocab] logits tensor exists at once, and
+    with a graph each chunk's logits are recomputed in the backward pass instead of kept.
+    """
+    flat_hidden, flat_targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+    pieces = []
+    for start in range(0, len(flat_targets), chunk):
+        args = (flat_hidden[start : start + chunk], flat_targets[start : start + chunk], head, temperature)
+        if torch.is_grad_enabled() and hidden.requires_grad:
+            pieces.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False))
+        else:
+            pieces.append(_chunk_logprobs(*args))
+    return torch.cat(pieces).view(targets.shape) if pieces else hidden.new_zeros(targets.shape, dtype=torch.float32)
+
+
+def _chunk_logprobs(hidden: Tensor, targets: Tensor, head: nn.Module, temperature: float) -> Tensor:
+    logits = head(hidden)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
+    return logits.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
 def split_groups(groups: Sequence[Group], parts: int) -> list[list[Group]]:
     """Consecutive runs of whole groups (``scenarios.workload.minibatch_bounds``, shared with the simulator)."""
     return [list(groups[start:stop]) for start, stop in minibatch_bounds(len(groups), parts)]
@@ -191,8 +264,13 @@ class Learner:
         self.device = torch.device(device)
         self.config = config
         self.pad_token_id = pad_token_id
-        self.model = model.to(self.device).train()
+        self.compute_dtype = executor_dtype(config.compute_dtype)
+        enable_tf32(self.device)
+        master = torch.promote_types(next(model.parameters()).dtype, torch.float32)  # fp32 (fp64 stays fp64)
+        self.model = model.to(self.device, master).train()
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+        if self.compute_dtype != torch.float32:  # it only runs forward, in the compute dtype: keep it there
+            self.reference.to(self.compute_dtype)
         self.value_head = self._new_value_head() if config.loss == "ppo" else None
         self.optimizer = torch.optim.Adam(self._trained_parameters(), lr=config.learning_rate)
         self.loss_fn = LOSSES[config.loss]
@@ -229,8 +307,11 @@ class Learner:
         Returns the loss's metrics averaged over the minibatches (``loss``, ``ratio_mean``, ``clip_fraction``,
         ``truncated_fraction``, ``kl_to_behaviour``, ... as ``executor.losses`` names them), ``kl`` (k3 to the initial
         policy), ``grad_norm`` (before clipping), and figures of the whole batch: ``reward_mean``, ``reward_std``,
-        ``completion_tokens_mean``, ``staleness_mean``, ``staleness_max``, ``samples``, ``updates``.
+        ``completion_tokens_mean``, ``staleness_mean``, ``staleness_max``, ``samples``, ``updates``, and
+        on CUDA ``peak_memory_bytes`` (the step's peak of allocated memory; absent on CPU).
         """
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         batches = [
             collate(part, self.pad_token_id).to(self.device)
             for part in split_groups(groups, self.config.updates_per_step)
@@ -239,20 +320,47 @@ class Learner:
         update_metrics = [self._update(batch, values) for batch, values in zip(batches, old_values, strict=True)]
         metrics = {name: float(np.mean([m[name] for m in update_metrics])) for name in update_metrics[0]}
         metrics.update(self._batch_figures(batches))
+        if self.device.type == "cuda":
+            metrics["peak_memory_bytes"] = float(torch.cuda.max_memory_allocated(self.device))
         self.step += 1
         return metrics
 
     def _update(self, batch: RolloutBatch, old_values: Tensor | None) -> dict[str, float]:
-        loss_batch = self.loss_batch(batch, old_values)
-        output = self.loss_fn(loss_batch, self.config.loss_config)
+        parts = micro_batches(batch, self.config.micro_batch_tokens)
         self.optimizer.zero_grad(set_to_none=True)
-        output.loss.backward()
+        if len(parts) == 1:
+            output = self.loss_fn(self.loss_batch(batch, old_values), self.config.loss_config)
+            output.loss.backward()
+        else:
+            output = self._accumulate(batch, parts, old_values)
         grad_norm = self._clip_gradients()
         self.optimizer.step()
         metrics = dict(output.metrics)
         metrics["kl"] = metrics.get("kl_to_reference", 0.0)
         metrics["grad_norm"] = grad_norm
         return metrics
+
+    def _accumulate(self, batch: RolloutBatch, parts: list[slice], old_values: Tensor | None) -> LossOutput:
+        """The minibatch's gradient, one micro-batch's graph at a time (see the module docstring)."""
+        columns = batch.mask.shape[1]
+        with torch.no_grad():
+            passes = [self._policy(batch, rows) for rows in parts]
+            reference = _stack_rows([self._logprobs(batch, self.reference, rows)[1] for rows in parts], columns)
+        logprobs = _stack_rows([logprobs for logprobs, _ in passes], columns).requires_grad_()
+        values = None
+        if self.value_head is not None:
+            values = _stack_rows([v for _, v in passes if v is not None], columns).requires_grad_()
+            old_values = values.detach() if old_values is None else old_values
+        output = self.loss_fn(self._loss_input(batch, logprobs, reference, values, old_values), self.config.loss_config)
+        output.loss.backward()  # gradients with respect to the log-probs (and values) only
+        for rows in parts:
+            part_logprobs, part_values = self._policy(batch, rows)
+            tensors, grads = [part_logprobs], [_grad_rows(logprobs, rows, part_logprobs)]
+            if values is not None and part_values is not None:
+                tensors.append(part_values)
+                grads.append(_grad_rows(values, rows, part_values))
+            torch.autograd.backward(tensors, grads)
+        return output
 
     def _clip_gradients(self) -> float:
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm is not None else float("inf")
@@ -261,18 +369,23 @@ class Learner:
     def loss_batch(self, batch: RolloutBatch, old_values: Tensor | None = None) -> LossBatch:
         """The loss's input: current log-probs (with grad), the actor's, the reference's, and values for PPO."""
         with torch.no_grad():
-            _, reference_logprobs = self._forward(batch, self.reference, need_hidden=False)
-        hidden, logprobs = self._forward(batch, self.model, need_hidden=self.value_head is not None)
-        values = self.value_head(hidden).squeeze(-1) if self.value_head is not None else None
+            _, reference_logprobs = self._logprobs(batch, self.reference)
+        logprobs, values = self._policy(batch)
         if values is not None and old_values is None:
             old_values = values.detach()
+        return self._loss_input(batch, logprobs, reference_logprobs, values, old_values)
+
+    @staticmethod
+    def _loss_input(
+        batch: RolloutBatch, logprobs: Tensor, reference: Tensor, values: Tensor | None, old_values: Tensor | None
+    ) -> LossBatch:
         return LossBatch(
             logprobs=logprobs,
             behaviour_logprobs=batch.behaviour_logprobs,
             mask=batch.mask,
             rewards=batch.rewards,
             group_size=batch.group_size,
-            reference_logprobs=reference_logprobs,
+            reference_logprobs=reference,
             values=values,
             old_values=old_values,
         )
@@ -280,24 +393,37 @@ class Learner:
     @torch.no_grad()
     def _values(self, batch: RolloutBatch) -> Tensor:
         """The value head's [N, T] outputs before any update of the step: PPO's ``old_values``."""
-        hidden, _ = self._forward(batch, self.model, need_hidden=True)
-        assert self.value_head is not None and hidden is not None
-        return self.value_head(hidden).squeeze(-1)
+        parts = micro_batches(batch, self.config.micro_batch_tokens)
+        values = [self._policy(batch, rows)[1] for rows in parts]
+        return _stack_rows([v for v in values if v is not None], batch.mask.shape[1])
 
-    def _forward(self, batch: RolloutBatch, model: nn.Module, need_hidden: bool) -> tuple[Tensor | None, Tensor]:
-        """Last hidden states [N, T, H] (when asked) and tempered log-probs [N, T] at the completion tokens."""
-        positions = torch.arange(batch.input_ids.shape[1], device=self.device).expand_as(batch.input_ids)
-        output = model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            position_ids=positions,
-            use_cache=False,
-            output_hidden_states=need_hidden,
-        )
-        logits = _at_columns(output.logits, batch.predicting_columns).float() / self.config.temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, batch.completion_ids[..., None]).squeeze(-1)
-        hidden = _at_columns(output.hidden_states[-1], batch.predicting_columns) if need_hidden else None
-        return hidden, logprobs
+    def _policy(self, batch: RolloutBatch, rows: slice = slice(None)) -> tuple[Tensor, Tensor | None]:
+        """The policy's log-probs [n, t] at the completion tokens of ``rows``, and the value head's there (PPO)."""
+        hidden, logprobs = self._logprobs(batch, self.model, rows, need_hidden=self.value_head is not None)
+        if self.value_head is None or hidden is None:
+            return logprobs, None
+        return logprobs, self.value_head(hidden.to(self.value_head.weight.dtype)).squeeze(-1)
+
+    def _logprobs(
+        self, batch: RolloutBatch, model: nn.Module, rows: slice = slice(None), need_hidden: bool = False
+    ) -> tuple[Tensor | None, Tensor]:
+        """Last hidden states [n, t, H] (when asked) and tempered log-probs [n, t] at the completion tokens of
+        ``rows`` (t: their longest completion); the [n, L, vocab] logits are never formed."""
+        input_ids, attention_mask, columns, targets = batch.forward_inputs(rows)
+        positions = torch.arange(input_ids.shape[1], device=self.device).expand_as(input_ids)
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": positions}
+        temperature, chunk = self.config.temperature, self.config.logprob_chunk_tokens
+        with autocast(self.device, self.compute_dtype):
+            if not _head_is_linear(model):
+                output = model(**inputs, use_cache=False, output_hidden_states=need_hidden)
+                logits = _at_columns(output.logits, columns)
+                hidden = _at_columns(output.hidden_states[-1], columns) if need_hidden else None
+                return hidden, token_logprobs(logits, nn.Identity(), targets, temperature, chunk)
+            states = model.base_model(**inputs, use_cache=False).last_hidden_state
+            hidden = _at_columns(states, columns)
+            return (hidden if need_hidden else None), token_logprobs(
+                hidden, model.get_output_embeddings(), targets, temperature, chunk
+            )
 
     def _batch_figures(self, batches: Sequence[RolloutBatch]) -> dict[str, float]:
         rewards = torch.cat([batch.rewards for batch in batches])
@@ -341,11 +467,31 @@ class Learner:
         load_safetensors_model(self.model, str(directory / POLICY_FILE), device=str(self.device))
         if self.value_head is not None:
             load_safetensors_model(self.value_head, str(directory / VALUE_HEAD_FILE), device=str(self.device))
-        self.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=self.device))
+        optimizer = torch.load(directory / OPTIMIZER_FILE, map_location=self.device, weights_only=True)
+        self.optimizer.load_state_dict(optimizer)
         state = torch.load(directory / STATE_FILE, weights_only=True)
         _set_rng_states(state["rng"])
         self.step = int(state["step"])
         return self.step
+
+
+def _head_is_linear(model: nn.Module) -> bool:
+    """True when the logits are the output head applied to the decoder's last hidden state, and nothing more."""
+    config = getattr(model, "config", None)
+    if config is None or model.get_output_embeddings() is None or model.base_model is model:
+        return False
+    return all(getattr(config, name, None) in (None, 1.0) for name in _LOGIT_TRANSFORMS)
+
+
+def _stack_rows(parts: Sequence[Tensor], columns: int) -> Tensor:
+    """Per-micro-batch [n, t, ...] tensors as one [N, columns, ...], each right-padded with zeros to ``columns``."""
+    return torch.cat([F.pad(part, (0, 0) * (part.dim() - 2) + (0, columns - part.shape[1])) for part in parts])
+
+
+def _grad_rows(full: Tensor, rows: slice, part: Tensor) -> Tensor:
+    """The slice of ``full.grad`` that belongs to the micro-batch output ``part``."""
+    assert full.grad is not None
+    return full.grad[rows, : part.shape[1]].to(part.dtype)
 
 
 def _at_columns(per_column: Tensor, columns: Tensor) -> Tensor:

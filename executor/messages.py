@@ -5,6 +5,7 @@
     StartGroup(group, requests)  generate these         RolloutDone(actor, group, rollout)   one per sample
     LoadWeights(version)  receive weights, load them    Loaded(actor, version, start, end)
     Stop()                leave the loop                ActorFailed(actor, traceback)
+                                                        EngineSteps(actor, rows)   what each decode step did
 
 Messages are plain dataclasses: they pickle through multiprocessing and Ray
 queues alike. The actor reports every sample as it finishes, so the
@@ -87,4 +88,16 @@ class ActorFailed:
     traceback: str
 
 
-Result = Ready | RolloutDone | Loaded | ActorFailed
+#: Columns of one engine step as an actor records it (seconds on the run clock, then StepStats' fields).
+STEP_COLUMNS = ("start", "end", "batch", "context", "joins", "prefill_tokens", "retired")
+
+
+@dataclass(frozen=True)
+class EngineSteps:
+    """The engine steps an actor took since its last report, one tuple of ``STEP_COLUMNS`` each."""
+
+    actor: int
+    rows: list[tuple[float, float, int, int, int, int, int]]
+
+
+Result = Ready | RolloutDone | Loaded | ActorFailed | EngineSteps

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from asyncrl.executor.compat import PretrainedConfig
 from asyncrl.scenarios.catalog import MODEL_PRESETS, ModelPreset
 from transformers import (
     AutoModelForCausalLM,
     GPTNeoXConfig,
     LlamaConfig,
-    PreTrainedConfig,
     PreTrainedModel,
     Qwen2Config,
     Qwen3Config,
@@ -41,11 +41,11 @@ def build_model(
     figures = MODEL_PRESETS[preset]
     config = build_config(figures, vocab_size=vocab_size)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return model.eval()
+    model = AutoModelForCausalLM.from_config(config)  # fp32, then cast: transformers < 4.56 names no ``dtype``
+    return model.to(dtype).eval()
 
 
-def build_config(figures: ModelPreset, vocab_size: int | None = None) -> PreTrainedConfig:
+def build_config(figures: ModelPreset, vocab_size: int | None = None) -> PretrainedConfig:
     """The transformers config of a preset's architecture family."""
     if figures.family not in SUPPORTED_FAMILIES:
         raise ValueError(f"model family {figures.family!r} is not supported; use one of {SUPPORTED_FAMILIES}")

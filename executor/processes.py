@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from asyncrl.executor.distributed import join_process_group, leave_process_group, rendezvous_address
 from asyncrl.executor.messages import ActorFailed, Go, Stop
+from asyncrl.executor.placement import Placement
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -39,13 +40,12 @@ POLL_INTERVAL_S = {"local": 0.0, "ray": 0.005}
 class ActorProcesses:
     """One actor per engine, wherever ``runtime`` (local or ray) runs them, and the thread that reads their results."""
 
-    def __init__(self, scenario: Scenario, device: str, runtime: str) -> None:
-        from asyncrl.executor.weights import sync_backend
-
-        self.scenario, self.device, self.runtime = scenario, device, runtime
+    def __init__(self, scenario: Scenario, placement: Placement, runtime: str) -> None:
+        self.scenario, self.placement, self.runtime = scenario, placement, runtime
+        self.device = "cuda" if placement.learner.startswith("cuda") else "cpu"
         self.engines = scenario.cluster.engines
         self.world_size = self.engines + 1  # the learner is rank 0, actor i is rank i + 1
-        self.backend = sync_backend(device, self.world_size)
+        self.backend = placement.backend
         self.workers: Workers | None = None
         self.commands: list[Any] = []
         self.results: Any = None
@@ -64,7 +64,9 @@ class ActorProcesses:
         poll = POLL_INTERVAL_S[self.runtime]
         self.workers.start(
             [
-                ActorSpec(i, self.scenario, self._device(i), self.backend, self._rendezvous, self.world_size, poll)
+                ActorSpec(
+                    i, self.scenario, self.placement.engines[i], self.backend, self._rendezvous, self.world_size, poll
+                )
                 for i in range(self.engines)
             ]
         )
@@ -134,13 +136,6 @@ class ActorProcesses:
         except queue.Empty:
             return ""
         return f":\n{message.traceback}" if isinstance(message, ActorFailed) else ""
-
-    def _device(self, index: int) -> str:
-        if self.device != "cuda":
-            return "cpu"
-        import torch
-
-        return f"cuda:{index % torch.cuda.device_count()}"
 
 
 def forward_messages(results: Any, coordinator: Coordinator, stop: threading.Event) -> None:

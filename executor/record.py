@@ -2,25 +2,35 @@
 
     PreviousRun (resume) ── events, metrics before the checkpoint ──┐
     coordinator.event_rows ── this run's events ────────────────────┼──► events.parquet
+    coordinator.engine_steps ── what each decode step did ──────────┼──► engine_steps.parquet
     learner loop ── one metrics row per step ───────────────────────┼──► metrics.parquet
     scenario ───────────────────────────────────────────────────────┴──► scenario.yaml, summary.json
 
 The files are the simulator's (``scenarios.record.write_run``, with ``backend:
 "executor"``) plus ``metrics.parquet`` (loss, reward, KL, staleness per step).
-``summary.json`` says ``status``: complete, interrupted or failed at the end,
-checkpoint while the run goes on.
+``summary.json`` is written only when the run ends and says ``status``:
+complete, interrupted or failed (and ``resumed_from``, the checkpoint's step,
+when the run was resumed; ``dtype``, the engines' number format). At a
+checkpoint the events and metrics so far are written, and the summary of that
+moment goes to ``checkpoint/progress.json`` with ``status: checkpoint``: a
+directory without summary.json is a run that has not ended, or was killed.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from asyncrl.executor.messages import STEP_COLUMNS
 from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.record import EVENT_COLUMNS, DevicePools, summarize, write_run
+from asyncrl.scenarios.record import EVENT_COLUMNS, SUMMARY_FILE, DevicePools, summarize, write_run
 from asyncrl.scenarios.scenario import Scenario
+
+ENGINE_STEPS_FILE = "engine_steps.parquet"
+PROGRESS_FILE = Path("checkpoint") / "progress.json"
 
 
 @dataclass
@@ -66,15 +76,20 @@ class RunRecord:
         self.scenario, self.out = scenario, out
         self.previous = PreviousRun.empty()
         self.metrics: list[dict[str, float]] = []
+        self.resumed_from: int | None = None
 
-    def continue_from(self, previous: PreviousRun) -> None:
-        self.previous = previous
+    def continue_from(self, previous: PreviousRun, step: int) -> None:
+        self.previous, self.resumed_from = previous, step
 
     def add_step(self, row: dict[str, float]) -> None:
         self.metrics.append(row)
 
-    def write(self, status: str, event_rows: list[dict[str, Any]]) -> ExecutionResult:
-        """Write summary.json (with ``status``), events.parquet, scenario.yaml and metrics.parquet."""
+    def write(
+        self, status: str, event_rows: list[dict[str, Any]], engine_steps: list[dict[str, Any]] | None = None
+    ) -> ExecutionResult:
+        """Write events.parquet, scenario.yaml, metrics.parquet, engine_steps.parquet (what each decode step
+        of this run did; a resumed run keeps only its own), then summary.json with ``status``, or at a
+        checkpoint checkpoint/progress.json instead."""
         new_events = pd.DataFrame(event_rows, columns=list(EVENT_COLUMNS))
         events = pd.concat([self.previous.events, new_events], ignore_index=True).astype(EVENT_COLUMNS)
         metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
@@ -87,6 +102,17 @@ class RunRecord:
             devices=DevicePools.of(self.scenario.cluster),
         )
         summary["status"] = status
-        write_run(self.out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=events, summary=summary)
+        summary["dtype"] = self.scenario.model.dtype
+        if self.resumed_from is not None:
+            summary["resumed_from"] = self.resumed_from
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / SUMMARY_FILE).unlink(missing_ok=True)
         metrics.to_parquet(self.out / "metrics.parquet", index=False)
+        steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])
+        steps.to_parquet(self.out / ENGINE_STEPS_FILE, index=False)
+        ended = status != "checkpoint"
+        yaml = dump_scenario(self.scenario.resolved())
+        write_run(self.out, scenario_yaml=yaml, events=events, summary=summary if ended else None)  # summary last
+        if not ended:
+            (self.out / PROGRESS_FILE).write_text(json.dumps(summary, indent=2) + "\n")
         return ExecutionResult(summary, events, metrics)

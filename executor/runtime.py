@@ -10,7 +10,9 @@
 
 On CPU each process gets its own thread budget (``devices_per_engine`` threads
 per engine, ``training_devices`` for the learner), so generation and training
-really run at the same time; on CUDA engine i runs on cuda:i. The run writes
+really run at the same time; on CUDA ``executor.placement`` puts each process on
+its GPU (locally engine i on cuda:i, the learner on the next one). Engines run in
+``model.dtype``, the learner keeps fp32 weights (``executor.precision``). The run writes
 the same record as the simulator (``summary.json`` with ``backend:
 "executor"``, ``events.parquet``, the resolved ``scenario.yaml``) plus
 ``metrics.parquet`` (loss, reward, KL, staleness per step). A crashed worker or
@@ -18,11 +20,14 @@ Ctrl-C ends the run with a partial record whose summary says ``status``.
 
 This module holds the learner loop; the rest of a run lives next to it:
 
-    execute ─► _Run.start   ActorProcesses.spawn, connect    (executor/processes.py, executor/distributed.py)
+    execute ─► check, checkpoint.check (--resume), run_directory: out checked and locked (scenarios/outputs.py)
+              _Run.start   the task (user code runs here), ActorProcesses.spawn (actors die with this process:
+                            executor/lifetime.py), connect     (executor/processes.py, executor/distributed.py)
                             Learner, checkpoint.resume        (executor/checkpoint.py)
                             ActorProcesses.wait_ready, Coordinator, ActorProcesses.go, publish(first version)
               _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
-              _Run.finish   RunRecord.write(status)          (executor/record.py)
+                            (the record so far, with checkpoint/progress.json instead of summary.json)
+              _Run.finish   RunRecord.write(status): summary.json last  (executor/record.py)
               _Run.stop     ActorProcesses.stop
 """
 
@@ -37,6 +42,7 @@ from asyncrl.executor import checkpoint
 from asyncrl.executor.processes import ActorProcesses
 from asyncrl.executor.record import ExecutionResult, RunRecord
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.outputs import run_directory
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -55,26 +61,32 @@ def execute(
     resume: bool = False,
     on_step: StepCallback | None = None,
     runtime: str = "local",
+    force: bool = False,
 ) -> ExecutionResult:
     """Run ``scenario`` for real; write the run record to ``out`` (also when it fails).
 
     ``runtime`` is where the actors run: ``local`` processes, or ``ray`` actors
-    (a local Ray, or the cluster ``RAY_ADDRESS`` names).
+    (a local Ray, or the cluster ``RAY_ADDRESS`` names). ``out`` is checked and
+    locked first (``scenarios.outputs.run_directory``; ``force`` writes into a
+    directory holding other files); nothing starts if it cannot be used.
     """
     check(scenario, device)
-    run = _Run(scenario, out, device, runtime)
-    try:
-        run.start(resume)
-        run.train(on_step)
-        return run.finish("complete")
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        raise
-    except BaseException:
-        run.finish("failed")
-        raise
-    finally:
-        run.stop()
+    if resume:
+        checkpoint.check(out)  # before the directory is touched: a bad checkpoint leaves the run as it was
+    with run_directory(out, force=force, option="--resume" if resume else "--out"):
+        run = _Run(scenario, out, device, runtime)
+        try:
+            run.start(resume)
+            run.train(on_step)
+            return run.finish("complete")
+        except KeyboardInterrupt:
+            run.finish("interrupted")
+            raise
+        except BaseException:
+            run.finish("failed")
+            raise
+        finally:
+            run.stop()
 
 
 def check(scenario: Scenario, device: str) -> None:
@@ -95,16 +107,25 @@ def _check_device(scenario: Scenario, device: str) -> None:
 
 
 def _check_task(scenario: Scenario) -> None:
-    """A task, model or checkpoint the executor cannot use is a one-line error before any process starts."""
+    """A task name, model or checkpoint the executor cannot use is a one-line error before any process starts.
+
+    A ``module:function`` task is only checked for its form here: importing it runs user code, which
+    waits until the run starts (``_Run.start``).
+    """
     from asyncrl.executor.models import build_config
-    from asyncrl.executor.work import load_scenario_task
+    from asyncrl.executor.precision import executor_dtype
+    from asyncrl.executor.tasks import check_task_name
     from asyncrl.scenarios.catalog import MODEL_PRESETS
 
     model = scenario.model
     try:
-        load_scenario_task(scenario)
+        executor_dtype(model.dtype)
+        if scenario.workload.task:
+            check_task_name(scenario.workload.task)
         if model.path is not None and not model.path.is_dir():
-            raise ValueError(f"model.path: {model.path} is not a directory")
+            from asyncrl.executor.hf_tokenizer import cached_checkpoint
+
+            cached_checkpoint(model.path)  # a hub name resolves from the local cache only
         if model.path is None and model.preset is None:
             raise ValueError(
                 "model: the executor needs model.preset or model.path (architecture figures alone build no model)"
@@ -122,8 +143,11 @@ class _Run:
     """The learner side of one run: the learner, the coordinator, the record, and the actors they drive."""
 
     def __init__(self, scenario: Scenario, out: Path, device: str, runtime: str) -> None:
+        from asyncrl.executor.placement import place
+
         self.scenario, self.out, self.device = scenario, out, device
-        self.actors = ActorProcesses(scenario, device, runtime)
+        self.placement = place(device, _visible_gpus(device), scenario.cluster.engines, runtime)
+        self.actors = ActorProcesses(scenario, self.placement, runtime)
         self.record = RunRecord(scenario, out)
         self.resumed = checkpoint.Resumed()
         self.coordinator: Coordinator | None = None
@@ -134,24 +158,27 @@ class _Run:
     def start(self, resume: bool) -> None:
         import torch
         from asyncrl.executor.learner import Learner
-        from asyncrl.executor.work import load_scenario_task, policy_model
+        from asyncrl.executor.placement import use_device
+        from asyncrl.executor.work import policy_model
 
+        self.task: Task | None = _load_task(self.scenario)  # user code runs here, before any process starts
         self.actors.spawn()
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
+        use_device(self.placement.learner)
         self.actors.connect()
-        self.task: Task | None = load_scenario_task(self.scenario)
         model = policy_model(self.scenario, self.task)
         pad = self.task.tokenizer.pad_token_id if self.task else 0
-        self.learner: Learner = Learner.from_scenario(self.scenario, model, pad, device=self._learner_device())
+        self.learner: Learner = Learner.from_scenario(self.scenario, model, pad, device=self.placement.learner)
         if resume:
-            self.resumed = checkpoint.resume(self.out, self.learner)
-            self.record.continue_from(self.resumed.previous)
+            self.resumed = checkpoint.resume(self.out, self.learner, self._staging())
+            self.record.continue_from(self.resumed.previous, self.resumed.step)
         self.actors.wait_ready()
         self._start_coordinator(model.config.vocab_size)
 
     def _start_coordinator(self, model_vocab: int) -> None:
         from asyncrl.executor.coordinator import Coordinator
+        from asyncrl.executor.precision import executor_dtype
         from asyncrl.executor.weights import WeightLayout
         from asyncrl.executor.work import WorkSource
 
@@ -160,7 +187,7 @@ class _Run:
         first_group = self.resumed.step * self.scenario.batch_groups
         coordinator = Coordinator(self.scenario, source, self.actors.commands, self._clock, first_group=first_group)
         self.coordinator = coordinator
-        self.layout = WeightLayout.of(self.learner.weights())
+        self.layout = WeightLayout.of(self.learner.model.state_dict(), executor_dtype(self.scenario.model.dtype))
         if self.resumed.step:
             checkpoint.skip_groups(source, first_group)
             coordinator.restore_versions(self.resumed.versions)
@@ -212,8 +239,9 @@ class _Run:
         return self._write(status)
 
     def _write(self, status: str) -> ExecutionResult:
-        rows = self._coordinator().event_rows(self._clock(), cut_unfinished=status != "checkpoint")
-        return self.record.write(status, rows)
+        coordinator = self._coordinator()
+        rows = coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
+        return self.record.write(status, rows, list(coordinator.engine_steps))
 
     def stop(self) -> None:
         self.actors.stop()
@@ -232,21 +260,34 @@ class _Run:
         return self.coordinator
 
     def _flat_weights(self) -> torch.Tensor:
+        """The learner's weights as one tensor in the engines' dtype, where the sync backend sends from."""
+        return self.layout.flatten(self.learner.model.state_dict(), self._staging())
+
+    def _staging(self) -> str:
         from asyncrl.executor.weights import staging_device
 
-        flat = self.layout.flatten(self.learner.weights())
-        return flat.to(staging_device(self.actors.backend, flat.device))
+        return str(staging_device(self.placement.backend, self.placement.learner))
 
     def _clock(self) -> float:
         return time.time() - self.t0
 
-    def _learner_device(self) -> str:
-        if self.device != "cuda":
-            return "cpu"
-        import torch
 
-        engines = self.scenario.cluster.engines
-        return f"cuda:{engines}" if torch.cuda.device_count() > engines else "cuda:0"
+def _visible_gpus(device: str) -> int:
+    if device != "cuda":
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def _load_task(scenario: Scenario) -> Task | None:
+    """The scenario's task, imported (and, for ``module:function``, its code run) now; ScenarioError if it fails."""
+    from asyncrl.executor.work import load_scenario_task
+
+    try:
+        return load_scenario_task(scenario)
+    except ValueError as exc:
+        raise ScenarioError(str(exc).splitlines()[0]) from None
 
 
 def _batch_staleness(batch: list[GroupRecord], step: int) -> dict[str, float]:

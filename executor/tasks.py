@@ -7,6 +7,8 @@
 
 ``workload.task`` names a shipped task (a key of ``TASKS``) or ``module:function``, a function of no arguments
 returning a ``Task``. ``load_task`` resolves either and reports any failure as a ValueError naming ``workload.task``.
+``module:function`` is user code: it is imported and called only when a run starts (``check_task_name`` checks
+the name's form without importing anything), in the learner process and in every actor.
 
 Shipped tasks (character tokenizer of ``executor.tokenizer``; the task's budget is 4 tokens: 3 digits and EOS):
 
@@ -139,14 +141,23 @@ TASKS: dict[str, Callable[[], Task]] = {
 }
 
 
-def load_task(spec: str) -> Task:
-    """A shipped task by name, or the Task returned by ``module:function``."""
+def check_task_name(spec: str) -> None:
+    """ValueError naming ``workload.task`` unless ``spec`` is a shipped task or has the form ``module:function``."""
     if spec in TASKS:
-        return TASKS[spec]()
-    if ":" not in spec:
+        return
+    module_name, colon, function_name = spec.partition(":")
+    dotted = all(part.isidentifier() for part in module_name.split("."))
+    if not colon or not dotted or not function_name.isidentifier():
         raise ValueError(
             f"workload.task: unknown task {spec!r}; use one of {sorted(TASKS)} or 'module:function' returning a Task"
         )
+
+
+def load_task(spec: str) -> Task:
+    """A shipped task by name, or the Task returned by ``module:function`` (which imports and runs user code)."""
+    check_task_name(spec)
+    if spec in TASKS:
+        return TASKS[spec]()
     module_name, _, function_name = spec.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), function_name)
@@ -154,7 +165,10 @@ def load_task(spec: str) -> Task:
         raise ValueError(f"workload.task: cannot import {spec!r}: {type(error).__name__}: {error}") from error
     if not callable(factory):
         raise ValueError(f"workload.task: {spec!r} is a {type(factory).__name__}, not a function returning a Task")
-    task = factory()
+    try:
+        task = factory()
+    except Exception as error:  # the user's factory failed
+        raise ValueError(f"workload.task: {spec!r} raised {type(error).__name__}: {error}") from error
     if not isinstance(task, Task):
         raise ValueError(f"workload.task: {spec!r} returned {type(task).__name__}, not a Task")
     return task

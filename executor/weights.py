@@ -5,9 +5,11 @@
              ──unflatten──► state_dict ──engine.load_weights(version)
 
 One message per synchronization: the actor knows the layout (names, shapes,
-dtypes) from its own copy of the model, so only the numbers travel. gloo on
-CPU; NCCL on CUDA when each process has its own GPU (NCCL cannot pair two
-processes on one device), else gloo through host memory.
+dtype) from its own copy of the model, so only the numbers travel, in the
+engines' dtype: the learner's fp32 master weights are cast while they are
+flattened (a bf16 run sends 2 bytes per weight). gloo on CPU; NCCL on CUDA
+when each process has its own GPU (NCCL cannot pair two processes on one
+device), else gloo through host memory (``executor.placement``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 LEARNER_RANK = 0
+MESSAGE_BYTES = 256 * 2**20  # weights travel in messages of at most this size, far from any 2 GiB limit
 
 
 @dataclass(frozen=True)
@@ -30,33 +33,35 @@ class WeightLayout:
     dtype: torch.dtype
 
     @classmethod
-    def of(cls, state_dict: dict[str, torch.Tensor]) -> WeightLayout:
+    def of(cls, state_dict: dict[str, torch.Tensor], dtype: torch.dtype | None = None) -> WeightLayout:
+        """The layout of ``state_dict``, sent as ``dtype`` (default: the weights' own, which must be one)."""
         dtypes = {tensor.dtype for tensor in state_dict.values()}
-        if len(dtypes) != 1:
+        if dtype is None and len(dtypes) != 1:
             raise ValueError(f"weights mix dtypes {sorted(map(str, dtypes))}; sync needs one")
-        return cls(tuple(state_dict), tuple(tuple(t.shape) for t in state_dict.values()), dtypes.pop())
+        shapes = tuple(tuple(t.shape) for t in state_dict.values())
+        return cls(tuple(state_dict), shapes, dtype if dtype is not None else dtypes.pop())
 
     @property
     def numel(self) -> int:
         return sum(math.prod(shape) for shape in self.shapes)
 
-    def flatten(self, state_dict: dict[str, torch.Tensor]) -> torch.Tensor:
-        return torch.cat([state_dict[name].detach().reshape(-1) for name in self.names]).contiguous()
+    def flatten(self, state_dict: dict[str, torch.Tensor], device: torch.device | str | None = None) -> torch.Tensor:
+        """One tensor of the layout's dtype on ``device`` (default: the weights'), each weight cast as it is copied."""
+        first = state_dict[self.names[0]]
+        flat = self.empty(first.device if device is None else device)
+        for name, piece in zip(self.names, self._pieces(flat), strict=True):
+            piece.copy_(state_dict[name].detach().reshape(-1))
+        return flat
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        sizes = [math.prod(shape) for shape in self.shapes]
-        pieces = torch.split(flat, sizes)
+        pieces = self._pieces(flat)
         return {name: piece.view(shape) for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)}
+
+    def _pieces(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.split(flat, [math.prod(shape) for shape in self.shapes])
 
     def empty(self, device: torch.device | str) -> torch.Tensor:
         return torch.empty(self.numel, dtype=self.dtype, device=device)
-
-
-def sync_backend(device: str, processes: int) -> str:
-    """NCCL when every process has a GPU of its own; otherwise gloo, with weights staged in host memory."""
-    if device == "cuda" and torch.cuda.device_count() >= processes:
-        return "nccl"
-    return "gloo"
 
 
 def staging_device(backend: str, device: str | torch.device) -> str | torch.device:
@@ -64,11 +69,31 @@ def staging_device(backend: str, device: str | torch.device) -> str | torch.devi
     return device if backend == "nccl" else "cpu"
 
 
-def send_weights(flat: torch.Tensor, actor_rank: int) -> dist.Work:
-    """Start sending one version to an actor; the returned work completes when it has received it."""
-    return dist.isend(flat, dst=actor_rank)
+class Sending:
+    """The messages of one version on their way to an actor: complete when every piece has been received."""
+
+    def __init__(self, works: list[dist.Work]) -> None:
+        self.works = works
+
+    def is_completed(self) -> bool:
+        return all(work.is_completed() for work in self.works)
+
+    def wait(self) -> None:
+        for work in self.works:
+            work.wait()
+
+
+def send_weights(flat: torch.Tensor, actor_rank: int) -> Sending:
+    """Start sending one version to an actor, in pieces of at most ``MESSAGE_BYTES`` (1.5B bf16 weights are 3 GB)."""
+    return Sending([dist.isend(piece, dst=actor_rank) for piece in _pieces(flat)])
 
 
 def receive_weights(buffer: torch.Tensor) -> torch.Tensor:
-    dist.recv(buffer, src=LEARNER_RANK)
+    """Receive one version into ``buffer``, piece by piece as ``send_weights`` sent it."""
+    for piece in _pieces(buffer):
+        dist.recv(piece, src=LEARNER_RANK)
     return buffer
+
+
+def _pieces(flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.split(flat, max(1, MESSAGE_BYTES // flat.element_size()))

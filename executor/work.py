@@ -3,7 +3,7 @@
     group id ──► WorkSource.requests(group) ──► G engine requests ──► actor
     finished rollouts ──► WorkSource.reward(group, sample, rollout) ──► learner
 
-* **task mode** (``workload.task`` set): prompts come from the task, the model
+* **task mode** (``workload.task``, or ``workload.prompts`` and ``workload.reward``, set): prompts come from the task, the model
   stops at end-of-sequence or ``completion_tokens.max_tokens``, the task scores.
 * **timing mode** (no task): prompt and completion lengths come from the same
   seeded ``LengthStream`` as the simulator's, each completion is forced to its
@@ -81,18 +81,52 @@ class WorkSource:
 
 
 def load_scenario_task(scenario: Scenario) -> Task | None:
-    """The scenario's task (task mode), or None (timing mode)."""
+    """The scenario's task (task mode: a named task, or a prompts file and a reward), or None (timing mode)."""
     from asyncrl.executor.tasks import load_task
 
+    if scenario.workload.prompts is not None:
+        from asyncrl.executor.prompt_task import load_prompt_task
+
+        return load_prompt_task(scenario)
     return load_task(scenario.workload.task) if scenario.workload.task else None
 
 
+def engine_model(scenario: Scenario, task: Task | None, device: str) -> PreTrainedModel:
+    """The initial policy as an engine holds it: on ``device``, in ``model.dtype``, in eval mode.
+
+    Built in fp32 like the learner's copy, then cast, so an engine's version 0 is the learner's, rounded.
+    """
+    from asyncrl.executor.precision import executor_dtype
+
+    return policy_model(scenario, task).to(device, executor_dtype(scenario.model.dtype)).eval()
+
+
+def empty_engine_model(scenario: Scenario, task: Task | None, device: str) -> PreTrainedModel:
+    """An engine's model with the right layout, dtype and device but uninitialised weights (for timing loads)."""
+    import torch
+    from asyncrl.executor.models import build_config
+    from asyncrl.executor.precision import executor_dtype
+    from asyncrl.scenarios.catalog import MODEL_PRESETS
+    from transformers import AutoModelForCausalLM
+
+    if scenario.model.preset is None:  # a checkpoint: its own layout, read from disk
+        return engine_model(scenario, task, device)
+    vocab_size = task.tokenizer.vocab_size if task else None
+    config = build_config(MODEL_PRESETS[scenario.model.preset], vocab_size=vocab_size)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config).to(executor_dtype(scenario.model.dtype))
+    return model.to_empty(device=device).eval()
+
+
 def policy_model(scenario: Scenario, task: Task | None) -> PreTrainedModel:
-    """The initial policy: a local checkpoint (``model.path``) or a preset built from its seed."""
+    """The initial policy: a local checkpoint (``model.path``) or a preset built from its seed, in fp32."""
     from asyncrl.executor.models import build_model, load_model
 
     if scenario.model.path is not None:
-        return load_model(scenario.model.path, trust_remote_code=scenario.model.trust_remote_code)
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # no "Loading weights" bar per process over the run's own
+        return load_model(scenario.model.path, trust_remote_code=scenario.model.trust_remote_code).float()
     if scenario.model.preset is None:
         raise ValueError("model: the executor needs model.preset or model.path")
     vocab_size = task.tokenizer.vocab_size if task else None

@@ -16,6 +16,7 @@ import os
 from typing import Any, Protocol
 
 from asyncrl.executor.actor import ActorSpec, actor_main
+from asyncrl.executor.lifetime import die_with_parent
 from asyncrl.scenarios.scenario import Scenario
 
 
@@ -44,7 +45,7 @@ class LocalProcesses:
         for spec in specs:
             args = (spec, self.commands[spec.index], self.results)
             process = self.context.Process(
-                target=actor_main, args=args, daemon=True, name=f"asyncrl-actor-{spec.index}"
+                target=_local_actor, args=args, daemon=True, name=f"asyncrl-actor-{spec.index}"
             )
             process.start()
             self.processes.append(process)
@@ -61,6 +62,12 @@ class LocalProcesses:
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=5)
+
+
+def _local_actor(spec: ActorSpec, commands: Any, results: Any) -> None:
+    """A local actor process: it dies with this one (``executor.lifetime``), then runs the actor loop."""
+    die_with_parent()
+    actor_main(spec, commands, results)
 
 
 class _ActorHost:

@@ -7,7 +7,7 @@ that would run longer stops at the cap, so the cap carries the tail's mass.
     fixed      value
     lognormal  median · exp(sigma · Z)
     pareto     scale · (1 + Lomax(alpha))        scale is the smallest length
-    empirical  uniform over the lengths in a file (one integer per line)
+    empirical  uniform over the lengths in a file (one integer per line, or a JSONL log's field)
 """
 
 from __future__ import annotations
@@ -18,20 +18,14 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveFloat,
-    PositiveInt,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from asyncrl.scenarios.jsonl import read_field, token_counts
+from asyncrl.scenarios.limits import MAX_LENGTHS_FILE_BYTES, MAX_TOKENS, PositiveFloat, Sigma, Tokens, TokensFloat
+from asyncrl.scenarios.textfile import read_text
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 
 class _Lengths(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` lengths as int64, each in [1, max_tokens]."""
@@ -55,8 +49,8 @@ class Fixed(_Lengths):
     """Every rollout has the same length."""
 
     kind: Literal["fixed"]
-    value: PositiveInt
-    max_tokens: PositiveInt | None = Field(None, description="cap; defaults to value")
+    value: Tokens
+    max_tokens: Tokens | None = Field(None, description="cap; defaults to value")
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return np.full(size, self.value, dtype=np.float64)
@@ -74,9 +68,9 @@ class LogNormal(_Lengths):
     """median · exp(sigma · Z): the usual shape of reasoning-length tails."""
 
     kind: Literal["lognormal"]
-    median: PositiveFloat
-    sigma: PositiveFloat
-    max_tokens: PositiveInt
+    median: TokensFloat
+    sigma: Sigma
+    max_tokens: Tokens
 
     @model_validator(mode="after")
     def _cap_above_median(self) -> LogNormal:
@@ -104,9 +98,9 @@ class Pareto(_Lengths):
     """scale · (1 + Lomax(alpha)): heavier tail than lognormal for small alpha."""
 
     kind: Literal["pareto"]
-    scale: PositiveFloat = Field(description="smallest length")
+    scale: TokensFloat = Field(description="smallest length")
     alpha: PositiveFloat = Field(description="tail index; smaller is heavier")
-    max_tokens: PositiveInt
+    max_tokens: Tokens
 
     @model_validator(mode="after")
     def _cap_above_scale(self) -> Pareto:
@@ -123,30 +117,44 @@ class Pareto(_Lengths):
 
     @property
     def mean(self) -> float:
-        # E[min(X, m)] = x_m + ∫_{x_m}^{m} (x_m/x)^a dx
+        # E[min(X, m)] = x_m + ∫_{x_m}^{m} (x_m/x)^a dx = x_m + x_m ((m/x_m)^(1−a) − 1) / (1 − a),
+        # written with m/x_m ≥ 1 so no power overflows, whatever the tail index
         a, xm, m = self.alpha, self.scale, self.max_tokens
         if math.isclose(a, 1.0):
             return xm + xm * math.log(m / xm)
-        return xm + xm**a * (m ** (1 - a) - xm ** (1 - a)) / (1 - a)
+        return xm + xm * ((m / xm) ** (1 - a) - 1) / (1 - a)
 
 
 class Empirical(_Lengths):
     """Lengths observed in a real run, drawn uniformly with replacement."""
 
     kind: Literal["empirical"]
-    path: Path = Field(description="file with one integer length per line; relative to the scenario file")
-    max_tokens: PositiveInt | None = Field(None, description="cap; defaults to the longest observed length")
+    path: Path = Field(
+        description="file with one integer length per line, or a .jsonl log (see field); relative to the scenario file"
+    )
+    field: str | None = Field(
+        None, description="a .jsonl path: the key holding each completion's token count or token ids; default: guessed"
+    )
+    max_tokens: Tokens | None = Field(None, description="cap; defaults to the longest observed length")
 
     @field_validator("path")
     @classmethod
-    def _readable(cls, path: Path, info: ValidationInfo) -> Path:
+    def _resolved(cls, path: Path, info: ValidationInfo) -> Path:
         base = (info.context or {}).get("base_dir")
-        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
-        _read_lengths(resolved)
-        return resolved
+        return (Path(base) / path if base and not path.is_absolute() else path).resolve()
+
+    @model_validator(mode="after")
+    def _readable(self) -> Empirical:
+        if self.field is not None and not _is_jsonl(self.path):
+            raise ValueError(f"field: only a .jsonl path has fields ({self.path.name} is one length per line)")
+        _ = self.observed
+        return self
 
     @cached_property
     def observed(self) -> np.ndarray:
+        if _is_jsonl(self.path):
+            field, values = read_field(self.path, self.field)
+            return token_counts(values, f"{self.path.name}:{field}")
         return _read_lengths(self.path)
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -161,16 +169,31 @@ class Empirical(_Lengths):
         return float(np.minimum(self.observed, self.cap).mean())
 
 
+def _is_jsonl(path: Path) -> bool:
+    return path.suffix.lower() in (".jsonl", ".ndjson")
+
+
 def _read_lengths(path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise ValueError(f"file not found: {path}")
-    try:
-        values = [int(line) for line in path.read_text().split()]
-    except ValueError as exc:
-        raise ValueError(f"{path}: every line must be one integer length ({exc})") from None
-    if not values or min(values) < 1:
-        raise ValueError(f"{path}: needs at least one length, all of them ≥ 1")
+    """One integer length per line, each in [1, MAX_TOKENS]; a ValueError names the file and the line."""
+    text = read_text(path, MAX_LENGTHS_FILE_BYTES, "a lengths file")
+    values = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for word in line.split():
+            values.append(_length(word, path, number))
+    if not values:
+        raise ValueError(f"{path}: needs at least one length")
     return np.asarray(values, dtype=np.int64)
+
+
+def _length(word: str, path: Path, line: int) -> int:
+    try:
+        value = int(word)
+    except ValueError:
+        raise ValueError(f"{path}: line {line}: {word[:40]!r} is not an integer length") from None
+    if not 1 <= value <= MAX_TOKENS:
+        shown = f"length {value:,}" if len(word) <= 20 else f"a {len(word)}-digit length"
+        raise ValueError(f"{path}: line {line}: {shown} is outside [1, {MAX_TOKENS:,}] tokens")
+    return value
 
 
 def _normal_cdf(x: float) -> float:

@@ -10,12 +10,17 @@ field's dotted path, so the command line can print it and exit with status 2.
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
+from asyncrl.scenarios.limits import MAX_SCENARIO_FILE_BYTES
 from asyncrl.scenarios.scenario import PipelinedSchedule, Scenario, StreamingSchedule, SyncSchedule
-from pydantic import ValidationError
+from asyncrl.scenarios.textfile import parse_yaml, read_text
+from pydantic import BaseModel, ValidationError
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 
@@ -53,9 +58,9 @@ def load_scenario(name_or_path: str | Path, overrides: list[str] | tuple[str, ..
     """Load, override and validate a scenario file; raise ScenarioError on bad input."""
     path = resolve_path(name_or_path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML ({exc})") from None
+        data = parse_yaml(read_text(path, MAX_SCENARIO_FILE_BYTES, "a scenario file"), path)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario file is a mapping of sections (model, hardware, ...)")
     for override in overrides:
@@ -68,7 +73,7 @@ def validate_scenario(data: dict[str, Any], base_dir: Path | None = None) -> Sce
     try:
         return Scenario.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
     except ValidationError as exc:
-        raise ScenarioError(describe_validation_error(exc)) from None
+        raise ScenarioError(describe_validation_errors(exc)) from None
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -84,6 +89,70 @@ def describe_validation_error(exc: ValidationError) -> str:
     if error["type"] == "value_error" and rest and field.replace("_", "").isalpha():
         path, message = f"{path}.{field}" if path else field, rest  # a section check naming its field
     return f"{path}: {message}" if path else message
+
+
+def describe_validation_errors(exc: ValidationError) -> str:
+    """Every error, one ``dotted.field: message`` line each, with a did-you-mean where a close name exists."""
+    lines = [_describe_one(error) for error in exc.errors()]
+    return "\n".join(dict.fromkeys(lines))
+
+
+def _describe_one(error: Any) -> str:
+    """One error as ``describe_validation_error`` words it, plus a did-you-mean for a mistyped name."""
+    line = describe_validation_error(_OneError(error))  # type: ignore[arg-type]
+    return line + _suggestion(error)
+
+
+class _OneError:
+    """One error of a ValidationError, read the way ``describe_validation_error`` reads the first."""
+
+    def __init__(self, error: Any) -> None:
+        self.error = error
+
+    def errors(self) -> list[Any]:
+        return [self.error]
+
+
+def _suggestion(error: Any) -> str:
+    """``; did you mean X?`` for an unknown key, a value outside a fixed set, or an unknown schedule kind."""
+    if error["type"] == "extra_forbidden":
+        word, candidates = str(error["loc"][-1]), _keys_at(error["loc"][:-1])
+    elif error["type"] == "literal_error":
+        word, candidates = str(error["input"]), re.findall(r"'([^']*)'", error["ctx"]["expected"])
+    elif error["type"] == "union_tag_invalid":
+        word, candidates = str(error["ctx"]["tag"]), re.findall(r"'([^']*)'", error["ctx"]["expected_tags"])
+    else:
+        return ""
+    return did_you_mean(word, candidates)
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """``; did you mean X?`` for the closest candidate, or nothing when none is close (short words: closer)."""
+    cutoff = 0.8 if len(word) <= 4 else 0.6
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=cutoff)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the section at ``loc`` accepts (a tagged union's member picked by its tag)."""
+    node: Any = Scenario
+    for part in loc:
+        models = _models(node)
+        tagged = [m for m in models if "kind" in m.model_fields and part in get_args(m.model_fields["kind"].annotation)]
+        if tagged:
+            node = tagged[0]
+            continue
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        if not fields:
+            return []
+        node = fields[0].annotation
+    return sorted({name for model in _models(node) for name in model.model_fields})
+
+
+def _models(node: Any) -> list[type[BaseModel]]:
+    """The pydantic models in an annotation: itself, or the members of a union."""
+    members = get_args(node) or (node,)
+    return [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
 
 
 def _kind_hint(loc: tuple[Any, ...]) -> str:
@@ -103,7 +172,7 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     not have, so ``--set schedule.kind=sync`` works on any scenario file.
     """
     key, sep, raw = override.partition("=")
-    if not sep or not key:
+    if not sep or not all(key.split(".")):
         raise ScenarioError(f"--set {override}: expected dotted.key=value")
     try:
         value = yaml.safe_load(raw)

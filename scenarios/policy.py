@@ -18,8 +18,10 @@ the engine holds a version ≥ ``i // B − η``:
   holds (AReaL's admission rule); the learner takes the oldest finished groups
   first and drops any that would exceed η, so the bound holds even for a
   straggler that finishes after younger groups filled the batches before it.
-  Without in-flight updates an engine loads new weights only when empty; once
-  its weights are too old to start anything it drains, then loads.
+  Without in-flight updates an engine loads new weights only when empty:
+  ``refresh: lazy`` lets it run on until its weights are too old to start
+  anything, then it drains; ``refresh: drain`` stops it admitting as soon as it
+  is ``refresh_every`` versions behind, so it drains and loads.
 
 No SimPy, torch or Ray here: the state is a handful of integers.
 """
@@ -64,22 +66,32 @@ def exact_versions(scenario: Scenario) -> bool:
     return scenario.schedule.kind != "streaming"
 
 
-def admissible_groups(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> int:
+def admissible_groups(
+    scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int, latest_version: int = 0
+) -> int:
     """How many more groups an engine holding ``engine_version`` may start now.
 
     Live group ``i`` needs ``lowest_version(i) ≤ engine_version``, i.e.
     ``i < (engine_version + η + 1) · B``; exact schedules also need the engine
     to hold precisely the next group's prescribed version. ``live_groups``
     counts groups started and not dropped; ``queued_groups`` finished groups
-    not yet trained (a full queue under ``block`` stops generation).
+    not yet trained (a full queue under ``block`` stops generation);
+    ``latest_version`` the learner's (``refresh: drain`` stops an engine that
+    has fallen ``refresh_every`` versions behind it).
     """
     limit = admission_limit(
-        scenario, engine_version=engine_version, live_groups=live_groups, queued_groups=queued_groups
+        scenario,
+        engine_version=engine_version,
+        live_groups=live_groups,
+        queued_groups=queued_groups,
+        latest_version=latest_version,
     )
     return max(0, limit - live_groups)
 
 
-def admission_limit(scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int) -> int:
+def admission_limit(
+    scenario: Scenario, *, engine_version: int, live_groups: int, queued_groups: int, latest_version: int = 0
+) -> int:
     """The live-group count up to which an engine holding ``engine_version`` may start groups now.
 
     It stays put while groups start (each one only raises ``live_groups``
@@ -89,11 +101,21 @@ def admission_limit(scenario: Scenario, *, engine_version: int, live_groups: int
     if exact_versions(scenario):
         if engine_version != lowest_version(live_groups, scenario):
             return live_groups
-    elif scenario.schedule.queue_policy == "block" and queued_groups >= scenario.queue_capacity:
-        return live_groups
+    else:
+        queue_full = scenario.schedule.queue_policy == "block" and queued_groups >= scenario.queue_capacity
+        if queue_full or draining(scenario, engine_version=engine_version, latest_version=latest_version):
+            return live_groups
     window_end = (engine_version + scenario.staleness_bound + 1) * scenario.batch_groups
     run_end = scenario.run.steps * scenario.batch_groups  # no group beyond what the run trains
     return min(window_end, run_end)
+
+
+def draining(scenario: Scenario, *, engine_version: int, latest_version: int) -> bool:
+    """``refresh: drain``: an engine this far behind starts nothing more; once empty it loads."""
+    schedule = scenario.schedule
+    if getattr(schedule, "refresh", "lazy") != "drain":
+        return False
+    return latest_version - engine_version >= schedule.refresh_every
 
 
 def sync_target(

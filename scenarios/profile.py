@@ -3,6 +3,9 @@
     decode_step_s: {1: 0.010, 16: 0.012, 64: 0.018}  # one decode step of one engine at batch b
     decode_context_token_s: 0.0   # optional: extra decode-step time per token of context in the batch
     prefill_token_s: 2.0e-5       # per prompt token, one engine
+    prefill_per: group            # optional: group (one prefill per group: a prefix cache) | sample (each sample's)
+    join_s: 0.0                   # optional: per prefill besides its tokens (the call, merging into the batch cache)
+    retire_s: 0.0                 # optional: per decode step in which rollouts finish (compacting the cache)
     train_token_s: 4.0e-4         # learner time per trained token on ONE training device
     train_token_square_s: 0.0     # optional: per row and squared row length (attention), ONE training device
     train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
@@ -22,28 +25,35 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
+from asyncrl.scenarios.limits import (
+    MAX_CONCURRENCY,
+    MAX_SCENARIO_FILE_BYTES,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
-    ValidationError,
-    field_validator,
 )
+from asyncrl.scenarios.textfile import parse_yaml, read_text
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class CostProfile(BaseModel):
     """Seconds per unit of work, measured on one device kind for one model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     decode_step_s: dict[PositiveInt, PositiveFloat] = Field(description="batch size -> seconds per decode step")
     decode_context_token_s: NonNegativeFloat = Field(
         0.0, description="seconds per token of context read in a decode step"
     )
     prefill_token_s: NonNegativeFloat
+    prefill_per: Literal["group", "sample"] = Field(
+        "group",
+        description="group: a group's prompt is prefilled once (prefix caching); sample: once per sample (the executor)",
+    )
+    join_s: NonNegativeFloat = Field(0.0, description="seconds per prefill besides its tokens (call, cache merge)")
+    retire_s: NonNegativeFloat = Field(
+        0.0, description="seconds per decode step in which rollouts finish (the batch cache is compacted)"
+    )
     train_token_s: PositiveFloat
     train_token_square_s: NonNegativeFloat = Field(
         0.0, description="learner time per row per squared row length (attention), on ONE training device"
@@ -59,7 +69,17 @@ class CostProfile(BaseModel):
     def _sorted_non_empty(cls, table: dict[int, float]) -> dict[int, float]:
         if not table:
             raise ValueError("needs at least one batch size")
-        return dict(sorted(table.items()))
+        if len(table) > MAX_CONCURRENCY:
+            raise ValueError(f"{len(table):,} batch sizes, more than {MAX_CONCURRENCY:,}")
+        ordered = dict(sorted(table.items()))
+        sizes, times = list(ordered), list(ordered.values())
+        for i in range(1, len(sizes)):
+            if times[i] < times[i - 1]:
+                raise ValueError(
+                    f"{times[i]:g} s at batch {sizes[i]} is less than {times[i - 1]:g} s at batch {sizes[i - 1]}; "
+                    "a decode step cannot get faster as the batch grows (take the running maximum)"
+                )
+        return ordered
 
     def decode_step(self, batch: int) -> float:
         """Seconds for one decode step at ``batch`` rollouts, from the table."""
@@ -76,17 +96,22 @@ class CostProfile(BaseModel):
 
 def load_profile(path: Path) -> CostProfile:
     """Read a profile file; a ValueError names the file and the bad field."""
-    if not path.is_file():
-        raise ValueError(f"file not found: {path}")
+    data = parse_yaml(read_text(path, MAX_SCENARIO_FILE_BYTES, "a cost profile"), path)
     try:
-        data = yaml.safe_load(path.read_text())
         return CostProfile.model_validate(data)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc})") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "profile"
-        raise ValueError(f"{path}: {field}: {first['msg']}") from None
+        raise ValueError(f"{path}: {field}: {first['msg'].removeprefix('Value error, ')}") from None
+
+
+def running_maximum(table: dict[int, float]) -> dict[int, float]:
+    """A measured decode table made non-decreasing in the batch size (timing noise can make it dip)."""
+    ordered, top = {}, 0.0
+    for batch, seconds in sorted(table.items()):
+        top = max(top, seconds)
+        ordered[batch] = top
+    return ordered
 
 
 def save_profile(profile: CostProfile, path: Path) -> None:

@@ -221,6 +221,16 @@ class RunSummary(_SummarySection):
     backend: str = Field(description="what produced the run: 'simulator' or 'executor'")
     scenario: str = Field(description="name of the scenario run")
     steps: int = Field(description="learner steps completed (steps)")
+    steps_simulated: int | None = Field(
+        default=None,
+        description="simulator sweeps only, when the run was ended once converged: the learner steps simulated; "
+        "the figures are extrapolated to ``steps`` (steps)",
+    )
+    extrapolated: bool | None = Field(
+        default=None,
+        description="simulator sweeps only: true when the figures are those of ``steps_simulated`` steps plus the "
+        "steps skipped, each one a mean step of the converged span (staleness histogram counts scaled, rounded)",
+    )
     wall_time_s: float = Field(description="end of the last learner step (s)")
     step_time_s: StepTime
     throughput: Throughput
@@ -237,12 +247,22 @@ class RunSummary(_SummarySection):
     )
     status: str | None = Field(
         default=None,
-        description="executor runs only: how the run ended, 'complete', 'interrupted' or 'failed' ('checkpoint' "
-        "for a record written mid-run); absent from simulator runs",
+        description="executor runs only: how the run ended, 'complete', 'interrupted' or 'failed' (progress at a "
+        "checkpoint goes to checkpoint/progress.json, never here); absent from simulator runs",
+    )
+    resumed_from: int | None = Field(
+        default=None,
+        description="executor runs continued with --resume only: the learner step of the checkpoint they "
+        "continued from (steps)",
+    )
+    dtype: str | None = Field(
+        default=None,
+        description="executor runs only: the number format the engines ran in, 'fp32' or 'bf16' (the learner keeps "
+        "fp32 weights and computes in it under autocast); absent from simulator runs",
     )
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON-ready dict ``summary.json`` holds, fields in their documented order; no ``status`` if unset."""
+        """The JSON-ready dict ``summary.json`` holds, fields in their documented order; unset optional ones left out."""
         return self.model_dump(mode="json", exclude_none=True)
 
 
@@ -431,13 +451,14 @@ def _ratio(numerator: float, denominator: float) -> float:
     return float(numerator / denominator) if denominator > 0 else 0.0
 
 
-def write_run(out_dir: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: dict[str, Any]) -> None:
-    """Write a run directory; summary.json goes last, so its presence means complete."""
+def write_run(out_dir: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: dict[str, Any] | None) -> None:
+    """Write a run directory; summary.json goes last, so its presence means complete (none: the run goes on)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
     (out_dir / "scenario.yaml").write_text(scenario_yaml)
     events.astype(EVENT_COLUMNS).to_parquet(out_dir / "events.parquet", index=False)
-    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    if summary is not None:
+        (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:

@@ -4,7 +4,7 @@
                                      └─► executor   (runs for real)
 
 Sections mirror the file: ``model``, ``hardware``, ``cluster``, ``workload``,
-``schedule``, ``algorithm``, ``run``. Every section forbids unknown keys, so a
+``schedule``, ``algorithm``, ``learner``, ``run``. Every section forbids unknown keys, so a
 typo fails at load time with the field's path. Quantities derived from several
 sections (engines, batch size, KV bytes per token, concurrency that fits in
 memory) live here as properties, computed once, so both backends read the same
@@ -13,39 +13,33 @@ numbers instead of re-deriving them.
 
 from __future__ import annotations
 
-import math
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
 from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
 from asyncrl.scenarios.distributions import Fixed, LengthDistribution
-from asyncrl.scenarios.profile import CostProfile, load_profile
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
+from asyncrl.scenarios.limits import (
+    Concurrency,
+    Devices,
+    Fraction,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+    Seed,
+    Steps,
 )
+from asyncrl.scenarios.memory import rollouts_that_fit
+from asyncrl.scenarios.profile import CostProfile, load_profile
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 DeviceName = Literal[tuple(DEVICES)]  # type: ignore[valid-type]
 PresetName = Literal[tuple(MODEL_PRESETS)]  # type: ignore[valid-type]
-Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
-
-#: Share of device memory an engine may use (vLLM's gpu_memory_utilization default).
-ENGINE_MEMORY_FRACTION = 0.9
-#: Most rollouts one engine batches, whatever memory allows (vLLM's max_num_seqs default).
-ENGINE_MAX_BATCH = 256
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelSpec(_Section):
@@ -61,17 +55,28 @@ class ModelSpec(_Section):
     heads: PositiveInt | None = Field(None, description="attention heads; default hidden / head_dim")
     kv_heads: PositiveInt | None = None
     head_dim: PositiveInt | None = None
+    vocab: PositiveInt | None = Field(None, description="vocabulary size (the learner's logits); from the preset")
     dtype: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"
     path: Path | None = Field(
-        None, description="executor: local checkpoint directory (safetensors); else built from preset"
+        None,
+        description="executor: a checkpoint directory (safetensors; relative to the scenario file where it exists "
+        "there), or a hub name already in the local Hugging Face cache; else built from preset",
     )
     trust_remote_code: bool = Field(False, description="executor: allow code shipped with a local checkpoint")
+
+    @field_validator("path")
+    @classmethod
+    def _path_beside_the_scenario(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        base = (info.context or {}).get("base_dir")
+        if path is None or path.is_absolute() or not base or not (Path(base) / path).exists():
+            return path  # absolute, relative to the working directory, or a hub name
+        return (Path(base) / path).resolve()
 
     @model_validator(mode="after")
     def _fill_from_preset(self) -> ModelSpec:
         if self.preset is not None:
             preset = MODEL_PRESETS[self.preset]
-            for name in ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim"):
+            for name in ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, getattr(preset, name))
         missing = [
@@ -135,9 +140,9 @@ class HardwareSpec(_Section):
 class ClusterSpec(_Section):
     """How many devices generate, how many train, and how engines span them."""
 
-    generation_devices: PositiveInt
-    training_devices: PositiveInt
-    devices_per_engine: PositiveInt = Field(1, description="tensor-parallel size of one generation engine")
+    generation_devices: Devices
+    training_devices: Devices
+    devices_per_engine: Devices = Field(1, description="tensor-parallel size of one generation engine")
     colocated: bool = Field(False, description="the same devices alternate between generating and training")
     devices_per_node: PositiveInt = Field(
         8, description="devices that share a node (NVLink); engines, then the learner, fill nodes in order"
@@ -181,14 +186,46 @@ class WorkloadSpec(_Section):
         None,
         description="executor: a shipped task name or module:function; none = timing mode (lengths drawn, enforced)",
     )
+    prompts: Path | None = Field(
+        None,
+        description="executor: task mode on a prompts file (JSONL, one {prompt, ...} per line; relative to the "
+        "scenario file), tokenized by model.path's own tokenizer; with reward",
+    )
+    reward: str | None = Field(
+        None, description="executor: module:function scoring a completion: f(completion_text, record) -> float"
+    )
+
+    @field_validator("prompts")
+    @classmethod
+    def _prompts_beside_the_scenario(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is None:
+            return None
+        base = (info.context or {}).get("base_dir")
+        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
+        if not resolved.is_file():
+            raise ValueError(f"file not found: {resolved}")
+        return resolved
+
+    @model_validator(mode="after")
+    def _one_task_source(self) -> WorkloadSpec:
+        if (self.prompts is None) != (self.reward is None):
+            raise ValueError("reward: a prompts file and a reward function go together; give both or neither")
+        if self.prompts is not None and self.task is not None:
+            raise ValueError("task: give a task, or prompts and reward, not both")
+        return self
 
     @property
     def samples_per_step(self) -> int:
         return self.prompts_per_step * self.samples_per_prompt
 
+    @property
+    def task_mode(self) -> bool:
+        """A real reward (a task, or prompts and reward) rather than timing mode."""
+        return self.task is not None or self.prompts is not None
+
 
 class _ScheduleBase(_Section):
-    max_concurrency: PositiveInt | None = Field(
+    max_concurrency: Concurrency | None = Field(
         None, description="rollouts in flight per engine; default: what fits in memory"
     )
 
@@ -228,10 +265,25 @@ class StreamingSchedule(_ScheduleBase):
     queue_policy: Literal["block", "drop_oldest"] = Field(
         "block", description="when the queue is full: block (generation waits) | drop_oldest"
     )
+    refresh: Literal["lazy", "drain"] = Field(
+        "lazy",
+        description="without in-flight updates, when an engine takes new weights: lazy (once it is empty, or "
+        "its weights are too old to start anything) | drain (stop admitting once its weights are "
+        "refresh_every versions behind, finish what runs, load)",
+    )
+    refresh_every: PositiveInt = Field(
+        1, description="with refresh: drain, how many versions behind an engine may fall before it drains"
+    )
 
     @cached_property
     def staleness_bound(self) -> int:
         return self.max_staleness
+
+    @model_validator(mode="after")
+    def _refresh_needs_no_in_flight_updates(self) -> StreamingSchedule:
+        if self.in_flight_updates and self.refresh == "drain":
+            raise ValueError("refresh: drain is for engines without in_flight_updates (those load at once)")
+        return self
 
 
 Schedule = Annotated[SyncSchedule | PipelinedSchedule | StreamingSchedule, Field(discriminator="kind")]
@@ -255,22 +307,69 @@ class AlgorithmSpec(_Section):
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
 
 
+class LearnerSpec(_Section):
+    """How the learner holds the model in memory (``scenarios/memory.py``); verl and OpenRLHF names given."""
+
+    sharding: Literal["fsdp", "zero3", "zero2", "zero1", "ddp"] = Field(
+        "fsdp",
+        description="what is split over the training devices: fsdp/zero3 weights, gradients and optimizer; "
+        "zero2 gradients and optimizer; zero1 optimizer; ddp nothing "
+        "(verl: actor.strategy=fsdp; OpenRLHF: --zero_stage)",
+    )
+    param_dtype: Literal["bf16", "fp16", "fp32", "fp8"] | None = Field(
+        None,
+        description="weights and activations; default model.dtype "
+        "(verl: fsdp_config.mixed_precision.param_dtype; OpenRLHF: --param_dtype / --bf16)",
+    )
+    master_weights: Literal["fp32", "none"] = Field(
+        "fp32", description="an fp32 copy of the weights the optimizer updates (none: update them in param_dtype)"
+    )
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="gradients (verl: fsdp_config.mixed_precision.reduce_dtype; OpenRLHF: --grad_accum_dtype)",
+    )
+    optimizer: Literal["adam", "sgd"] = Field(
+        "adam", description="adam: two fp32 states per weight; sgd: none (verl: actor.optim)"
+    )
+    optimizer_offload: bool = Field(
+        False,
+        description="master weights and optimizer states on CPU through the update (OpenRLHF: --adam_offload; "
+        "verl's fsdp_config.optimizer_offload frees them only between steps)",
+    )
+    param_offload: bool = Field(
+        False,
+        description="weights on CPU, fetched layer by layer (DeepSpeed: offload_param; "
+        "verl's fsdp_config.param_offload frees them only between steps)",
+    )
+    activation_checkpointing: bool = Field(
+        True,
+        description="keep only each layer's input, recompute the rest in backward "
+        "(verl: model.enable_gradient_checkpointing; OpenRLHF: --gradient_checkpointing)",
+    )
+    micro_batch_tokens: PositiveInt = Field(
+        16384,
+        description="tokens per micro-batch on one device, at least one whole rollout "
+        "(verl: actor.ppo_max_token_len_per_gpu; OpenRLHF: --train_max_tokens_per_gpu)",
+    )
+
+
 class RunSpec(_Section):
-    steps: PositiveInt = Field(100, description="learner steps")
-    seed: NonNegativeInt = 0
+    steps: Steps = Field(100, description="learner steps")
+    seed: Seed = 0
     checkpoint_every: PositiveInt | None = Field(None, description="executor: learner checkpoint every N steps")
 
 
 class Scenario(_Section):
     """One asynchronous RL setup, as both backends read it."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
     model: ModelSpec
     hardware: HardwareSpec
     cluster: ClusterSpec
     workload: WorkloadSpec
     schedule: Schedule
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
+    learner: LearnerSpec = Field(default_factory=LearnerSpec)
     run: RunSpec = Field(default_factory=RunSpec)
 
     @model_validator(mode="after")
@@ -281,9 +380,13 @@ class Scenario(_Section):
             )
         group = self.workload.samples_per_prompt
         if self.engine_concurrency < group:
-            field = "schedule.max_concurrency" if self.schedule.max_concurrency else "cluster.devices_per_engine"
+            explicit = self.schedule.max_concurrency is not None
+            field = "schedule.max_concurrency" if explicit else "cluster.devices_per_engine"
+            fits = (
+                "" if explicit else f" of {self.expected_rollout_tokens:,.0f} tokens on average (prompt + completion)"
+            )
             raise ValueError(
-                f"{field}: an engine holds {self.engine_concurrency} rollouts, fewer than one group "
+                f"{field}: an engine holds {self.engine_concurrency} rollouts{fits}, fewer than one group "
                 f"(samples_per_prompt = {group}); an engine generates whole groups"
             )
         if self.queue_capacity < self.workload.prompts_per_step:
@@ -325,14 +428,15 @@ class Scenario(_Section):
 
     @cached_property
     def memory_concurrency(self) -> int:
-        """Rollouts whose KV cache fits in one engine next to the weights."""
-        spec = self.hardware.spec
-        memory = spec.memory_bytes * self.cluster.devices_per_engine * ENGINE_MEMORY_FRACTION
-        free = memory - self.model.weight_bytes
-        if free <= 0:
-            return 0
-        per_rollout = self.model.kv_bytes_per_token * self.expected_rollout_tokens
-        return min(ENGINE_MAX_BATCH, math.floor(free / per_rollout))
+        """Rollouts whose KV cache fits in one engine next to the weights (``memory.rollouts_that_fit``)."""
+        model = self.model
+        return rollouts_that_fit(
+            model.weight_bytes,
+            model.kv_bytes_per_token,
+            self.hardware.spec.memory_bytes,
+            self.cluster.devices_per_engine,
+            self.expected_rollout_tokens,
+        )
 
     @cached_property
     def engine_concurrency(self) -> int:
@@ -344,6 +448,7 @@ class Scenario(_Section):
         """A copy with every defaulted quantity written out, as run records store it."""
         data = self.model_dump(mode="json")
         data["schedule"]["max_concurrency"] = self.engine_concurrency
+        data["learner"]["param_dtype"] = self.learner.param_dtype or self.model.dtype
         if self.schedule.kind == "streaming":
             data["schedule"]["queue_capacity"] = self.queue_capacity
         return Scenario.model_validate(data)

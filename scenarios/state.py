@@ -184,7 +184,11 @@ class ScheduleState:
 
     def _limit_at(self, version: int) -> int:
         return policy.admission_limit(
-            self.scenario, engine_version=version, live_groups=self.live_groups, queued_groups=len(self.queue)
+            self.scenario,
+            engine_version=version,
+            live_groups=self.live_groups,
+            queued_groups=len(self.queue),
+            latest_version=self.latest_version,
         )
 
     def _split(self) -> list[Start]:

@@ -7,8 +7,11 @@
                   all-reduces = 2 per layer of b · hidden · dtype bytes over the engine's tp devices
                                 (ring, NVLink, NCCL's LL latencies; none when tp = 1)
         measured: table(b) + decode_context_token_s · C
-    prefill (one engine, n prompt tokens)
-        analytic: 2 · active · n / (peak · mfu)         measured: n · prefill_token_s
+    prefill (one engine, one group of G samples with n prompt tokens)
+        analytic: 2 · active · n / (peak · mfu)  (one prefill per group: the samples share the prefix)
+        measured: k · (join_s + n · prefill_token_s), k = 1 or G (``prefill_per``: group | sample)
+    retirement (one engine, a decode step in which rollouts finish)
+        analytic: 0                                     measured: retire_s
     learner step (n tokens, prompt + completion)
         analytic: compute + max(0, communication − compute)
                   compute = (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
@@ -109,7 +112,8 @@ class CostModel(Protocol):
     def decode_step(self, batch: int, context_tokens: float) -> float: ...
     def decode_step_table(self, max_batch: int) -> DecodeTable: ...
     def tensor_parallel(self) -> AllReduceCost: ...
-    def prefill(self, prompt_tokens: int) -> float: ...
+    def prefill(self, prompt_tokens: int, samples: int) -> float: ...
+    def retire(self) -> float: ...
     def learner_step(self, tokens: TrainTokens) -> LearnerStep: ...
     def train_step(self, tokens: TrainTokens) -> float: ...
     def weight_sync(self, engine: int) -> float: ...
@@ -166,6 +170,7 @@ class AnalyticCosts:
         self._learner_communication_s = learner_communication_s(scenario, layout)
         self._sync_s = weight_sync_seconds(scenario, placement, layout)
         self._switch_s = colocated_switch_s(scenario, layout)
+        self._tables: dict[int, DecodeTable] = {}
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
@@ -174,25 +179,33 @@ class AnalyticCosts:
         return max(flops / self._engine_flops, read / self._engine_bytes_per_s) + self._tensor_parallel(batch)
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
-        """The same roofline, with the batch-dependent terms (all-reduces included) precomputed for speed."""
+        """The same roofline, with the batch-dependent terms (all-reduces included) precomputed for speed
+        (one table per batch limit, shared by the engines)."""
+        if max_batch in self._tables:
+            return self._tables[max_batch]
         comm = [self._tensor_parallel(b) for b in range(max_batch + 1)]
         compute = [2.0 * self._active * b / self._engine_flops + comm[b] for b in range(max_batch + 1)]
         memory = [
             min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s + comm[b]
             for b in range(max_batch + 1)
         ]
-        return DecodeTable(
+        table = DecodeTable(
             compute,
             self._attention_flops_per_context / self._engine_flops,
             memory,
             self._kv_bytes_per_token / self._engine_bytes_per_s,
         )
+        self._tables[max_batch] = table
+        return table
 
     def tensor_parallel(self) -> AllReduceCost:
         return self._tensor_parallel
 
-    def prefill(self, prompt_tokens: int) -> float:
+    def prefill(self, prompt_tokens: int, samples: int) -> float:
         return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
+
+    def retire(self) -> float:
+        return 0.0
 
     def learner_step(self, tokens: TrainTokens) -> LearnerStep:
         compute = self._train_flops_per_token * tokens.actual / self._train_flops
@@ -268,19 +281,27 @@ class MeasuredCosts:
         self._profile = profile
         self._per_context = profile.decode_context_token_s
         self._training_devices = scenario.training_devices
+        self._tables: dict[int, DecodeTable] = {}
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         return self._profile.decode_step(batch) + self._per_context * context_tokens
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
-        measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
-        return DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
+        if max_batch not in self._tables:
+            measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
+            self._tables[max_batch] = DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
+        return self._tables[max_batch]
 
     def tensor_parallel(self) -> AllReduceCost:
         return AllReduceCost()  # inside the measured decode steps, not told apart
 
-    def prefill(self, prompt_tokens: int) -> float:
-        return prompt_tokens * self._profile.prefill_token_s
+    def prefill(self, prompt_tokens: int, samples: int) -> float:
+        profile = self._profile
+        prefills = samples if profile.prefill_per == "sample" else 1
+        return prefills * (profile.join_s + prompt_tokens * profile.prefill_token_s)
+
+    def retire(self) -> float:
+        return self._profile.retire_s
 
     def learner_step(self, tokens: TrainTokens) -> LearnerStep:
         profile = self._profile

@@ -79,6 +79,7 @@ class Engine:
         self._reported = 0  # how many of them the listener has been told of (those already past)
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._decode_step = costs.decode_step_table(self._capacity)
+        self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
         self.process = env.process(self._run())
 
     # What the simulation tells it.
@@ -104,7 +105,7 @@ class Engine:
         """Prefill ``group``'s prompt, then decode its samples alongside the others; the prefill's (start, end)."""
         self.advance(self.env.now)
         prefill_start = self.env.now + self._pause
-        self._pause += self.costs.prefill(prompt)
+        self._pause += self.costs.prefill(prompt, len(lengths))
         size, progress, heap = self._group_size, self.progress, self.in_flight
         sample = group * size
         for length in lengths:
@@ -156,7 +157,7 @@ class Engine:
                     self._planned, self._reported = [], 0
                     # The timer landed exactly on a finish someone may see: retire every rollout ending there.
                     now, mark, offset = env.now, heap[0][0], self._context_offset
-                    self._clock, self._pause, self.progress = now, 0.0, mark
+                    self._clock, self._pause, self.progress = now, self._retire_s, mark
                     limit = mark + _EPS
                     completed = []
                     while heap and heap[0][0] <= limit:
@@ -206,7 +207,7 @@ class Engine:
         # Without room, the finish that brings room (batch ``capacity - size + 1`` → one fewer) is seen.
         self.refused = capacity - batch >= size  # room, and the last dispatch gave it nothing more
         floor = 2 if self.refused else max(2, capacity - size + 1)
-        heappop, plan = heapq.heappop, planned.append
+        heappop, plan, retire_s = heapq.heappop, planned.append, self._retire_s
         while True:
             # Time to the next finish, at the decode-step time of this segment's mid context.
             mark, sample = heap[0]
@@ -230,7 +231,7 @@ class Engine:
             offset -= prompts[group] - joins[group]
             progress = mark
             clock = finish_at
-            pause = 0.0
+            pause = retire_s
             batch -= 1
         self.progress, self._context_offset, self._clock, self._pause, self._step_s = (
             progress,
@@ -254,7 +255,7 @@ class Engine:
                 rollouts.remaining[group] += 1
                 self._context_offset += rollouts.prompt[group] - rollouts.join[group]
             if planned:  # resume just after the last finish that did happen
-                self._clock, self.progress, self._pause = planned[-1][0], planned[-1][1], 0.0
+                self._clock, self.progress, self._pause = planned[-1][0], planned[-1][1], self._retire_s
             else:
                 self.progress, self._clock, self._pause = self._plan_start
             self._step_s = self._segment_step_s()

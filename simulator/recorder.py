@@ -61,6 +61,21 @@ class Recorder:
     def train(self, step: int, start: float, end: float, tokens: int, comm_s: float) -> None:
         self._trains.append((step, start, end, tokens, comm_s))
 
+    @property
+    def trains(self) -> list[tuple[int, float, float, int]]:
+        """(step, start, end, tokens) of each learner step, as appended."""
+        return self._trains
+
+    @property
+    def syncs(self) -> list[tuple[int, float, float, int]]:
+        """(engine, start, end, version) of each weight load, as appended."""
+        return self._syncs
+
+    @property
+    def drops(self) -> list[tuple[int, float]]:
+        """(group, time) of each dropped group, as appended."""
+        return self._drops
+
     def batch_tokens(self, groups: list[int], minibatches: int) -> TrainTokens:
         """Prompt plus completion tokens the learner trains on for these groups, real and padded."""
         size, prompts, tokens = self.group_size, self.rollouts.prompt, self.rollouts.tokens
@@ -123,22 +138,17 @@ class Recorder:
 
     def _split_by_version(self, rows: pd.DataFrame, loads: list[list[Load]], shares: DecodeShares) -> pd.DataFrame:
         """With in-flight updates, one row per (rollout, version) instead of one per rollout."""
-        rollouts = self.rollouts
-        split_rows: list[int] = []
-        pieces: list[dict] = []
-        for group, seen in enumerate(rollouts.loads_seen):
-            later = loads[rollouts.engine[group]][seen:]
-            if not later:
-                continue
-            first = group * self.group_size
-            join = rollouts.join[group]
-            for index in range(first, first + self.group_size):
-                finished = not math.isnan(rollouts.end[index])
-                if finished and later[0][0] < join + rollouts.tokens[index]:
-                    split_rows.append(index)
-                    pieces.extend(self._segments(rows.loc[index], later, join, shares))
+        rollouts, size = self.rollouts, self.group_size
+        finished = ~np.isnan(np.asarray(rollouts.end, dtype=np.float64))
+        finish = np.repeat(np.asarray(rollouts.join, dtype=np.float64), size) + np.asarray(rollouts.tokens)
+        split_rows = np.flatnonzero(finished & (first_load_after(rollouts, loads) < finish)).tolist()
         if not split_rows:
             return rows
+        pieces: list[dict] = []
+        for index in split_rows:
+            group = index // size
+            later = loads[rollouts.engine[group]][rollouts.loads_seen[group] :]
+            pieces.extend(self._segments(rows.loc[index], later, rollouts.join[group], shares))
         return pd.concat([rows.drop(index=split_rows), pd.DataFrame(pieces)], ignore_index=True)
 
     @staticmethod
@@ -300,3 +310,16 @@ def _inverse_batch_integral(starts: np.ndarray, ends: np.ndarray) -> tuple[np.nd
     # Between points k and k + 1 the batch is what is open after point k (equal points span nothing).
     inverse = np.divide(1.0, batch[:-1], out=np.zeros(len(points) - 1), where=batch[:-1] > 0.5)
     return points, np.concatenate([[0.0], np.cumsum(np.diff(points) * inverse)])
+
+
+def first_load_after(rollouts: Rollouts, loads: list[list[Load]]) -> np.ndarray:
+    """Per rollout: the engine progress at its engine's first weight load after its group started (inf if none).
+
+    A finished rollout saw more than one policy version exactly when this is below its finishing progress.
+    """
+    marks = np.asarray([load[0] for engine in loads for load in engine] + [math.inf], dtype=np.float64)
+    offsets = np.concatenate([[0], np.cumsum([len(engine) for engine in loads])]).astype(np.int64)
+    engine = np.asarray(rollouts.engine, dtype=np.int64)
+    seen = np.asarray(rollouts.loads_seen, dtype=np.int64)
+    index = np.where(seen < np.diff(offsets)[engine], offsets[engine] + seen, len(marks) - 1)
+    return np.repeat(marks[index], rollouts.group_size)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import math
 
+from asyncrl.simulator.budget import over_budget
+
 
 class Rollouts:
-    def __init__(self, group_size: int) -> None:
+    def __init__(self, group_size: int, max_samples: int | None = None) -> None:
         self.group_size = group_size
+        self.max_samples = max_samples  # the memory budget (``simulator.budget``): more started is an error
         # Per group.
         self.engine: list[int] = []
         self.start: list[float] = []
@@ -35,6 +38,8 @@ class Rollouts:
         self, engine: int, now: float, version: int, prompt: int, join: float, loads_seen: int, lengths: list[int]
     ) -> None:
         """Record the next group (its id is the number of groups before it)."""
+        if self.max_samples is not None and len(self.end) + len(lengths) > self.max_samples:
+            raise over_budget(len(self.end) + len(lengths), self.max_samples)
         self.engine.append(engine)
         self.start.append(now)
         self.version.append(version)

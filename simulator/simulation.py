@@ -9,6 +9,14 @@ executor's coordinator holds; this module applies its answers to simulated
 engines and moves simulated time. The live per-group state is in
 ``simulator.rollouts``; the recorder only appends. ``simulate`` returns the
 run's events and summary.
+
+Sweeps may end a run early (``run(until_converged=Tolerance(...))``): once
+its step time and staleness have converged after step k
+(``simulator.convergence``), the run is cut short to end after step k + bound
+(the schedule's staleness bound), as if the scenario had said so from the
+start, so it still ends with the drain a run's last steps see;
+``simulator.summary`` adds the steps skipped, each worth a step of the steady
+span (``Simulation.steady``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from asyncrl.scenarios.record import DevicePools, summarize
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import Load, ScheduleState
 from asyncrl.scenarios.workload import LengthStream
+from asyncrl.simulator.budget import plan
+from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import CostModel, cost_model
 from asyncrl.simulator.engine import Engine
 from asyncrl.simulator.recorder import Recorder
@@ -43,12 +53,13 @@ class Simulation:
     """One simulated run: engines and the learner act on one ``ScheduleState``."""
 
     def __init__(self, scenario: Scenario, costs: CostModel | None = None) -> None:
+        budget = plan(scenario)  # before anything is allocated: a run that does not fit is refused here
         self.env = simpy.Environment()
         self.scenario = scenario
         self.costs = costs or cost_model(scenario)
         self.state = ScheduleState(scenario, scenario.cluster.engines)
         self.lengths = LengthStream(scenario)
-        self.rollouts = Rollouts(scenario.workload.samples_per_prompt)
+        self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
         self.recorder = Recorder(self.rollouts)
         self.engines = [
             Engine(self.env, index, scenario, self.costs, self.rollouts, self)
@@ -56,6 +67,11 @@ class Simulation:
         ]
         self.learner_wake: simpy.Event | None = None
         self.done = self.env.event()
+        self.steps = scenario.run.steps  # learner steps this run takes (fewer once ended early)
+        self.steady: tuple[int, int] | None = None  # steps [first, last) of the steady span, if ended early
+        self._step_times: list[float] = []
+        self._last_step_end = 0.0
+        self._staleness: list[float] = []  # mean staleness of each step's batch
 
     # Engines report (the Listener protocol).
 
@@ -109,10 +125,13 @@ class Simulation:
 
     # The learner.
 
-    def _learner(self, on_step: StepCallback | None) -> Generator[simpy.Event, None, None]:
+    def _learner(
+        self, on_step: StepCallback | None, until_converged: Tolerance | None
+    ) -> Generator[simpy.Event, None, None]:
         env = self.env
         self.dispatch()  # the first groups
-        for step in range(self.scenario.run.steps):
+        step = 0
+        while step < self.steps:
             batch = yield from self._collect_batch(step)
             yield from self._switch_to_training()
             tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
@@ -120,11 +139,14 @@ class Simulation:
             self.recorder.train(step, env.now, env.now + cost.total_s, tokens.actual, cost.communication_s)
             self.rollouts.trained(batch, step)
             yield env.timeout(cost.total_s)
+            if until_converged is not None and self.steady is None:
+                self._check_convergence(step, batch, until_converged)
             self._confirm_refused()
             self.state.publish(step + 1)
             self.dispatch()
             if on_step is not None:
                 on_step(step, env.now)
+            step += 1
         self.done.succeed()
 
     def _switch_to_training(self) -> Generator[simpy.Event, None, None]:
@@ -133,6 +155,30 @@ class Simulation:
         if duration > 0:
             self.recorder.switch("learner", self.env.now, self.env.now + duration)
             yield self.env.timeout(duration)
+
+    def _check_convergence(self, step: int, batch: list[int], tolerance: Tolerance) -> None:
+        """After step ``step``: note its time and staleness; once converged, end the run early."""
+        self._step_times.append(self.env.now - self._last_step_end)
+        self._last_step_end = self.env.now
+        versions = self.rollouts.version
+        self._staleness.append(step - sum(versions[group] for group in batch) / len(batch))
+        first = steady_span(self._step_times, self._staleness, tolerance, self.steps)
+        end = step + 1 + self.scenario.staleness_bound
+        if first is not None and end < self.steps:
+            self.steady = (first, step + 1)
+            self._end_at(end)
+
+    def _end_at(self, steps: int) -> None:
+        """End the run after ``steps`` learner steps, as if the scenario said so from the start.
+
+        Called before the state learns of the step just taken (latest version ``steps − bound − 1``):
+        admission reaches at most ``bound + 1`` batches past the latest version, so no group admitted
+        so far lies beyond the new end and the state's decisions up to now stand; from now on they see
+        the shorter run, which ends with the drain a full run ends with.
+        """
+        run = self.scenario.run.model_copy(update={"steps": steps})
+        self.state.scenario = self.scenario.model_copy(update={"run": run})
+        self.steps = steps
 
     def _collect_batch(self, step: int) -> Generator[simpy.Event, None, list[int]]:
         """Wait until the state forms step ``step``'s batch; return its group ids."""
@@ -149,8 +195,9 @@ class Simulation:
             yield self.learner_wake
             self.learner_wake = None
 
-    def run(self, on_step: StepCallback | None = None) -> None:
-        self.env.process(self._learner(on_step))
+    def run(self, on_step: StepCallback | None = None, until_converged: Tolerance | None = None) -> None:
+        """Simulate to the last learner step, or, with ``until_converged``, end early once converged."""
+        self.env.process(self._learner(on_step, until_converged))
         self.env.run(until=self.done)
         for engine in self.engines:
             engine.settle(self.env.now)

@@ -7,21 +7,39 @@
 CSV files is ``analysis``' job.
 
 Each variant is a full ``Scenario`` built from the original by changing a few
-fields and validating again, so a variant the catalog cannot hold (weights
-that do not fit, a split that does not divide) is skipped, not simulated.
+fields and validating again, so a variant the catalog cannot hold (an engine
+that cannot hold one group, a split that does not divide) is skipped. A valid
+variant whose pools do not fit in device memory (``scenarios.memory``) is kept
+with no summary (None) and not simulated, so tables can say why it is missing.
+
+Sweeps summarize each run straight from the simulation (``simulator.summary``),
+without the event table. Sizing ends each run once its step time and staleness
+have converged (``simulator.convergence``) and extrapolates it to ``run.steps``
+(its summary says ``extrapolated: true``); ``exact=True`` simulates every step.
+
+``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2``
+lists, each point loaded like ``--set KEY=v`` and kept with its reason when
+the scenario rejects it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
-from asyncrl.scenarios.loading import ScenarioError, validate_scenario
+import yaml
+from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
+from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.simulator.simulation import simulate
+from asyncrl.simulator.convergence import Tolerance
+from asyncrl.simulator.summary import simulate_summary
 from tqdm import tqdm
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
@@ -35,7 +53,7 @@ class Variant:
     scenario: Scenario
 
 
-Result = tuple[Variant, dict[str, Any]]  # a variant and its simulated summary
+Result = tuple[Variant, dict[str, Any] | None]  # a variant and its simulated summary; None: does not fit
 
 
 def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -110,6 +128,8 @@ def _splits(devices: int, tp: int, count: int) -> list[int]:
     options = list(range(tp, devices, tp))
     if len(options) <= count:
         return options
+    if count == 1:
+        return [options[len(options) // 2]]  # the middle split, the most even one
     picks = {options[round(i * (len(options) - 1) / (count - 1))] for i in range(count)}
     return sorted(picks)
 
@@ -121,13 +141,13 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
         return None  # does not fit: weights too large for the engine, or a split it cannot divide
 
 
-def _summary_of(scenario: Scenario) -> dict[str, Any]:
-    return simulate(scenario).summary
+def _summary_of(scenario: Scenario, until_converged: Tolerance | None = None) -> dict[str, Any]:
+    return simulate_summary(scenario, until_converged=until_converged)
 
 
 def simulate_speedup(scenario: Scenario, progress: bool = True) -> list[Result]:
-    """The scenario as written (first) and its sync baselines, simulated."""
-    return list(simulate_all(speedup_variants(scenario), progress=progress))
+    """The scenario as written (first) and its sync baselines, simulated where they fit in memory."""
+    return simulate_fitting(speedup_variants(scenario), progress=progress)
 
 
 def simulate_sizing(
@@ -137,28 +157,142 @@ def simulate_sizing(
     staleness: Iterable[int],
     splits: int = 16,
     progress: bool = True,
+    exact: bool = False,
 ) -> list[Result]:
-    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline."""
+    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline;
+    then the variants that do not fit in memory, unsimulated (summary None).
+
+    Each run ends once converged (``Tolerance()``) and is extrapolated to ``run.steps``; ``exact``
+    simulates every step of every run instead.
+    """
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
             f"--devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
         )
-    results = list(simulate_all(baselines + candidates, progress=progress))
-    best_baseline = sorted(results[: len(baselines)], key=_fastest_first)[:1]  # the best engine size
-    return best_baseline + sorted(results[len(baselines) :], key=_fastest_first)
+    tolerance = None if exact else Tolerance()
+    results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance)
+    best_baseline = sorted(_simulated(results[: len(baselines)]), key=_fastest_first)[:1]  # the best engine size
+    ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=_fastest_first)
+    return ranked + [result for result in results if result[1] is None]
+
+
+def _simulated(results: list[Result]) -> list[Result]:
+    return [result for result in results if result[1] is not None]
+
+
+def simulate_fitting(
+    variants: list[Variant], progress: bool = True, until_converged: Tolerance | None = None
+) -> list[Result]:
+    """Simulate the variants that fit in device memory; the others get None, unsimulated. Input order."""
+    fitting = [variant for variant in variants if not memory_problem(variant.scenario)]
+    simulated = simulate_all(fitting, progress=progress, until_converged=until_converged)
+    summaries = {id(variant): summary for variant, summary in simulated}
+    return [(variant, summaries.get(id(variant))) for variant in variants]
 
 
 def _fastest_first(result: Result) -> float:
     return -result[1]["throughput"]["samples_per_s"]
 
 
-def simulate_all(variants: list[Variant], workers: int | None = None, progress: bool = True) -> Iterator[Result]:
-    """Simulate every variant in a process pool; yields (variant, summary) in input order."""
+def simulate_all(
+    variants: list[Variant],
+    workers: int | None = None,
+    progress: bool = True,
+    until_converged: Tolerance | None = None,
+) -> Iterator[Result]:
+    """Simulate every variant in a process pool; yields (variant, summary) in input order.
+
+    With ``until_converged``, each run ends once converged and its summary is extrapolated.
+    """
     workers = workers or os.cpu_count() or 1
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
+    task = partial(_summary_of, until_converged=until_converged)
     with ProcessPoolExecutor(max_workers=min(workers, max(1, len(variants)))) as pool:
-        for variant, summary in zip(variants, pool.map(_summary_of, [v.scenario for v in variants]), strict=True):
+        for variant, summary in zip(variants, pool.map(task, [v.scenario for v in variants]), strict=True):
             bar.update()
             yield variant, summary
     bar.close()
+
+
+# ── what-if grids ──────────────────────────────────────────────────────────────
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One ``--vary KEY=v1,v2,...``: a dotted scenario key and its values as written, in order."""
+
+    key: str
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One combination of the varied values; ``scenario`` is None when it does not validate (``reason`` says why)."""
+
+    values: dict[str, Any]
+    scenario: Scenario | None
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in self.values.items())
+
+
+GridResult = tuple[GridPoint, dict[str, Any] | None]  # a point and its summary (None: skipped)
+
+
+def parse_scalar(text: str) -> Any:
+    """A value as YAML reads it (``true``, ``bf16``, ``0.5``), with ``1e-4`` read as a number too."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        return float(value)
+    return value
+
+
+def parse_axis(text: str) -> Axis:
+    """``dotted.key=v1,v2,...`` as an Axis; a ScenarioError naming the flag if it is not one."""
+    key, sep, raw = text.partition("=")
+    texts = tuple(part.strip() for part in raw.split(","))
+    if not sep or not key.strip() or not all(texts):
+        raise ScenarioError(f"--vary {text}: expected dotted.key=value,value,... (e.g. cluster.generation_devices=4,8)")
+    if len(set(texts)) < len(texts):
+        raise ScenarioError(f"--vary {text}: a value is given twice")
+    return Axis(key.strip(), texts)
+
+
+def grid_points(source: str | Path, overrides: Sequence[str], axes: Sequence[Axis]) -> list[GridPoint]:
+    """Every combination of the axes' values (the first axis outermost), loaded from ``source`` with
+    ``overrides`` then the point's values; a ScenarioError if a key repeats or no point validates."""
+    keys = [axis.key for axis in axes]
+    repeated = next((key for key in keys if keys.count(key) > 1), None)
+    if repeated:
+        raise ScenarioError(f"--vary {repeated}: the key is varied twice")
+    combinations = itertools.product(*(axis.texts for axis in axes))
+    points = [_grid_point(source, overrides, keys, texts) for texts in combinations]
+    if all(point.scenario is None for point in points):
+        raise ScenarioError(f"{points[0].reason} (every grid point fails: {len(points)} of {len(points)})")
+    return points
+
+
+def _grid_point(source: str | Path, overrides: Sequence[str], keys: list[str], texts: tuple[str, ...]) -> GridPoint:
+    values = {key: parse_scalar(text) for key, text in zip(keys, texts, strict=True)}
+    point_overrides = [f"{key}={text}" for key, text in zip(keys, texts, strict=True)]
+    try:
+        return GridPoint(values, load_scenario(source, [*overrides, *point_overrides]))
+    except ScenarioError as exc:
+        return GridPoint(values, None, "; ".join(str(exc).splitlines()))  # a CSV cell: every error on one line
+
+
+def simulate_grid(points: Sequence[GridPoint], progress: bool = True) -> list[GridResult]:
+    """Simulate the valid points in a process pool; every point comes back in grid order."""
+    valid = [(index, point.scenario) for index, point in enumerate(points) if point.scenario is not None]
+    variants = [Variant(points[index].label, scenario) for index, scenario in valid]
+    simulated = simulate_all(variants, progress=progress)
+    summaries = {index: summary for (index, _), (_, summary) in zip(valid, simulated, strict=True)}
+    return [(point, summaries.get(index)) for index, point in enumerate(points)]

@@ -16,7 +16,7 @@ def small_scenario(**sections: dict[str, Any]) -> Scenario:
     """A one-engine scenario on the tiny model; sections given replace or extend the defaults."""
     data: dict[str, Any] = {
         "name": "small",
-        "model": {"preset": "tiny"},
+        "model": {"preset": "tiny", "dtype": "fp32"},
         "hardware": {"device": "cpu"},
         "cluster": {"generation_devices": 1, "training_devices": 2},
         "workload": {

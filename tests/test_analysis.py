@@ -179,7 +179,7 @@ def test_compare_command_prints_the_table_and_writes_next_to_b(hand_runs: tuple[
     a, b = hand_runs
     assert main(["compare", str(a), str(b)]) == 0
     printed = capsys.readouterr().out
-    assert "wall time (s)" in printed and "+10.0%" in printed and "+inf" in printed
+    assert "wall time (s)" in printed and "+10.0%" in printed and "n/a" in printed and "inf" not in printed
     assert json.loads((b / "comparison.json").read_text())["b"]["backend"] == "executor"
 
 
@@ -297,7 +297,8 @@ def _is_model(annotation: Any) -> bool:
 def test_trace_command_writes_the_default_file(hand_runs: tuple[Path, Path], capsys) -> None:
     a, _ = hand_runs
     assert main(["trace", str(a)]) == 0
-    assert (a / "trace.json").is_file() and str(a / "trace.json") in capsys.readouterr().out
+    assert str(a / "trace.json.gz") in capsys.readouterr().out
+    check_chrome_trace(trace.read_chrome_trace(a / "trace.json.gz"))  # gzipped: Perfetto reads it as is
 
 
 # ── trace ───────────────────────────────────────────────────────────────────────
@@ -390,7 +391,7 @@ def span_rows(ax: Any, colour: str) -> list[list[float]]:
     return [
         [float(np.ptp(path.vertices[:, 0])) for path in collection.get_paths()]
         for collection in ax.collections
-        if tuple(collection.get_facecolor()[0]) == to_rgba(colour)
+        if len(collection.get_facecolor()) and tuple(collection.get_facecolor()[0]) == to_rgba(colour)
     ]
 
 
@@ -403,18 +404,25 @@ def test_timeline_draws_every_worker_and_kind(simulated: dict[str, Path]) -> Non
         wall = compare.load_summary(simulated[label])["wall_time_s"]
         assert ax.get_title(loc="left") == f"{label}: wall {wall:,.1f} s"
         workers = [name for name, _ in plots.timeline_workers(events)]
-        assert texts(ax.get_yticklabels()) == workers and workers[0] == "learner"
+        dropped = events[events["kind"] == "drop"]
+        drop_row = [f"dropped ({len(dropped):,})"] if len(dropped) else []
+        assert texts(ax.get_yticklabels()) == workers + drop_row and workers[0] == "learner"
         assert ax.get_ylabel() == f"worker ({len(workers)})"
         assert span_rows(ax, plots.IDLE_COLOUR) == [[pytest.approx(wall)]] * len(workers)  # one idle band per row
         for kind in ("generate", "sync"):
             assert (
                 len(span_rows(ax, plots.KIND_COLOURS[kind])) == events.loc[events["kind"] == kind, "worker"].nunique()
             )
+        ticks = [c for c in ax.collections if not len(c.get_facecolor())]  # the drop row's vlines
+        assert sorted(x for c in ticks for x in np.asarray(c.get_segments())[:, 0, 0]) == pytest.approx(
+            sorted(dropped["start"])
+        )
         train = events[events["kind"] == "train"]
         (learner,) = span_rows(ax, plots.KIND_COLOURS["train"])
         assert sum(learner) == pytest.approx((train["end"] - train["start"]).sum())
     assert figure.axes[-1].get_xlabel() == "time (s)"
-    assert legend_texts(figure) == ["generate", "sync (weight load)", "train", "idle"]
+    assert any(events["kind"].eq("drop").any() for _, events in runs)  # the async run drops stragglers
+    assert legend_texts(figure) == ["generate", "sync (weight load)", "train", "idle", plots.DROP_LABEL]
 
 
 def test_breakdown_bars_stack_each_runs_device_hours_per_step(simulated: dict[str, Path]) -> None:
@@ -488,7 +496,7 @@ def test_predicted_vs_measured_bars_are_the_compared_figures(simulated: dict[str
     assert [ax.get_ylabel() for ax in two_panels.axes] == ["wall time (s)", "staleness (steps)"]
     comparison = compare.compare_runs(sync, asynchronous, (sync, asynchronous, sync, asynchronous))
     figure = plots.predicted_vs_measured_figure(comparison)
-    assert figure.get_suptitle() == "Predicted (A) vs measured (B)"
+    assert figure.get_suptitle() == "Predicted (A) vs predicted (B)"  # two simulator runs
     assert [ax.get_ylabel() for ax in figure.axes] == ["wall time (s)", "speedup (×)", "staleness (steps)"]
     speedup = wall["sync"] / wall["async"]
     expected = [(wall["sync"], wall["async"]), (speedup, speedup), (stale["sync"], stale["async"])]
@@ -590,8 +598,8 @@ def test_report_command_writes_a_page_of_existing_pngs(simulated: dict[str, Path
     assert all(is_png(out / name) for name in images)
     assert "Comparison" in page and (out / "comparison.json").is_file()
     for label in ("sync", "async"):
-        check_chrome_trace(json.loads((out / f"trace-{label}.json").read_text()))
-        assert f"trace-{label}.json" in page
+        check_chrome_trace(trace.read_chrome_trace(out / f"trace-{label}.json.gz"))
+        assert f"trace-{label}.json.gz" in page
 
 
 def test_report_of_one_run_has_no_comparison(simulated: dict[str, Path], tmp_path: Path) -> None:

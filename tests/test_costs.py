@@ -43,7 +43,9 @@ def test_training_prefill_and_sync_formulas() -> None:
     # (about 0.13 s, worked out below) hide behind these 23 s, so nothing is added.
     tokens = TrainTokens(actual=1_000_000, padded=3_000_000)  # a packed learner: the padding costs nothing
     assert costs.train_step(tokens) == pytest.approx(8 * LLAMA_8B * 1e6 / (8 * H100_PEAK * 0.35))
-    assert costs.prefill(256) == pytest.approx(2 * LLAMA_8B * 256 / (H100_PEAK * 0.35))
+    assert costs.prefill(256, samples=16) == pytest.approx(
+        2 * LLAMA_8B * 256 / (H100_PEAK * 0.35)
+    )  # one prefill: the group shares its prompt
 
 
 def test_tensor_parallel_engines_add_bandwidth_and_split_the_sync() -> None:
@@ -198,3 +200,42 @@ def test_decode_tables_agree_with_the_formulas() -> None:
         table = costs.decode_step_table(64)
         for batch, context in [(1, 0.0), (7, 5_000.0), (64, 1e6)]:
             assert table(batch, context) == pytest.approx(costs.decode_step(batch, context))
+
+
+def test_measured_prefill_per_sample_with_a_join_cost_and_a_retire_pause() -> None:
+    from asyncrl.scenarios.profile import CostProfile
+    from asyncrl.simulator.costs import MeasuredCosts
+
+    from tests.conftest import small_scenario
+
+    profile = CostProfile(
+        decode_step_s={1: 0.01},
+        prefill_token_s=0.001,
+        train_token_s=0.001,
+        weight_sync_s=0.0,
+        prefill_per="sample",
+        join_s=0.002,
+        retire_s=0.0005,
+    )
+    costs = MeasuredCosts(small_scenario(), profile)
+    # 4 samples, each prefilled on its own: 4 × (2 ms + 10 tokens × 1 ms) = 48 ms.
+    assert costs.prefill(10, samples=4) == pytest.approx(0.048)
+    assert costs.retire() == 0.0005
+    shared = MeasuredCosts(small_scenario(), profile.model_copy(update={"prefill_per": "group"}))
+    assert shared.prefill(10, samples=4) == pytest.approx(0.012)  # once for the group
+
+
+def test_a_retire_pause_follows_each_finish_in_the_simulator() -> None:
+    from tests.conftest import profile, run, small_scenario
+
+    # One slot, two groups of one 100-token sample, flat 10 ms steps, 10 ms prefill: the first ends at
+    # 0.01 + 1.0; its retirement (5 ms) and the second's prefill pause the engine, so the second ends at
+    # 1.01 + 0.005 + 0.01 + 1.0 = 2.025, when the learner starts.
+    scenario = small_scenario(
+        workload={"prompts_per_step": 2, "samples_per_prompt": 1},
+        schedule={"kind": "sync", "max_concurrency": 1},
+        run={"steps": 1, "seed": 0},
+    )
+    result = run(scenario, profile(retire_s=0.005, weight_sync_s=0.0))
+    train = result.events.query("kind == 'train'")
+    assert float(train["start"].iloc[0]) == pytest.approx(2.025, abs=1e-9)

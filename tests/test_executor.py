@@ -99,9 +99,23 @@ def test_the_reward_rises_on_cpu_learn_with_generation_and_training_overlapping(
     assert rewards.tail(20).mean() > rewards.head(20).mean() + 0.15
 
 
+def test_a_bf16_run_executes_on_cpu(tmp_path: Path) -> None:
+    # Engines generate in bf16, the learner trains fp32 weights under bf16 autocast, weights travel as bf16.
+    scenario = load_scenario("cpu-timing", [*FAST, "schedule.kind=sync", "model.dtype=bf16"])
+    result = execute(scenario, tmp_path / "run")
+    assert result.summary["status"] == "complete" and result.summary["dtype"] == "bf16"
+    assert result.summary["samples"]["trained"] == 4 * scenario.batch_samples
+    metrics = result.metrics
+    assert metrics["loss"].notna().all() and (metrics["grad_norm"] > 0).all()
+    assert "peak_memory_bytes" not in metrics  # a CUDA figure
+    syncs = pd.read_parquet(tmp_path / "run" / "events.parquet").query("kind == 'sync'")
+    assert sorted(syncs["version"].unique()) == [1, 2, 3]
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
+        ("model.dtype=fp8", "model.dtype: the executor runs fp32 or bf16, not fp8"),
         ("model.preset=qwen3-30b-a3b", "model.preset: model family 'qwen3_moe' is not supported"),
         ("model.path=/nonexistent", "model.path: /nonexistent is not a directory"),
         ("workload.task=nope", "workload.task: unknown task 'nope'"),

@@ -100,3 +100,19 @@ def test_streaming_drops_the_too_stale_and_takes_the_oldest_first() -> None:
     assert choice.drop == (0,)
     assert choice.take == (2, 3)  # the two version-2 groups, before the version-3 one
     assert policy.select_batch(streaming, queue[:2], step=3) == policy.BatchChoice(take=(), drop=(0,))
+
+
+def test_drain_refresh_stops_admission_once_the_engine_is_behind() -> None:
+    lazy = scenario({"kind": "streaming", "max_staleness": 3, "queue_capacity": 2})
+    drain = scenario({"kind": "streaming", "max_staleness": 3, "queue_capacity": 2, "refresh": "drain"})
+    every_two = scenario(
+        {"kind": "streaming", "max_staleness": 3, "queue_capacity": 2, "refresh": "drain", "refresh_every": 2}
+    )
+    # Version 0 may start live groups 0..7 (η = 3, B = 2); 2 are live, version 1 is out.
+    assert policy.admissible_groups(lazy, engine_version=0, live_groups=2, queued_groups=0, latest_version=1) == 6
+    assert policy.admissible_groups(drain, engine_version=0, live_groups=2, queued_groups=0, latest_version=1) == 0
+    assert policy.admissible_groups(every_two, engine_version=0, live_groups=2, queued_groups=0, latest_version=1) == 6
+    assert policy.admissible_groups(every_two, engine_version=0, live_groups=2, queued_groups=0, latest_version=2) == 0
+    # Once empty it loads the latest version, under either rule.
+    target = policy.sync_target(drain, engine_version=0, latest_version=1, live_groups=2, in_flight=0)
+    assert target == 1

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from asyncrl.scenarios.loading import validate_scenario
+from asyncrl.simulator.simulation import simulate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +107,39 @@ def test_same_seed_same_summary_byte_for_byte(scenario, cost_profile) -> None:
     first = json.dumps(run(scenario, cost_profile).summary)
     second = json.dumps(run(scenario, cost_profile).summary)
     assert first == second
+
+
+def test_drain_refresh_reaches_a_busy_engine_that_lazy_refresh_never_does() -> None:
+    # One engine that is never empty (a loose bound and a queue that never blocks): with lazy
+    # refresh it generates everything with version 0; drain makes it stop, finish and load.
+    def run(refresh: str) -> dict:
+        scenario = validate_scenario(
+            {
+                "name": "busy",
+                "model": {"preset": "tiny"},
+                "hardware": {"device": "cpu"},
+                "cluster": {"generation_devices": 1, "training_devices": 1},
+                "workload": {
+                    "prompts_per_step": 2,
+                    "samples_per_prompt": 2,
+                    "completion_tokens": {"kind": "lognormal", "median": 40, "sigma": 0.5, "max_tokens": 200},
+                },
+                "schedule": {
+                    "kind": "streaming",
+                    "max_staleness": 1000,
+                    "max_concurrency": 16,
+                    "queue_capacity": 10000,
+                    "refresh": refresh,
+                },
+                "run": {"steps": 40, "seed": 0},
+            }
+        )
+        return simulate(scenario)
+
+    lazy, drain = run("lazy"), run("drain")
+    assert set(lazy.events.query("kind == 'generate'")["version"]) == {0}
+    assert len(lazy.events.query("kind == 'sync'")) == 0
+    assert len(drain.events.query("kind == 'sync'")) > 1
+    assert drain.events.query("kind == 'generate'")["version"].nunique() > 5  # it keeps refreshing
+    # What is left is the queue's backlog (generation outruns this learner), not weights never refreshed.
+    assert drain.summary["staleness"]["mean"] < lazy.summary["staleness"]["mean"]

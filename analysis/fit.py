@@ -1,0 +1,161 @@
+"""A cost profile fitted from a recorded executor run: how a GPU user calibrates from a short real run.
+
+    engine_steps.parquet ──► decode: least squares on steps that only decode
+    (one row per step:        step time = a + b · batch + c · context
+     batch, context, joins,   prefill: on steps that admit requests, the time beyond that decode
+     prefill tokens,          = join_s · requests + prefill_token_s · prompt tokens
+     retired)                 retire: on steps where rows finish, the time beyond the decode
+    events.parquet ────────► learner: least squares over train spans, time = overhead + per token · tokens
+                             weight sync: mean of the sync spans
+                                 │
+                                 ▼
+                        CostProfile (prefill_per: sample, train_padding: packed)
+
+Least squares fits the mean, not the median, on purpose: a run's wall time is
+the sum of its steps, stragglers included (a decode step that waited on the
+learner's process for a core is a cost of that run). What the profile then
+charges is checked against what the run did in ``fit_report``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.profile import CostProfile, running_maximum
+from asyncrl.scenarios.record import read_events
+
+ENGINE_STEPS_FILE = "engine_steps.parquet"
+MIN_STEPS = 20  # decode-only steps needed to fit the decode line
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """Per phase: seconds the run spent, and seconds the fitted profile charges for the same work."""
+
+    phases: dict[str, tuple[float, float]]  # phase -> (measured s, charged s)
+
+
+def profile_from_runs(runs: list[Path], training_devices: int) -> tuple[CostProfile, FitReport]:
+    """Fit one profile to the recorded engine steps and events of ``runs`` (executor run directories)."""
+    steps = pd.concat([_engine_steps(run) for run in runs], ignore_index=True)
+    events = pd.concat([read_events(run) for run in runs], ignore_index=True)
+    steps["seconds"] = steps["end"] - steps["start"]
+    decode = fit_decode(steps)
+    predicted_decode = decode[0] + decode[1] * steps["batch"] + decode[2] * steps["context"]
+    excess = (steps["seconds"] - predicted_decode).clip(lower=0)
+    join_s, prefill_token_s = _fit_joins(steps, excess)
+    retire_s = _fit_retire(steps, excess)
+    overhead, per_token = _fit_learner(events)
+    syncs = events[events["kind"] == "sync"]
+    largest = int(steps["batch"].max())
+    profile = CostProfile(
+        decode_step_s=running_maximum({b: max(1e-9, decode[0] + decode[1] * b) for b in _table_sizes(largest)}),
+        decode_context_token_s=decode[2],
+        prefill_token_s=prefill_token_s,
+        prefill_per="sample",  # the executor prefills each sample's prompt (no prefix cache)
+        join_s=join_s,
+        retire_s=retire_s,
+        train_token_s=max(1e-12, per_token * training_devices),
+        train_step_overhead_s=overhead,
+        train_padding="packed",
+        weight_sync_s=float((syncs["end"] - syncs["start"]).mean()) if len(syncs) else 0.0,
+    )
+    return profile, fit_report(steps, events, profile, training_devices)
+
+
+def fit_report(steps: pd.DataFrame, events: pd.DataFrame, profile: CostProfile, devices: int) -> FitReport:
+    """What the run spent per phase against what ``profile`` charges for the same steps and spans."""
+    decoding = np.array([profile.decode_step(int(b)) for b in steps["batch"]]) + (
+        profile.decode_context_token_s * steps["context"].to_numpy()
+    )
+    joins = steps["joins"].to_numpy()
+    charged_prefill = (joins * profile.join_s + steps["prefill_tokens"].to_numpy() * profile.prefill_token_s).sum()
+    charged_retire = (steps["retired"].to_numpy() > 0).sum() * profile.retire_s
+    train = events[events["kind"] == "train"]
+    charged_train = (train["tokens"] * profile.train_token_s / devices + profile.train_step_overhead_s).sum()
+    syncs = events[events["kind"] == "sync"]
+    return FitReport(
+        {
+            "engine steps": (float(steps["seconds"].sum()), float(decoding.sum() + charged_prefill + charged_retire)),
+            "learner": (float((train["end"] - train["start"]).sum()), float(charged_train)),
+            "weight sync": (float((syncs["end"] - syncs["start"]).sum()), len(syncs) * profile.weight_sync_s),
+        }
+    )
+
+
+def _engine_steps(run: Path) -> pd.DataFrame:
+    path = run / ENGINE_STEPS_FILE
+    if not path.is_file():
+        raise ScenarioError(f"--from-run: {run} has no {ENGINE_STEPS_FILE} (an executor run records one)")
+    steps = pd.read_parquet(path)
+    if steps.empty or (steps["batch"] > 0).sum() < MIN_STEPS:
+        raise ScenarioError(f"--from-run: {run} recorded fewer than {MIN_STEPS} decode steps; run more steps")
+    return steps[steps["batch"] > 0].reset_index(drop=True)
+
+
+def _least_squares(columns: list[np.ndarray], target: np.ndarray) -> np.ndarray:
+    matrix = np.column_stack(columns)
+    solution, *_ = np.linalg.lstsq(matrix, target, rcond=None)
+    return solution
+
+
+def fit_decode(steps: pd.DataFrame) -> tuple[float, float, float]:
+    """(a, b, c) of step time = a + b · batch + c · context on steps that only decode; c ≥ 0, b ≥ 0."""
+    plain = steps[(steps["joins"] == 0) & (steps["retired"] == 0)]
+    if len(plain) < MIN_STEPS:
+        plain = steps[steps["joins"] == 0]
+    seconds, ones = plain["seconds"].to_numpy(), np.ones(len(plain))
+    batch, context = plain["batch"].to_numpy(float), plain["context"].to_numpy(float)
+    a, b, c = _least_squares([ones, batch, context], seconds)
+    if c < 0:  # the context term is not supported by this run: drop it
+        (a, b), c = _least_squares([ones, batch], seconds), 0.0
+    if b < 0:
+        a, b, c = float(seconds.mean()), 0.0, 0.0
+    return float(a), float(b), float(c)
+
+
+def _fit_joins(steps: pd.DataFrame, excess: pd.Series) -> tuple[float, float]:
+    """(join_s, prefill_token_s) from the time admitting steps took beyond their decode; both ≥ 0."""
+    admitting = steps["joins"] > 0
+    if admitting.sum() < 2:
+        return 0.0, 0.0
+    joins = steps.loc[admitting, "joins"].to_numpy(float)
+    tokens = steps.loc[admitting, "prefill_tokens"].to_numpy(float)
+    spent = excess[admitting].to_numpy()
+    join_s, per_token = _least_squares([joins, tokens], spent)
+    if join_s < 0:
+        return 0.0, float(spent.sum() / tokens.sum())
+    if per_token < 0:
+        return float(spent.sum() / joins.sum()), 0.0
+    return float(join_s), float(per_token)
+
+
+def _fit_retire(steps: pd.DataFrame, excess: pd.Series) -> float:
+    """Mean time beyond the decode of steps where rows finished and none joined."""
+    retiring = (steps["retired"] > 0) & (steps["joins"] == 0)
+    return float(excess[retiring].mean()) if retiring.any() else 0.0
+
+
+def _fit_learner(events: pd.DataFrame) -> tuple[float, float]:
+    """(overhead s, s per token) of the learner's train spans; a single span or a flat line falls back."""
+    train = events[events["kind"] == "train"]
+    if train.empty:
+        raise ScenarioError("--from-run: the run trained no step")
+    seconds, tokens = (train["end"] - train["start"]).to_numpy(), train["tokens"].to_numpy(float)
+    if len(train) > 2 and tokens.std() > 0:
+        overhead, per_token = _least_squares([np.ones(len(train)), tokens], seconds)
+        if overhead >= 0 and per_token > 0:
+            return float(overhead), float(per_token)
+    return 0.0, float(seconds.sum() / tokens.sum())
+
+
+def _table_sizes(largest: int) -> list[int]:
+    """Batch sizes written to the decode table: powers of two up to the largest seen, and that one."""
+    sizes = [1]
+    while sizes[-1] * 2 < largest:
+        sizes.append(sizes[-1] * 2)
+    return sorted({*sizes, largest})

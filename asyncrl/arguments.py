@@ -1,0 +1,180 @@
+"""Command-line plumbing the commands share: one-line errors, typed flag values, bare overrides, examples.
+
+    argv ─► Parser.parse_known_args ─► namespace + leftovers ─► split_assignments
+                  │                                               │ dotted.key=value → overrides
+                  │ a bad flag value, an unknown command           │ anything else → one-line error
+                  ▼                                               ▼
+            "asyncrl: error: --steps: expected a positive integer, got 'abc'"   (exit 2)
+
+Overrides come verl/AReaL style, bare beside the scenario (``asyncrl simulate quickstart
+schedule.max_staleness=2``), or as ``--set KEY=VALUE``; both apply in the order given, ``--set`` first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from typing import NoReturn
+
+from asyncrl.scenarios.loading import did_you_mean
+
+EXIT_BAD_INPUT = 2
+#: A bare override: a dotted key of identifiers (``+``-prefixed as Hydra appends), ``=``, the value (YAML).
+ASSIGNMENT = re.compile(r"^\+{0,2}[A-Za-z_][\w-]*(\.[\w-]+)*=")
+_INVALID_CHOICE = re.compile(r"^argument ([^:]+): invalid choice: '(.*)' \(choose from (.*)\)$", re.DOTALL)
+_ARGUMENT = re.compile(r"^argument ([^:]+): ")
+
+#: A worked example per command, shown at the end of its ``--help``.
+EXAMPLES: dict[str, str] = {
+    "simulate": (
+        "asyncrl simulate quickstart schedule.max_staleness=4 --steps 50\n"
+        "    predict the quickstart scenario with a looser staleness bound, for 50 learner steps;\n"
+        "    writes runs/quickstart-8b/ (summary.json, events.parquet, scenario.yaml)"
+    ),
+    "execute": (
+        "asyncrl execute cpu-timing --steps 20\n"
+        "    run the shipped CPU scenario for real (tiny model, two cores) and write runs/cpu-timing-executed/"
+    ),
+    "calibrate": (
+        "asyncrl calibrate --model tiny --out profiles/cpu-tiny.yaml\n"
+        "    time this machine's engine and learner; use the file as hardware.profile"
+    ),
+    "demo": "asyncrl demo --scenario cpu-timing --steps 20\n    the main job, shrunk to one scenario and 20 steps",
+    "speedup": (
+        "asyncrl speedup quickstart --price-per-device-hour 2\n"
+        "    the scenario as written against sync on the same split and sync colocated, with the cost per 1k samples"
+    ),
+    "size": (
+        "asyncrl size quickstart --devices 16 --kind streaming --max-staleness 1 --max-staleness 2\n"
+        "    every generation:training split of 16 devices, best first; writes runs/quickstart-8b-size.csv"
+    ),
+    "sweep": (
+        "asyncrl sweep quickstart --steps 30 --vary workload.completion_tokens.sigma=0.5,1,1.5\n"
+        "    simulate three tails; writes runs/quickstart-8b-sweep.csv and .png"
+    ),
+    "schema": "asyncrl schema > scenario.schema.json\n    for editors that validate YAML against a JSON Schema",
+    "validate": (
+        "asyncrl validate --count 12 --seed 0\n"
+        "    calibrate, predict and execute 12 random small CPU scenarios; errors in runs/validate/"
+    ),
+    "compare": (
+        "asyncrl compare runs/demo/cpu-timing/predicted-streaming runs/demo/cpu-timing/measured-streaming "
+        "--tolerance 0.1\n"
+        "    the measured run's figures against the prediction; exit 1 if one is off by more than 10%"
+    ),
+    "report": ("asyncrl report runs/quickstart-8b --out runs/report\n    figures, Perfetto traces and index.html"),
+    "trace": "asyncrl trace runs/quickstart-8b\n    writes runs/quickstart-8b/trace.json.gz; open it at ui.perfetto.dev",
+    "list": "asyncrl list\n    model presets, devices and shipped scenarios with their figures",
+    "lengths": (
+        "asyncrl lengths completions.jsonl --field response --out runs/lengths\n"
+        "    lengths of the logged completions: an empirical length file, lognormal and Pareto fits with their\n"
+        "    scenario snippets, and a histogram with the fits"
+    ),
+    "from-verl": (
+        "asyncrl from-verl ppo_trainer.yaml trainer.nnodes=2 --device h100 --lengths lengths.txt --out my-run.yaml\n"
+        "    a scenario from the resolved verl config you launch with; then: asyncrl simulate my-run.yaml"
+    ),
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, ``asyncrl: error: FLAG: what is wrong``, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        printable = "".join(char if char.isprintable() else ascii(char)[1:-1] for char in readable(message))
+        print(f"asyncrl: error: {printable}", file=sys.stderr)  # control characters from the input escaped
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def readable(message: str) -> str:
+    """argparse's message with the flag first and a did-you-mean for a mistyped choice."""
+    message = " ".join(message.split())
+    choice = _INVALID_CHOICE.match(message)
+    if choice:
+        name, value, options = choice.groups()
+        names = re.findall(r"'([^']*)'", options)
+        return f"{_flag(name)}: invalid choice '{value}'{did_you_mean(value, names)} (choose from {', '.join(names)})"
+    return _ARGUMENT.sub(lambda match: f"{_flag(match.group(1))}: ", message)
+
+
+def _flag(name: str) -> str:
+    """``--out/-o`` → ``--out``; a positional's metavar as is."""
+    return name.split("/")[0]
+
+
+def split_assignments(extras: Sequence[str], option_strings: Iterable[str]) -> tuple[list[str], str | None]:
+    """Leftover arguments as bare ``dotted.key=value`` overrides, or the one-line error they deserve."""
+    assignments: list[str] = []
+    for extra in extras:
+        if ASSIGNMENT.match(extra):
+            assignments.append(extra)
+            continue
+        if extra.startswith("-"):
+            return [], f"{extra.split('=')[0]}: unknown flag{did_you_mean(extra.split('=')[0], option_strings)}"
+        return [], f"unexpected argument {extra!r} (overrides are dotted.key=value)"
+    return assignments, None
+
+
+def assignment(text: str) -> str:
+    """A bare override given as a positional argument."""
+    if not ASSIGNMENT.match(text):
+        raise argparse.ArgumentTypeError(f"expected dotted.key=value, got {text!r}")
+    return text
+
+
+def add_examples(commands: argparse._SubParsersAction) -> None:
+    """Put each command's worked example at the end of its ``--help``."""
+    for name, parser in commands.choices.items():
+        if name in EXAMPLES:
+            parser.epilog = "example:\n  " + EXAMPLES[name].replace("\n", "\n  ")
+            parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.set_defaults(subparser=parser)
+
+
+def positive(text: str) -> int:
+    """A flag's value that must be a positive integer."""
+    value = _integer(text, "a positive integer")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """A flag's value that must be zero or a positive integer."""
+    value = _integer(text, "an integer ≥ 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A flag's value that must be a finite number ≥ 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number ≥ 0, got {text!r}")
+    return value
+
+
+def window(text: str) -> tuple[float, float | None]:
+    """``START:END`` in seconds; ``:END`` starts at 0, ``START:`` runs to the end."""
+    start_text, sep, end_text = text.partition(":")
+    try:
+        start = float(start_text) if start_text.strip() else 0.0
+        end = float(end_text) if end_text.strip() else None
+    except ValueError:
+        start, end = -1.0, None
+    if not sep or not 0 <= start < float("inf") or (end is not None and not start < end < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected START:END in seconds with 0 ≤ START < END, got {text!r}")
+    return start, end
+
+
+def _integer(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None

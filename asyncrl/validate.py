@@ -1,0 +1,215 @@
+"""``asyncrl validate``: predictions checked on scenarios nobody tuned.
+
+    draws.draw_scenarios(N, seed) ─► for each scenario (and its sync variant):
+        calibrate  run:   execute a short run of each (another seed) ─► analysis.fit.profile_from_runs
+                   bench: executor.calibrate.calibrate (micro-benchmarks)   ─► profile.yaml
+        predict    simulate each with the profile, the full K steps          ─► predicted-<kind>/
+        execute    each, K steps, R times                                    ─► measured-<kind>[-r]/
+        compare    analysis.validation.validation_record                     ─► one row
+    ─► validate.csv, validate.png, table.txt under --out; the table printed
+
+It reports and asserts nothing: the exit status is 0, or 1 if a run failed
+(that scenario's row says why). A sync scenario is its own sync variant, so it
+is calibrated, predicted and executed once per repeat, and has no speedup.
+
+On two cores a scenario with two engines runs three busy processes (two
+engines and the learner): they are oversubscribed and contend for cores,
+which the simulator does not model; the command says so when it draws one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from asyncrl.analysis.validation import (
+    failed_record,
+    run_name,
+    validation_lines,
+    validation_record,
+    write_validation_csv,
+)
+from asyncrl.draws import Draw, draw_scenarios
+from asyncrl.scenarios.loading import ScenarioError, apply_override, dump_scenario, validate_scenario
+from asyncrl.scenarios.scenario import Scenario
+
+CALIBRATION_SEED_OFFSET = 1  # calibration runs use the scenario's seed + 1: other lengths than the measured runs
+BENCH_REPEATS = 5
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    count: int = 10
+    seed: int = 0
+    steps: int = 30
+    calibration: str = "run"  # run | bench
+    calibration_steps: int = 8
+    repeat: int = 1
+    out: Path = Path("runs/validate")
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class ValidateResult:
+    records: list[dict[str, Any]]
+    table: str
+    files: list[Path]
+
+    @property
+    def failed(self) -> bool:
+        return any(record["status"] != "ok" for record in self.records)
+
+
+def run_validate(options: ValidateOptions, say: Callable[[str], None] = print) -> ValidateResult:
+    """Draw, calibrate, predict, execute and compare; write and return the results."""
+    check_options(options)
+    draws = draw_scenarios(options.count, options.seed, options.steps)
+    note = oversubscription_note(draws)
+    if note:
+        say(note)
+    options.out.mkdir(parents=True, exist_ok=True)
+    records = []
+    with tqdm(total=len(draws), desc="validate", unit="scenario", disable=options.quiet or None) as bar:
+        for draw in draws:
+            records.append(
+                _one_scenario(draw, options, lambda stage, d=draw: bar.set_postfix_str(f"{d.name}: {stage}"))
+            )
+            bar.update()
+    table = validation_lines(records, options.repeat)
+    files = _write(options, records, table)
+    return ValidateResult(records, table, files)
+
+
+def oversubscription_note(draws: list[Draw]) -> str | None:
+    """A line saying which scenarios run more busy processes than this machine has cores, if any do."""
+    cores = os.cpu_count() or 1
+    crowded = [draw.name for draw in draws if draw.scenario.cluster.engines + 1 > cores]
+    if not crowded:
+        return None
+    return (
+        f"note: {len(crowded)} of {len(draws)} scenarios run 2 engines and a learner, 3 busy processes on {cores} "
+        f"cores ({', '.join(crowded)}): oversubscribed, their executions contend for cores, which the simulator "
+        "does not model"
+    )
+
+
+def _one_scenario(draw: Draw, options: ValidateOptions, stage: Any) -> dict[str, Any]:
+    directory = options.out / draw.name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "scenario.yaml").write_text(dump_scenario(draw.scenario))
+    written = draw.scenario.schedule.kind
+    kinds = [written] if written == "sync" else [written, "sync"]
+    try:
+        stage("calibrating")
+        profile = _calibrate(draw, kinds, directory, options)
+        stage("simulating")
+        for kind in kinds:
+            _simulate(_variant(draw, kind, [f"hardware.profile={profile.resolve()}"]), directory / f"predicted-{kind}")
+        for repeat in range(1, options.repeat + 1):
+            for kind in kinds:
+                stage(f"executing {kind} ({repeat}/{options.repeat})")
+                _execute(_variant(draw, kind), directory / run_name("measured", kind, repeat, options.repeat))
+    except (RuntimeError, ValueError) as exc:  # a failed run (ScenarioError is a ValueError): say so, go on
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return failed_record(draw.name, draw.label, draw.settings, reason)
+    return validation_record(draw.name, draw.label, draw.settings, directory, written, options.repeat)
+
+
+def _calibrate(draw: Draw, kinds: list[str], directory: Path, options: ValidateOptions) -> Path:
+    """Write the scenario's profile (from short runs, or from micro-benchmarks) and return its path."""
+    from asyncrl.scenarios.profile import save_profile
+
+    path = directory / "profile.yaml"
+    if options.calibration == "bench":
+        from asyncrl.executor.calibrate import calibrate
+
+        scenario = draw.scenario
+        save_profile(calibrate(scenario, _batch_sizes(scenario.engine_concurrency), BENCH_REPEATS).profile, path)
+        return path
+    from asyncrl.analysis.fit import profile_from_runs
+    from asyncrl.analysis.tables import fit_lines
+
+    seed = draw.scenario.run.seed + CALIBRATION_SEED_OFFSET
+    runs = []
+    for kind in kinds:
+        runs.append(directory / f"calibration-{kind}")
+        _execute(_variant(draw, kind, [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]), runs[-1])
+    profile, report = profile_from_runs(runs, draw.scenario.training_devices)
+    save_profile(profile, path)
+    (directory / "fit.txt").write_text(fit_lines(", ".join(run.name for run in runs), profile, report) + "\n")
+    return path
+
+
+def _variant(draw: Draw, kind: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """The drawn scenario as ``kind`` (its own kind: as written), with ``overrides``."""
+    data = _copy(draw.data)
+    for override in [*([] if kind == draw.scenario.schedule.kind else [f"schedule.kind={kind}"]), *overrides]:
+        apply_override(data, override)
+    return validate_scenario(data)
+
+
+def _simulate(scenario: Scenario, out: Path) -> None:
+    from asyncrl.scenarios.record import write_run
+    from asyncrl.simulator.simulation import simulate
+
+    result = simulate(scenario)
+    write_run(out, scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
+
+
+def _execute(scenario: Scenario, out: Path) -> None:
+    from asyncrl.executor.runtime import execute
+
+    execute(scenario, out)
+
+
+def _batch_sizes(concurrency: int) -> list[int]:
+    """Powers of two below the engine's concurrency, and the concurrency itself."""
+    sizes = [1]
+    while sizes[-1] * 2 < concurrency:
+        sizes.append(sizes[-1] * 2)
+    return sorted({*sizes, concurrency})
+
+
+def _write(options: ValidateOptions, records: list[dict[str, Any]], table: str) -> list[Path]:
+    files = [write_validation_csv(options.out / "validate.csv", records)]
+    (options.out / "table.txt").write_text(table + "\n")
+    files.append(options.out / "table.txt")
+    plot = _plot(options, records)
+    return [*files, plot] if plot else files
+
+
+def _plot(options: ValidateOptions, records: list[dict[str, Any]]) -> Path | None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None or not any(r["status"] == "ok" for r in records):
+        return None
+    import pandas as pd
+
+    from asyncrl.analysis.plots import validation
+
+    title = (
+        f"asyncrl validate: prediction error on {_count(len(records), 'drawn scenario')} (seed {options.seed}), "
+        f"{options.steps} steps, calibration: {options.calibration}, {_count(options.repeat, 'repeat')}"
+    )
+    return validation(pd.DataFrame.from_records(records), title, options.out / "validate.png")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _copy(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: _copy(value) if isinstance(value, dict) else value for key, value in data.items()}
+
+
+def check_options(options: ValidateOptions) -> None:
+    """ScenarioError naming the flag for options no scenario could run with."""
+    if options.calibration not in ("run", "bench"):
+        raise ScenarioError(f"--calibration: {options.calibration!r}; use run or bench")
+    if options.calibration == "run" and options.calibration_steps < 2:
+        raise ScenarioError("--calibration-steps: give at least 2 (the fit needs several learner steps)")

@@ -1,0 +1,308 @@
+"""A simulated run's summary straight from its records, without the event table: what sweeps need.
+
+    Simulation (rollouts, engines' loads, recorder) ─► RunRecords ─► tally(steps) ─► Tally ─┬─► summary
+                                                                                         └─► extrapolated
+
+``scenarios.record.summarize`` computes the summary from the event table; a
+sweep only needs the figures, and building the table costs as much as a third
+of the simulation. ``run_summary`` computes the same figures from per-rollout
+arrays (``tests/test_early_stopping.py`` holds it to ``summarize``).
+
+A ``Tally`` holds a stretch of a run's figures as sums (seconds, rollouts,
+tokens, a staleness histogram), so they add up: a run ended early
+(``Simulation.steady``) is summarized as the run simulated plus the steps it
+skipped, each worth one step of the steady span (``extrapolated_summary``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from asyncrl.scenarios.record import (
+    Idle,
+    RunSummary,
+    SampleCounts,
+    Staleness,
+    StepTime,
+    Throughput,
+    Utilization,
+)
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.simulator.convergence import Tolerance
+from asyncrl.simulator.costs import CostModel
+from asyncrl.simulator.recorder import first_load_after
+from asyncrl.simulator.simulation import Simulation
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """A finished simulation as arrays: one entry per rollout, per learner step, per weight load."""
+
+    engine: np.ndarray  # per rollout: the engine that generated it
+    start: np.ndarray  # (s)
+    end: np.ndarray  # (s); the run's end for a rollout still running
+    finished: np.ndarray  # bool
+    step: np.ndarray  # the learner step that trained it, −1 if none
+    tokens: np.ndarray  # completion tokens generated (all of them if finished)
+    oldest: np.ndarray  # oldest policy version that generated it
+    mean_version: np.ndarray  # token-weighted policy version
+    train_start: np.ndarray  # per learner step, in step order (s)
+    train_end: np.ndarray  # (s)
+    sync_engine: np.ndarray  # per weight load
+    sync_start: np.ndarray  # (s)
+    sync_end: np.ndarray  # (s)
+    drop_times: np.ndarray  # per dropped rollout (s)
+    engines: int
+
+
+@dataclass
+class Tally:
+    """Figures of the steps ``[first, last)`` of a run, as sums that add up over stretches of a run."""
+
+    steps: int
+    wall_s: float  # from the end of step first − 1 (0 for the first step) to the end of step last − 1
+    step_times: np.ndarray  # (s)
+    trained: float  # rollouts trained by these steps
+    tokens: float  # their completion tokens
+    staleness: dict[int, float] = field(default_factory=dict)  # trained rollouts by staleness
+    token_staleness: float = 0.0  # token-weighted staleness, summed over trained rollouts (steps)
+    generation_busy_s: float = 0.0  # added over engines
+    training_busy_s: float = 0.0
+    rollout_s: float = 0.0  # rollout-seconds (generate and unfinished spans)
+    sync_s: float = 0.0  # weight-load seconds, added over engines
+    dropped: float = 0.0  # rollouts dropped
+
+
+def records(sim: Simulation) -> RunRecords:
+    """The arrays of a simulation that has run."""
+    rollouts, size, wall = sim.rollouts, sim.rollouts.group_size, sim.env.now
+    group = np.repeat(np.arange(len(rollouts)), size)
+    engine = np.asarray(rollouts.engine, dtype=np.int64)[group]
+    end = np.asarray(rollouts.end, dtype=np.float64)
+    tokens = np.asarray(rollouts.tokens, dtype=np.int64)
+    finished = ~np.isnan(end)
+    if not finished.all():  # a rollout still running counts the tokens its engine got through
+        progress = np.asarray([e.progress for e in sim.engines])[engine]
+        done = np.clip(progress - np.asarray(rollouts.join)[group], 0, tokens).astype(np.int64)
+        tokens, end = np.where(finished, tokens, done), np.where(finished, end, wall)
+    version = np.asarray(rollouts.version, dtype=np.int64)[group]
+    oldest, mean_version, tokens = _versions_seen(sim, finished, version, tokens)
+    trains = sorted(sim.recorder.trains)
+    syncs, drops = sim.recorder.syncs, sim.recorder.drops
+    return RunRecords(
+        engine=engine,
+        start=np.asarray(rollouts.start, dtype=np.float64)[group],
+        end=end,
+        finished=finished,
+        step=np.where(finished, np.asarray(rollouts.step, dtype=np.int64)[group], -1),
+        tokens=tokens,
+        oldest=oldest,
+        mean_version=mean_version,
+        train_start=np.asarray([t[1] for t in trains], dtype=np.float64),
+        train_end=np.asarray([t[2] for t in trains], dtype=np.float64),
+        sync_engine=np.asarray([s[0] for s in syncs], dtype=np.int64),
+        sync_start=np.asarray([s[1] for s in syncs], dtype=np.float64),
+        sync_end=np.asarray([s[2] for s in syncs], dtype=np.float64),
+        drop_times=np.repeat(np.asarray([d[1] for d in drops], dtype=np.float64), size),
+        engines=len(sim.engines),
+    )
+
+
+def _versions_seen(
+    sim: Simulation, finished: np.ndarray, version: np.ndarray, tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Oldest and token-weighted policy version of each rollout, and its tokens, as the event table has them.
+
+    A finished rollout its engine loaded new weights under (in-flight updates) is cut where each load
+    came, exactly as ``Recorder._segments`` cuts its row; the others saw one version.
+    """
+    oldest, mean_version, tokens = version.copy(), version.astype(np.float64), tokens.copy()
+    rollouts, size = sim.rollouts, sim.rollouts.group_size
+    loads = [engine.loads for engine in sim.engines]
+    join = np.repeat(np.asarray(rollouts.join, dtype=np.float64), size)
+    cut = finished & (first_load_after(rollouts, loads) < join + tokens)
+    for index in np.flatnonzero(cut).tolist():
+        group = index // size
+        later = loads[rollouts.engine[group]][rollouts.loads_seen[group] :]
+        pieces = _pieces(rollouts.join[group], int(tokens[index]), int(version[index]), later)
+        count = sum(n for _, n in pieces)
+        oldest[index] = min(v for v, _ in pieces)
+        mean_version[index] = sum(v * n for v, n in pieces) / count if count else oldest[index]
+        tokens[index] = count
+    return oldest, mean_version, tokens
+
+
+def _pieces(join: float, tokens: int, version: int, loads: Sequence[tuple[float, float, int]]) -> list[tuple[int, int]]:
+    """(version, tokens) of each piece of a rollout cut at its engine's loads (``Recorder._segments``)."""
+    finish, start_mark, pieces = join + tokens, join, []
+    for mark, _, new_version in loads:
+        if mark >= finish:
+            break
+        count = round(mark - start_mark)
+        if count > 0:
+            pieces.append((version, count))
+            start_mark = mark
+        version = new_version
+    pieces.append((version, round(finish - start_mark)))
+    return pieces
+
+
+def tally(run: RunRecords, first: int, last: int) -> Tally:
+    """The figures of steps ``[first, last)``: spans cut to their time, rollouts trained by those steps."""
+    begin = float(run.train_end[first - 1]) if first > 0 else 0.0
+    end = float(run.train_end[last - 1]) if last > 0 else 0.0
+    trained = (run.step >= first) & (run.step < last)
+    stale = run.step[trained] - run.oldest[trained]
+    keys, counts = np.unique(stale, return_counts=True)
+    start, stop = np.clip(run.start, begin, end), np.clip(run.end, begin, end)
+    sync_start, sync_stop = np.clip(run.sync_start, begin, end), np.clip(run.sync_end, begin, end)
+    train_start, train_stop = np.clip(run.train_start, begin, end), np.clip(run.train_end, begin, end)
+    return Tally(
+        steps=last - first,
+        wall_s=end - begin,
+        step_times=np.diff(np.concatenate([[begin], run.train_end[first:last]])),
+        trained=float(trained.sum()),
+        tokens=float(run.tokens[trained].sum()),
+        staleness={int(k): float(c) for k, c in zip(keys, counts, strict=True)},
+        token_staleness=float((run.step[trained] - run.mean_version[trained]).sum()),
+        generation_busy_s=_busy_seconds(
+            np.concatenate([run.engine, run.sync_engine]),
+            np.concatenate([start, sync_start]),
+            np.concatenate([stop, sync_stop]),
+        ),
+        training_busy_s=_busy_seconds(np.zeros(len(train_start), dtype=np.int64), train_start, train_stop),
+        rollout_s=float((stop - start).sum()),
+        sync_s=float((sync_stop - sync_start).sum()),
+        dropped=float(((run.drop_times > (begin if first > 0 else -math.inf)) & (run.drop_times <= end)).sum()),
+    )
+
+
+def _busy_seconds(workers: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> float:
+    """Seconds each worker had any span open, added over workers."""
+    order = np.lexsort((starts, workers))
+    workers, starts, ends = workers[order], starts[order], ends[order]
+    bounds = np.flatnonzero(np.diff(workers)) + 1
+    total = 0.0
+    for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(workers)]]), strict=True):
+        total += _union_length(starts[lo:hi], ends[lo:hi])
+    return total
+
+
+def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Length of the union of intervals [starts[i], ends[i]], ``starts`` sorted."""
+    if len(starts) == 0:
+        return 0.0
+    reach = np.maximum.accumulate(ends)
+    opens_block = np.concatenate([[True], starts[1:] > reach[:-1]])
+    block_end = np.maximum.reduceat(ends, np.flatnonzero(opens_block))
+    return float((block_end - starts[opens_block]).sum())
+
+
+def extended(whole: Tally, steady: Tally, steps: int) -> Tally:
+    """``whole`` (a run ended early) plus the steps up to ``steps`` it skipped, each one a mean step of ``steady``.
+
+    Step times repeat the steady span's, in order, as often as it takes; the staleness histogram gets
+    the steady span's counts scaled to the steps skipped (not rounded here).
+    """
+    skipped = steps - whole.steps
+    scale = skipped / steady.steps
+    staleness = dict(whole.staleness)
+    for key, count in steady.staleness.items():
+        staleness[key] = staleness.get(key, 0.0) + scale * count
+    return Tally(
+        steps=steps,
+        wall_s=whole.wall_s + scale * steady.wall_s,
+        step_times=np.concatenate([whole.step_times, np.resize(steady.step_times, skipped)]),
+        trained=whole.trained + scale * steady.trained,
+        tokens=whole.tokens + scale * steady.tokens,
+        staleness=staleness,
+        token_staleness=whole.token_staleness + scale * steady.token_staleness,
+        generation_busy_s=whole.generation_busy_s + scale * steady.generation_busy_s,
+        training_busy_s=whole.training_busy_s + scale * steady.training_busy_s,
+        rollout_s=whole.rollout_s + scale * steady.rollout_s,
+        sync_s=whole.sync_s + scale * steady.sync_s,
+        dropped=whole.dropped + scale * steady.dropped,
+    )
+
+
+def run_summary(sim: Simulation) -> dict[str, Any]:
+    """The summary of a simulation that has run, as ``summarize`` would give it from the events.
+
+    A run ended early (``sim.steady`` set) is extrapolated to the scenario's ``run.steps``: its
+    summary says ``extrapolated: true`` and how many steps were simulated.
+    """
+    run = records(sim)
+    simulated = len(run.train_end)
+    whole = tally(run, 0, simulated)
+    finished, dropped = int(run.finished.sum()), int(whole.dropped)
+    queued, in_flight = finished - int(whole.trained) - dropped, int((~run.finished).sum())
+    labels: dict[str, Any] = {}
+    if sim.steady is not None:
+        whole = extended(whole, tally(run, *sim.steady), sim.scenario.run.steps)
+        labels = {"steps_simulated": simulated, "extrapolated": True}
+    return _summary(sim.scenario, whole, queued=queued, in_flight=in_flight, **labels)
+
+
+def _summary(scenario: Scenario, figures: Tally, *, queued: int, in_flight: int, **labels: Any) -> dict[str, Any]:
+    """The JSON-ready dict of a RunSummary for a whole run's ``figures``."""
+    wall, engines = figures.wall_s, scenario.cluster.engines
+    histogram = {key: round(count) for key, count in sorted(figures.staleness.items()) if round(count) > 0}
+    trained, dropped = round(figures.trained), round(figures.dropped)
+    summary = RunSummary(
+        backend="simulator",
+        scenario=scenario.name,
+        steps=figures.steps,
+        **labels,
+        wall_time_s=wall,
+        step_time_s=StepTime(mean=_ratio(wall, figures.steps), **_percentiles(figures.step_times)),
+        throughput=Throughput(samples_per_s=_ratio(figures.trained, wall), tokens_per_s=_ratio(figures.tokens, wall)),
+        staleness=Staleness(
+            mean=_ratio(sum(key * count for key, count in figures.staleness.items()), figures.trained),
+            **_percentiles(np.repeat(list(histogram), list(histogram.values()))),
+            max=max(histogram, default=0),
+            token_mean=_ratio(figures.token_staleness, figures.trained),
+            histogram={str(key): count for key, count in histogram.items()},
+        ),
+        utilization=Utilization(
+            generation=_ratio(figures.generation_busy_s, engines * wall),
+            training=_ratio(figures.training_busy_s, wall),
+            generation_slots=_ratio(figures.rollout_s, engines * scenario.engine_concurrency * wall),
+        ),
+        idle=Idle(
+            generation=1.0 - _ratio(figures.generation_busy_s, engines * wall),
+            training=1.0 - _ratio(figures.training_busy_s, wall),
+        ),
+        weight_sync_s=_ratio(figures.sync_s, engines),
+        samples=SampleCounts(
+            generated=trained + queued + in_flight + dropped,
+            trained=trained,
+            queued=queued,
+            in_flight=in_flight,
+            dropped=dropped,
+        ),
+    )
+    return summary.to_json()
+
+
+def _percentiles(values: np.ndarray) -> dict[str, float]:
+    if len(values) == 0:
+        return {"p50": 0.0, "p95": 0.0}
+    return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95))}
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return float(numerator / denominator) if denominator > 0 else 0.0
+
+
+def simulate_summary(
+    scenario: Scenario, costs: CostModel | None = None, until_converged: Tolerance | None = None
+) -> dict[str, Any]:
+    """Simulate ``scenario`` and summarize it without the event table; with ``until_converged``, end the
+    run once converged and extrapolate it to ``run.steps``."""
+    sim = Simulation(scenario, costs)
+    sim.run(until_converged=until_converged)
+    return run_summary(sim)

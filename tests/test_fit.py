@@ -1,0 +1,73 @@
+"""A profile fitted from a recorded run recovers the costs the run was made with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from asyncrl.analysis.fit import ENGINE_STEPS_FILE, profile_from_runs
+from asyncrl.scenarios.record import EVENT_COLUMNS, write_run
+
+from asyncrl.cli import main
+
+# The costs the synthetic run is made of (seconds).
+DECODE_BASE, DECODE_PER_ROW, PER_CONTEXT = 0.002, 0.0001, 1e-6
+JOIN, PER_PROMPT_TOKEN, RETIRE = 0.003, 2e-5, 0.0007
+TRAIN_OVERHEAD, TRAIN_PER_TOKEN, SYNC = 0.05, 1e-4, 0.08
+
+
+def synthetic_run(path: Path, seed: int = 0) -> Path:
+    """An executor-like run record whose step and span times follow the costs above exactly."""
+    rng = np.random.default_rng(seed)
+    rows, clock = [], 0.0
+    for _ in range(400):
+        batch = int(rng.integers(1, 17))
+        context = batch * int(rng.integers(20, 200))
+        joins = int(rng.integers(1, 5)) if rng.random() < 0.2 else 0
+        prefill = joins * int(rng.integers(8, 64))
+        retired = int(rng.integers(1, 3)) if rng.random() < 0.2 and not joins else 0
+        seconds = DECODE_BASE + DECODE_PER_ROW * batch + PER_CONTEXT * context
+        seconds += JOIN * joins + PER_PROMPT_TOKEN * prefill + (RETIRE if retired else 0.0)
+        rows.append(("engine-0", clock, clock + seconds, batch, context, joins, prefill, retired))
+        clock += seconds
+    events = []
+    for step in range(12):
+        tokens = int(rng.integers(500, 3000))
+        seconds = TRAIN_OVERHEAD + TRAIN_PER_TOKEN * tokens
+        events.append(("learner", "training", "train", step, step + seconds, step, step, -1, -1, tokens))
+        events.append(("engine-0", "generation", "sync", step, step + SYNC, -1, step + 1, -1, -1, 0))
+    path.mkdir(parents=True)
+    columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
+    pd.DataFrame(rows, columns=columns).to_parquet(path / ENGINE_STEPS_FILE)
+    table = pd.DataFrame(events, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+    write_run(path, scenario_yaml=(Path("scenarios") / "cpu-timing.yaml").read_text(), events=table, summary={})
+    return path
+
+
+def test_the_fit_recovers_every_cost_it_models(tmp_path: Path) -> None:
+    profile, report = profile_from_runs([synthetic_run(tmp_path / "run")], training_devices=2)
+    assert profile.decode_step(1) == pytest.approx(DECODE_BASE + DECODE_PER_ROW, rel=1e-6)
+    assert profile.decode_step(16) == pytest.approx(DECODE_BASE + 16 * DECODE_PER_ROW, rel=1e-6)
+    assert profile.decode_context_token_s == pytest.approx(PER_CONTEXT, rel=1e-6)
+    assert profile.join_s == pytest.approx(JOIN, rel=1e-6)
+    assert profile.prefill_token_s == pytest.approx(PER_PROMPT_TOKEN, rel=1e-6)
+    assert profile.retire_s == pytest.approx(RETIRE, rel=1e-6)
+    assert profile.prefill_per == "sample"
+    # The learner's per-token cost is stated for ONE device: 2 devices took 1e-4 s per token together.
+    assert profile.train_token_s == pytest.approx(2 * TRAIN_PER_TOKEN, rel=1e-6)
+    assert profile.train_step_overhead_s == pytest.approx(TRAIN_OVERHEAD, rel=1e-6)
+    assert profile.weight_sync_s == pytest.approx(SYNC, rel=1e-6)
+    for measured, charged in report.phases.values():
+        assert charged == pytest.approx(measured, rel=1e-6)
+
+
+def test_calibrate_from_run_writes_the_profile_and_rejects_a_directory_without_steps(tmp_path: Path, capsys) -> None:
+    run = synthetic_run(tmp_path / "run")
+    out = tmp_path / "profile.yaml"
+    assert main(["calibrate", "--from-run", str(run), "--out", str(out)]) == 0
+    assert "engine steps" in capsys.readouterr().out and out.is_file()
+    (run / ENGINE_STEPS_FILE).unlink()
+    assert main(["calibrate", "--from-run", str(run), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

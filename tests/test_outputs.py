@@ -1,0 +1,168 @@
+"""Run directories and output files: checked before any work, kept inside runs/, never shared, never clobbering."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from asyncrl.scenarios.outputs import LOCK_FILE, check_output_file, default_run_dir, run_directory
+
+from asyncrl.cli import main
+
+ROOT = Path(__file__).parents[1]
+QUICK = ["--steps", "2", "--quiet"]
+
+
+def simulate(capsys, out: Path | None, *extra: str, scenario: str = "quickstart") -> tuple[int, str]:
+    """``asyncrl simulate`` in this process: the exit status and stderr."""
+    args = ["simulate", scenario, *QUICK, *extra, *(["--out", str(out)] if out is not None else [])]
+    status = main(args)
+    return status, capsys.readouterr().err
+
+
+def one_error(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("asyncrl: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "directory"),
+    [
+        ("../../x", "runs/x"),
+        ("/etc/cron.d/evil", "runs/etc-cron.d-evil"),
+        ("..", "runs/run"),
+        (".hidden", "runs/hidden"),
+        ("quickstart-8b", "runs/quickstart-8b"),
+    ],
+)
+def test_default_run_directories_stay_inside_runs(name: str, directory: str) -> None:
+    assert default_run_dir(name) == Path(directory)
+
+
+def test_a_scenario_named_to_escape_writes_under_runs(tmp_path: Path, monkeypatch, capsys) -> None:
+    data = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text())
+    data["name"] = "../../escaped"
+    (tmp_path / "work" / "deep").mkdir(parents=True)
+    scenario = tmp_path / "work" / "deep" / "s.yaml"
+    scenario.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path / "work" / "deep")
+    assert simulate(capsys, None, scenario=str(scenario))[0] == 0
+    assert (tmp_path / "work" / "deep" / "runs" / "escaped" / "summary.json").is_file()
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "work" / "escaped").exists()
+
+
+def test_unusable_locations_are_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
+    cases = [(a_file, "is a file"), (a_file / "run", "is inside a file")]
+    if Path("/proc").is_dir():
+        cases.append((Path("/proc/asyncrl-run"), "cannot create /proc/asyncrl-run"))
+    for out, message in cases:
+        started = time.perf_counter()
+        status, err = simulate(capsys, out, "--steps", "10000000")  # refused before the memory check
+        assert status == 2 and message in one_error(err) and err.count("--out") == 1
+        assert time.perf_counter() - started < 5
+    assert a_file.read_text() == "mine\n"
+
+
+def test_a_directory_of_other_files_is_refused_unless_forced(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "summary.json").write_text('{"my": "notes"}\n')
+    (out / "scenario.yaml").write_text("my: scenario\n")
+    status, err = simulate(capsys, out)
+    assert status == 2 and "holds files that are not a run record" in one_error(err) and "--force" in err
+    assert (out / "summary.json").read_text() == '{"my": "notes"}\n'
+    assert sorted(p.name for p in out.iterdir()) == ["scenario.yaml", "summary.json"]
+
+    assert simulate(capsys, out, "--force")[0] == 0
+    assert json.loads((out / "summary.json").read_text())["backend"] == "simulator"
+
+
+def test_a_run_directory_is_rewritten_and_an_empty_one_used(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    assert simulate(capsys, out)[0] == 0
+    assert (out / LOCK_FILE).is_file()
+    assert simulate(capsys, out, "--seed", "3")[0] == 0  # a run record: no --force needed
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert simulate(capsys, empty)[0] == 0
+
+
+def test_a_run_refused_after_the_directory_was_made_leaves_nothing(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "new" / "run"
+    status, err = simulate(capsys, out, "--steps", "10000000")
+    assert status == 2 and "run.steps:" in one_error(err) and "steps fit" in err
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_failed_run_leaves_no_old_summary_behind(tmp_path: Path, capsys, monkeypatch) -> None:
+    out = tmp_path / "run"
+    assert simulate(capsys, out)[0] == 0
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the simulation broke")
+
+    monkeypatch.setattr("asyncrl.simulator.simulation.simulate", broken)
+    status, err = simulate(capsys, out)
+    assert status == 1 and "RuntimeError: the simulation broke" in one_error(err)
+    assert not (out / "summary.json").exists()  # the old summary no longer claims a complete run
+
+
+def test_a_directory_held_by_another_run_is_refused(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    with run_directory(out):
+        status, err = simulate(capsys, out)
+    assert status == 2 and "is being written by another run" in one_error(err)
+    assert simulate(capsys, out)[0] == 0  # released
+
+
+def test_the_lock_goes_with_a_killed_process(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path\n"
+            "from asyncrl.scenarios.outputs import run_directory\n"
+            "with run_directory(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        status, err = simulate(capsys, out)
+        assert status == 2 and f"(pid {holder.pid})" in one_error(err)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert simulate(capsys, out)[0] == 0
+
+
+def test_output_files_are_checked_and_left_untouched(tmp_path: Path) -> None:
+    from asyncrl.scenarios.outputs import OutputError
+
+    target = tmp_path / "deeper" / "table.csv"
+    assert check_output_file(target) == target
+    assert not target.exists() and not target.parent.exists()
+    with pytest.raises(OutputError, match="is a directory"):
+        check_output_file(tmp_path)
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OutputError, match="is inside a file"):
+        check_output_file(tmp_path / "f" / "x.csv")
+
+
+def test_size_refuses_an_unwritable_csv_before_simulating(tmp_path: Path, capsys) -> None:
+    started = time.perf_counter()
+    status = main(["size", "quickstart", "--devices", "16", "--out", str(tmp_path), "--quiet"])
+    assert status == 2 and "--out: " in one_error(capsys.readouterr().err)
+    assert time.perf_counter() - started < 5
