@@ -93,12 +93,12 @@ def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
     summaries = json.loads(capsys.readouterr().out)
     assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5"]) == 0
     header, _, *rows = capsys.readouterr().out.splitlines()[1:]
-    assert header.split()[-6:] == ["dev-h/1k", "cost/1k", "as", "written", "vs", "this"]
+    assert header.split()[-6:] == ["as", "written", "vs", "this", "dev-h/1k", "USD/1k"]
     for row, summary in zip(rows, summaries.values(), strict=True):
         # 16 devices × wall / 3600 per 1,000 of the 3 × 512 trained samples, then × 2.5 per device-hour
         hours = 16 * summary["wall_time_s"] / 3600 / (3 * 512) * 1000
         assert summary["device_hours"]["per_1k_samples"] == pytest.approx(hours)
-        assert row.split()[-3:-1] == [format_cell(hours), format_cell(hours * 2.5)]
+        assert row.split()[-2:] == [format_cell(hours), f"{hours * 2.5:,.2f}"]
 
 
 def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
