@@ -787,7 +787,27 @@ def _tracker(kind: str | None, out: Path, scenario: Scenario) -> Any:
         check_tracker(kind)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
-    return open_tracker(kind, out, scenario)
+    return _OpenedWhenUsed(lambda: open_tracker(kind, out, scenario))
+
+
+class _OpenedWhenUsed:
+    """A tracker opened at its first use: once the run has made (and locked) its directory, so the
+    tracker's files are written into a run record, not into a directory the run then refuses."""
+
+    def __init__(self, open_tracker: Callable[[], Any]) -> None:
+        self._open, self._tracker = open_tracker, None
+
+    def _opened(self) -> Any:
+        if self._tracker is None:
+            self._tracker = self._open()
+        return self._tracker
+
+    def log_step(self, step: int, row: dict[str, float]) -> None:
+        self._opened().log_step(step, row)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        if self._tracker is not None or summary:  # a run that never started logs nothing
+            self._opened().finish(summary)
 
 
 def _tracked(on_step: Callable[[int, dict[str, float]], None], tracker: Any) -> Callable[[int, dict[str, float]], None]:

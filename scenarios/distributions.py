@@ -181,7 +181,7 @@ def _read_lengths(path: Path) -> np.ndarray:
         for word in line.split():
             values.append(_length(word, path, number))
     if not values:
-        raise ValueError(f"{path}: needs at least one length")
+        raise ValueError(f"path: {path}: needs at least one length")
     return np.asarray(values, dtype=np.int64)
 
 
@@ -189,10 +189,10 @@ def _length(word: str, path: Path, line: int) -> int:
     try:
         value = int(word)
     except ValueError:
-        raise ValueError(f"{path}: line {line}: {word[:40]!r} is not an integer length") from None
+        raise ValueError(f"path: {path}: line {line}: {word[:40]!r} is not an integer length") from None
     if not 1 <= value <= MAX_TOKENS:
         shown = f"length {value:,}" if len(word) <= 20 else f"a {len(word)}-digit length"
-        raise ValueError(f"{path}: line {line}: {shown} is outside [1, {MAX_TOKENS:,}] tokens")
+        raise ValueError(f"path: {path}: line {line}: {shown} is outside [1, {MAX_TOKENS:,}] tokens")
     return value
 
 
