@@ -97,7 +97,6 @@ def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
     for row, summary in zip(rows, summaries.values(), strict=True):
         # 16 devices × wall / 3600 per 1,000 of the 3 × 512 trained samples, then × 2.5 per device-hour
         hours = 16 * summary["wall_time_s"] / 3600 / (3 * 512) * 1000
-        assert summary["device_hours"]["per_1k_samples"] == pytest.approx(hours)
         assert row.split()[-2:] == [format_cell(hours), f"{hours * 2.5:,.2f}"]
 
 
