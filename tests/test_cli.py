@@ -118,7 +118,6 @@ def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
     assert ((splits["generation_devices"] + splits["training_devices"]) == 16).all()
     assert (splits["generation_devices"] % splits["devices_per_engine"] == 0).all()
     assert rows[["generation_utilization", "training_utilization"]].stack().between(0, 1).all()
-    assert rows["dropped"].dtype.kind == "i" and rows["staleness_max"].dtype.kind == "i"
     assert (rows["device_hours_per_1k_samples"] > 0).all()
     cells = pd.read_csv(out, dtype=str, keep_default_na=False).loc[rows.index, ["dropped", "staleness_max"]]
     assert cells.map(str.isdigit).all().all()  # counts written as integers
