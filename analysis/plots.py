@@ -375,12 +375,12 @@ def throughput_and_queue_figure(runs: Sequence[LabelledEvents], context: str = "
 # ── where device time goes ──────────────────────────────────────────────────────
 
 
-def breakdown(runs: Sequence[tuple[str, Mapping]], out: Path) -> Path:
-    """Write ``breakdown_figure(runs)`` to ``out`` as PNG."""
-    return _save(breakdown_figure(runs), out)
+def breakdown(runs: Sequence[tuple[str, Mapping]], out: Path, context: str = "") -> Path:
+    """Write ``breakdown_figure(runs, context)`` to ``out`` as PNG."""
+    return _save(breakdown_figure(runs, context), out)
 
 
-def breakdown_figure(runs: Sequence[tuple[str, Mapping]]) -> Figure:
+def breakdown_figure(runs: Sequence[tuple[str, Mapping]], context: str = "") -> Figure:
     """One stacked bar per run: its device-hours per learner step, split by role and what they went to.
 
     ``runs`` are (label, summary) pairs whose summaries have a ``breakdown``; the legend lists the
@@ -398,7 +398,8 @@ def breakdown_figure(runs: Sequence[tuple[str, Mapping]]) -> Figure:
     ax.set_ylim(0, max(float(bottom.max(initial=0.0)), 1e-12) * 1.08)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(frameon=False, fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    ax.set_title("Where device time goes: device-hours per learner step, by role and activity", loc="left")
+    title = "Where device time goes: device-hours per learner step, by role and activity"
+    ax.set_title(_with_context(title, context), loc="left")
     return figure
 
 

@@ -164,7 +164,7 @@ def _draw_figures(
     ]
     broken_down = [(run.label, run.summary) for run in runs if run.summary.get("breakdown")]
     if broken_down:
-        captions.append((plots.breakdown(broken_down, out / "breakdown.png"), BREAKDOWN_TEXT))
+        captions.append((plots.breakdown(broken_down, out / "breakdown.png", context), BREAKDOWN_TEXT))
     if comparison is not None:
         figure = plots.predicted_vs_measured(comparison, out / "predicted-vs-measured.png", context)
         captions.append((figure, COMPARE_TEXT))

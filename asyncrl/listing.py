@@ -52,14 +52,15 @@ def preset_table() -> str:
 
 
 def device_table() -> str:
-    header = ["hardware.device", "bf16 TFLOP/s", "memory GB", "memory GB/s", "interconnect GB/s"]
+    header = ["hardware.device", "bf16 TFLOP/s", "memory GB", "memory GB/s", "in-node GB/s", "network GB/s"]
     rows = [
         [
             name,
             d.peak_flops / TERA,
             d.memory_bytes / GIGA,
             d.memory_bytes_per_s / GIGA,
-            d.interconnect_bytes_per_s / GIGA,
+            d.nvlink_bytes_per_s / GIGA,
+            d.network_bytes_per_s / GIGA,
         ]
         for name, d in DEVICES.items()
     ]

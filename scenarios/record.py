@@ -281,9 +281,10 @@ def summarize(
     scenario_name: str,
     engines: int,
     concurrency: int,
-    devices: DevicePools,
+    devices: DevicePools | None = None,
 ) -> dict[str, Any]:
-    """Every summary figure, from the event table of one run, as the JSON-ready dict of a RunSummary."""
+    """Every summary figure, from the event table of one run, as the JSON-ready dict of a RunSummary;
+    the device-time breakdown and device-hours need ``devices`` (without them they are left out)."""
     train = events[events["kind"] == "train"].sort_values("step")
     wall = float(train["end"].max()) if len(train) else 0.0
     events = events.assign(start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall))
@@ -320,8 +321,12 @@ def summarize(
         ),
         weight_sync_s=_ratio(float((syncs["end"] - syncs["start"]).sum()), engines),
         samples=SampleCounts(**_sample_counts(events, trained=len(per_sample))),
-        breakdown=_breakdown(events, devices, wall, generation_busy),
-        device_hours=_device_hours(devices.total * wall, steps=len(train), trained=len(per_sample)),
+        breakdown=_breakdown(events, devices, wall, generation_busy) if devices is not None else None,
+        device_hours=(
+            _device_hours(devices.total * wall, steps=len(train), trained=len(per_sample))
+            if devices is not None
+            else None
+        ),
     )
     return summary.to_json()
 

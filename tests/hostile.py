@@ -36,7 +36,7 @@ BASE: dict[str, Any] = {
     "name": "hostile",
     "model": {"preset": "llama-3.1-8b"},
     "hardware": {"device": "h100"},
-    "cluster": {"generation_devices": 2, "training_devices": 2},
+    "cluster": {"generation_devices": 2, "training_devices": 4},  # an 8B learner needs 4 H100s (memory)
     "workload": {
         "prompts_per_step": 4,
         "samples_per_prompt": 4,

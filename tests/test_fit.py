@@ -36,8 +36,8 @@ def synthetic_run(path: Path, seed: int = 0) -> Path:
     for step in range(12):
         tokens = int(rng.integers(500, 3000))
         seconds = TRAIN_OVERHEAD + TRAIN_PER_TOKEN * tokens
-        events.append(("learner", "training", "train", step, step + seconds, step, step, -1, -1, tokens))
-        events.append(("engine-0", "generation", "sync", step, step + SYNC, -1, step + 1, -1, -1, 0))
+        events.append(("learner", "training", "train", step, step + seconds, step, step, -1, -1, tokens, 0.0))
+        events.append(("engine-0", "generation", "sync", step, step + SYNC, -1, step + 1, -1, -1, 0, 0.0))
     path.mkdir(parents=True)
     columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
     pd.DataFrame(rows, columns=columns).to_parquet(path / ENGINE_STEPS_FILE)

@@ -30,7 +30,7 @@ STEP_COLUMNS = ["worker", "start", "end", "batch", "context", "joins", "prefill_
 def events(*rows: tuple) -> pd.DataFrame:
     """Event rows (worker, kind, start, end, group, sample); the other columns are filler."""
     table = [
-        (worker, "training" if kind == "train" else "generation", kind, start, end, 0, 0, group, sample, 1)
+        (worker, "training" if kind == "train" else "generation", kind, start, end, 0, 0, group, sample, 1, 0.0)
         for worker, kind, start, end, group, sample in rows
     ]
     return pd.DataFrame(table, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)

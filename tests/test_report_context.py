@@ -55,7 +55,7 @@ def test_report_page_and_figure_titles_say_what_ran(run: Path, tmp_path: Path, m
     assert page.index("<h2>Scenario</h2>") < page.index("<h2>Runs</h2>")
     for field in ("llama-3.1-8b", "8+8 h100 (tp1)", "streaming η=2", "64×8", "lognormal median 1024 σ 1 ≤ 8,192"):
         assert f"<td>{field}</td>" in page
-    assert len(titles) == 3 and all(QUICKSTART in title for title in titles)
+    assert len(titles) == 4 and all(QUICKSTART in title for title in titles)  # with the breakdown bars
 
 
 def test_traces_are_gzipped(run: Path, tmp_path: Path, capsys) -> None:
