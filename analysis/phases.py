@@ -55,7 +55,7 @@ from asyncrl.analysis.fit import ENGINE_STEPS_FILE, fit_decode
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.record import read_events, read_summary
+from asyncrl.scenarios.record import read_events, read_summary, union_length
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.workload import LengthStream
 
@@ -195,22 +195,10 @@ def _engine_busy(events: pd.DataFrame, wall: float) -> tuple[float, float]:
     for _, rows in spans.groupby("worker"):
         starts = rows["start"].clip(0, wall).to_numpy()
         ends = rows["end"].clip(0, wall).to_numpy()
-        busy += _union_length(starts, ends)
+        busy += union_length(starts, ends)
     syncs = spans[spans["kind"] == "sync"]
     sync = float((syncs["end"].clip(upper=wall) - syncs["start"].clip(upper=wall)).sum())
     return busy, sync
-
-
-def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Total length of the union of the intervals [start, end]."""
-    if len(starts) == 0:
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    opens = np.flatnonzero(np.concatenate([[True], starts[1:] > reach[:-1]]))
-    block_ends = np.maximum.reduceat(ends, opens)
-    return float((block_ends - starts[opens]).sum())
 
 
 def _rollouts(events: pd.DataFrame, wall: float) -> pd.DataFrame:

@@ -419,11 +419,11 @@ def _busy_seconds(events: pd.DataFrame, role: str) -> float:
     spans = events[(events["role"] == role) & events["kind"].isin(BUSY_KINDS[role])]
     total = 0.0
     for _, worker in spans.groupby("worker", sort=False):
-        total += _union_length(worker["start"].to_numpy(), worker["end"].to_numpy())
+        total += union_length(worker["start"].to_numpy(), worker["end"].to_numpy())
     return total
 
 
-def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
+def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     """Length of the union of intervals [starts[i], ends[i]]."""
     if len(starts) == 0:
         return 0.0

@@ -30,6 +30,7 @@ from asyncrl.scenarios.record import (
     StepTime,
     Throughput,
     Utilization,
+    union_length,
 )
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.convergence import Tolerance
@@ -188,18 +189,8 @@ def _busy_seconds(workers: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> 
     bounds = np.flatnonzero(np.diff(workers)) + 1
     total = 0.0
     for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(workers)]]), strict=True):
-        total += _union_length(starts[lo:hi], ends[lo:hi])
+        total += union_length(starts[lo:hi], ends[lo:hi])
     return total
-
-
-def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Length of the union of intervals [starts[i], ends[i]], ``starts`` sorted."""
-    if len(starts) == 0:
-        return 0.0
-    reach = np.maximum.accumulate(ends)
-    opens_block = np.concatenate([[True], starts[1:] > reach[:-1]])
-    block_end = np.maximum.reduceat(ends, np.flatnonzero(opens_block))
-    return float((block_end - starts[opens_block]).sum())
 
 
 def extended(whole: Tally, steady: Tally, steps: int) -> Tally:
