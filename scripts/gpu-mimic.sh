@@ -8,6 +8,10 @@
 # network use here; gpu.sh itself installs with --no-index).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! ls ../shared/wheels-gpu/pydantic-*.whl >/dev/null 2>&1; then
+  echo "gpu-mimic: no wheel folder at ../shared/wheels-gpu (the GPU image's simpy and pydantic wheels); skipped"
+  exit 0
+fi
 transformers_version=5.17.0
 venv=${1:-.venv-gpu-mimic}
 python=${PYTHON:-python3}
