@@ -93,11 +93,10 @@ SUMMARY_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "overrides"), SUMMARY_CASES)
-def test_summary_from_the_simulation_is_summarize_on_its_events(name: str, overrides: list[str]) -> None:
-    scenario = load_scenario(name, overrides)
-    sim = Simulation(scenario)
+def assert_summarized_alike(sim: Simulation) -> None:
+    """Run ``sim``; its summary straight from the simulation must be ``summarize`` on its event table."""
     sim.run()
+    scenario = sim.scenario
     expected = summarize(
         sim.events(),
         backend="simulator",
@@ -106,22 +105,19 @@ def test_summary_from_the_simulation_is_summarize_on_its_events(name: str, overr
         concurrency=scenario.engine_concurrency,
     )
     assert_same_figures(run_summary(sim), expected)
+
+
+@pytest.mark.parametrize(("name", "overrides"), SUMMARY_CASES)
+def test_summary_from_the_simulation_is_summarize_on_its_events(name: str, overrides: list[str]) -> None:
+    scenario = load_scenario(name, overrides)
+    assert_summarized_alike(Simulation(scenario))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), costs)
 def test_summary_from_the_simulation_on_random_small_runs(scenario: Scenario, cost_profile: CostProfile) -> None:
     """Random small runs: drops, rollouts still running at the end, in-flight updates, all schedules."""
-    sim = Simulation(scenario, MeasuredCosts(scenario, cost_profile))
-    sim.run()
-    expected = summarize(
-        sim.events(),
-        backend="simulator",
-        scenario_name=scenario.name,
-        engines=scenario.cluster.engines,
-        concurrency=scenario.engine_concurrency,
-    )
-    assert_same_figures(run_summary(sim), expected)
+    assert_summarized_alike(Simulation(scenario, MeasuredCosts(scenario, cost_profile)))
 
 
 # ── early stopping ──────────────────────────────────────────────────────────────
