@@ -33,6 +33,19 @@ def small_scenario(**sections: dict[str, Any]) -> Scenario:
     return validate_scenario(data)
 
 
+def one_group_of_two_pareto_rollouts() -> Scenario:
+    """One step of one group of two Pareto-length rollouts (seed 0 gives two different lengths) on one engine."""
+    return small_scenario(
+        workload={
+            "prompts_per_step": 1,
+            "samples_per_prompt": 2,
+            "completion_tokens": {"kind": "pareto", "scale": 10, "alpha": 1.0, "max_tokens": 400},
+        },
+        schedule={"kind": "sync", "max_concurrency": 2},
+        run={"steps": 1, "seed": 0},
+    )
+
+
 def profile(**fields: Any) -> CostProfile:
     values = {"decode_step_s": {1: 0.01}, "prefill_token_s": 0.001, "train_token_s": 0.002, "weight_sync_s": 0.5}
     return CostProfile(**{**values, **fields})

@@ -19,7 +19,7 @@ from asyncrl.simulator.costs import AllReduceCost, AnalyticCosts, DecodeTable, M
 from asyncrl.simulator.simulation import simulate
 from hypothesis import given
 
-from tests.conftest import profile, small_scenario
+from tests.conftest import one_group_of_two_pareto_rollouts, profile, small_scenario
 from tests.test_simulator_invariants import SETTINGS, costs, scenarios
 
 
@@ -90,15 +90,7 @@ def test_tensor_parallel_shares_follow_the_batch_worked_by_hand() -> None:
     # One group of two Pareto rollouts, short S and long L tokens, on one engine: S decode steps at batch 2,
     # then L − S at batch 1. An all-reduce of 1 ms + 0.5 ms per rollout per step: the short rollout's share is
     # S · (1 ms / 2 + 0.5 ms), the long one's that plus (L − S) · (1 + 0.5) ms; together the engine's total.
-    scenario = small_scenario(
-        workload={
-            "prompts_per_step": 1,
-            "samples_per_prompt": 2,
-            "completion_tokens": {"kind": "pareto", "scale": 10, "alpha": 1.0, "max_tokens": 400},
-        },
-        schedule={"kind": "sync", "max_concurrency": 2},
-        run={"steps": 1, "seed": 0},
-    )
+    scenario = one_group_of_two_pareto_rollouts()
     cost = AllReduceCost(per_step=0.001, per_rollout=0.0005)
     result = simulate(scenario, costs=WithAllReduces(scenario, profile(weight_sync_s=0.0), cost))
     rollouts = result.events[result.events["kind"] == "generate"].sort_values("tokens")

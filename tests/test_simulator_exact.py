@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import profile, run, small_scenario
+from tests.conftest import one_group_of_two_pareto_rollouts, profile, run, small_scenario
 
 GENERATION_S = 2 * 10 * 0.001 + 100 * 0.01  # 1.02
 TOKENS_PER_BATCH = 4 * 110
@@ -77,20 +77,8 @@ def test_training_slower_than_generation_makes_generation_wait_for_versions() ->
     assert result.summary["utilization"]["training"] == pytest.approx(3 * train_s / (GENERATION_S + 3 * train_s))
 
 
-def _one_group_of_two_pareto_rollouts():
-    return small_scenario(
-        workload={
-            "prompts_per_step": 1,
-            "samples_per_prompt": 2,
-            "completion_tokens": {"kind": "pareto", "scale": 10, "alpha": 1.0, "max_tokens": 400},
-        },
-        schedule={"kind": "sync", "max_concurrency": 2},
-        run={"steps": 1, "seed": 0},
-    )
-
-
 def test_sync_batch_waits_for_its_slowest_sample() -> None:
-    result = run(_one_group_of_two_pareto_rollouts(), profile(train_token_s=0.0001, weight_sync_s=0.0))
+    result = run(one_group_of_two_pareto_rollouts(), profile(train_token_s=0.0001, weight_sync_s=0.0))
     rollouts = result.events.query("kind == 'generate'")
     longest = int(rollouts["tokens"].max())
     assert longest > int(rollouts["tokens"].min())  # the seed gives two different lengths
@@ -117,7 +105,7 @@ def test_decode_time_follows_the_batch_size() -> None:
 
 def test_decode_step_time_between_finishes_uses_the_shrinking_batch() -> None:
     costs = profile(decode_step_s={1: 0.01, 2: 0.05}, train_token_s=0.0001, weight_sync_s=0.0)
-    rollouts = run(_one_group_of_two_pareto_rollouts(), costs).events.query("kind == 'generate'").sort_values("tokens")
+    rollouts = run(one_group_of_two_pareto_rollouts(), costs).events.query("kind == 'generate'").sort_values("tokens")
     short, long = rollouts["tokens"].tolist()
     # Both decode at the batch-2 time until the short one ends, then the long one alone at batch 1.
     first_end = 0.01 + short * 0.05
