@@ -462,3 +462,16 @@ def test_the_penalty_command_fits_a_study_table(tmp_path: Path, capsys) -> None:
 def test_the_penalty_command_refuses_a_missing_table_in_one_line(tmp_path: Path, capsys) -> None:
     assert main(["penalty", str(tmp_path / "missing.csv")]) == 2
     assert capsys.readouterr().err == f"asyncrl: error: file not found: {tmp_path / 'missing.csv'}\n"
+
+
+def test_the_readme_synthetic_study_fits_as_the_readme_says() -> None:
+    cells = read_cells(Path(__file__).parent / "data" / "study-synthetic.csv")
+    penalty = fit_penalty(cells, source="tests/data/study-synthetic.csv")
+    assert [fit.pair for fit in penalty.fits] == ["grpo/clip", "grpo/tis", "online_dpo/none"]
+    grpo = penalty.fit_for("grpo", "clip")
+    assert (grpo.steps_at_zero, grpo.per_staleness, grpo.per_dropped) == pytest.approx(
+        (201.34, 0.2698, 0.8180), abs=5e-3
+    )
+    assert (grpo.points, grpo.censored) == (7, 4)
+    # made with S0 = 200, a = 0.3, b = 0.8 and 3% noise: the fit lands near them
+    assert grpo.steps_at_zero == pytest.approx(200, rel=0.05) and grpo.per_staleness == pytest.approx(0.3, abs=0.05)
