@@ -12,6 +12,10 @@ device memory come last, with ``fits`` false, empty figures and a ``reason``
 (``scenarios.memory``); the terminal table leaves them out and says so in one
 line. Nothing here simulates: the rows come from summaries the sweep already
 produced (None for a row that does not fit).
+
+Sized with a staleness penalty (``asyncrl size --penalty``), the rows are ranked by predicted time to the
+target reward, the table has a ``to target s`` column, and the CSV ends with ``steps_to_target`` and
+``time_to_target_s``; without one, a line says the time to target is not predicted.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from asyncrl.analysis.tables import (
     FIGURE_HEADER,
+    NOT_PREDICTED,
     Labelled,
     Summary,
     cost_cells,
@@ -64,6 +69,10 @@ INTEGER_COLUMNS = ("bound", "generation_devices", "training_devices", "devices_p
 COUNT_COLUMNS = ("staleness_max", "dropped", "steps_simulated")  # integers, empty where a row was not simulated
 FLOAT_COLUMNS = ("samples_per_s", "step_s", "staleness_mean", "generation_utilization", "training_utilization")
 BOUND_NAMES = {"pipelined": "N", "streaming": "η"}
+TARGET_COLUMNS = (
+    "steps_to_target",  # the penalty fit at the row's mean token staleness and dropped fraction (steps)
+    "time_to_target_s",  # wall time at which those steps have finished (s)
+)
 COST_COLUMNS = (
     "device_hours_per_1k_samples",  # all the plan's devices × wall time / 3600 per 1,000 trained samples
     "cost_per_1k_samples_usd",  # only with a price per device-hour
@@ -120,15 +129,29 @@ def cost_record(
     return {COST_COLUMNS[0]: hours, COST_COLUMNS[1]: hours * price_per_device_hour}
 
 
-def write_sizing_csv(out: Path, ranked: Sequence[SizingResult], price_per_device_hour: float | None = None) -> Path:
-    """The whole ranked table as a tidy CSV, best first; the cost columns after the figures."""
+def target_record(summary: Summary | None) -> dict[str, float | None]:
+    """The time-to-target columns of one row (empty for a plan that was not simulated)."""
+    if summary is None:
+        return dict.fromkeys(TARGET_COLUMNS)
+    reached = summary["time_to_target"]
+    return {"steps_to_target": reached["steps"], "time_to_target_s": reached["time_s"]}
+
+
+def write_sizing_csv(
+    out: Path, ranked: Sequence[SizingResult], price_per_device_hour: float | None = None, with_target: bool = False
+) -> Path:
+    """The whole ranked table as a tidy CSV, best first; the cost columns after the figures, then (sized
+    with a penalty) the time-to-target columns."""
     out.parent.mkdir(parents=True, exist_ok=True)
     costs = COST_COLUMNS if price_per_device_hour is not None else COST_COLUMNS[:1]
+    targets = TARGET_COLUMNS if with_target else ()
     with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*SIZING_COLUMNS, *costs])
+        writer = csv.DictWriter(handle, fieldnames=[*SIZING_COLUMNS, *costs, *targets])
         writer.writeheader()
         writer.writerows(
-            sizing_record(variant, summary) | cost_record(variant.scenario, summary, price_per_device_hour)
+            sizing_record(variant, summary)
+            | cost_record(variant.scenario, summary, price_per_device_hour)
+            | (target_record(summary) if with_target else {})
             for variant, summary in ranked
         )
     return out
@@ -166,11 +189,18 @@ def _boolean(value: Any) -> bool:
     raise ValueError(f"{value!r} is not true or false")
 
 
-def table_rows(ranked: Sequence[SizingResult], price_per_device_hour: float | None = None) -> list[list[Any]]:
-    """Rows of the terminal table: the label, the figures, then device-hours (and cost) per 1,000 samples;
-    rows that do not fit are left out."""
+def table_rows(
+    ranked: Sequence[SizingResult], price_per_device_hour: float | None = None, with_target: bool = False
+) -> list[list[Any]]:
+    """Rows of the terminal table: the label, the figures, the predicted time to target (sized with a
+    penalty), then device-hours (and cost) per 1,000 samples; rows that do not fit are left out."""
     return [
-        [variant.label, *figure_cells(summary), *cost_cells(variant.scenario, summary, price_per_device_hour)]
+        [
+            variant.label,
+            *figure_cells(summary),
+            *([summary["time_to_target"]["time_s"]] if with_target else []),
+            *cost_cells(variant.scenario, summary, price_per_device_hour),
+        ]
         for variant, summary in ranked
         if summary is not None
     ]
@@ -182,18 +212,24 @@ def sizing_lines(
     ranked: Sequence[SizingResult],
     top: int,
     price_per_device_hour: float | None = None,
+    about_target: str | None = None,
 ) -> str:
-    """The baseline and the ``top`` best splits; how many more rows the CSV holds; what did not fit."""
-    rows = table_rows(ranked, price_per_device_hour)
+    """The baseline and the ``top`` best splits; how many more rows the CSV holds; what did not fit; and
+    what the time to target is a time to (``about_target``), or that it is not predicted."""
+    with_target = about_target is not None
+    rows = table_rows(ranked, price_per_device_hour, with_target)
+    order = "soonest to target first" if with_target else "best first"
+    target_header = ["to target s"] if with_target else []
     lines = [
-        f"{scenario.name}: {devices} devices, {_steps_line(scenario.run.steps, ranked)}, best first",
-        format_table([*TABLE_HEADER, *cost_header(price_per_device_hour)], rows[: top + 1]),
+        f"{scenario.name}: {devices} devices, {_steps_line(scenario.run.steps, ranked)}, {order}",
+        format_table([*TABLE_HEADER, *target_header, *cost_header(price_per_device_hour)], rows[: top + 1]),
     ]
     if len(rows) > top + 1:
         lines.append(f"... {len(rows) - top - 1} more rows in the CSV")
     excluded = [variant for variant, summary in ranked if summary is None]
     if excluded:
         lines.append(excluded_line(excluded, len(ranked)))
+    lines.append(f"time to target: {about_target}" if with_target else NOT_PREDICTED)
     return "\n".join(lines)
 
 

@@ -17,12 +17,14 @@ from asyncrl.scenarios.memory import memory_problem
 if TYPE_CHECKING:
     import pandas as pd
     from asyncrl.analysis.fit import FitReport
+    from asyncrl.scenarios.penalty import Penalty, PenaltyFit
     from asyncrl.scenarios.profile import CostProfile
     from asyncrl.scenarios.scenario import Scenario
 
 Summary = Mapping[str, Any]
 FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
 SAMPLES_PER_UNIT = 1000  # device-hours and cost are per 1,000 trained samples
+NOT_PREDICTED = "time to target: not predicted (give --penalty FILE from `asyncrl study`)"
 
 
 class Labelled(Protocol):
@@ -153,10 +155,33 @@ def devices_label(scenario: Scenario) -> str:
     return f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device}"
 
 
-def simulation_lines(scenario: Scenario, summary: Summary) -> str:
-    """A simulated run: what ran where, then its summary."""
+def simulation_lines(scenario: Scenario, summary: Summary, about_target: str | None = None) -> str:
+    """A simulated run: what ran where, its summary, then its time to target (``about_target`` says to what
+    and under which penalty; without it, that the time is not predicted)."""
+    lines = [
+        f"{scenario.name}: {scenario.schedule.kind} on {devices_label(scenario)} (simulated)",
+        summary_lines(summary),
+    ]
+    if about_target is None:
+        return "\n".join([*lines, NOT_PREDICTED])
+    reached = summary["time_to_target"]
+    past = ""
+    if reached["extrapolated"]:
+        simulated = summary.get("steps_simulated", summary["steps"])
+        past = f"; steps past the {simulated:,} simulated take the steady {reached['steady_step_s']:,.2f} s each"
+    return "\n".join([*lines, f"time to target  {target_text(reached)}{past}", f"  target        {about_target}"])
+
+
+def about_target(penalty: Penalty, fit: PenaltyFit, path: object) -> str:
+    """What a time to target is a time to: the reward, the task, and the penalty fit used (from file ``path``)."""
+    return f"reward {penalty.target:g} on {penalty.task}, steps from the {fit.pair} fit in {path}"
+
+
+def target_text(reached: Mapping[str, Any]) -> str:
+    """``1,234.5 s (125 steps at staleness 1.33, 12% dropped)``: a run's ``time_to_target``."""
     return (
-        f"{scenario.name}: {scenario.schedule.kind} on {devices_label(scenario)} (simulated)\n{summary_lines(summary)}"
+        f"{reached['time_s']:,.1f} s ({reached['steps']:,.1f} steps at staleness {reached['staleness']:.2f}, "
+        f"{reached['dropped_fraction']:.0%} dropped)"
     )
 
 
@@ -194,25 +219,49 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
     )
 
 
+def with_equal_quality(results: Sequence[tuple[Labelled, Summary | None]]) -> list[tuple[Labelled, Summary | None]]:
+    """The results with, in each ``time_to_target``, ``as_written_vs_this``: this run's predicted time to target
+    over the scenario as written's (the first result): how much sooner the scenario reaches the same reward.
+    Results without a time to target (no penalty, or not simulated) are left as they are."""
+    written = results[0][1]
+    if written is None or "time_to_target" not in written:
+        return list(results)
+    soonest = written["time_to_target"]["time_s"]
+    return [(variant, _with_ratio(summary, soonest) if summary is not None else None) for variant, summary in results]
+
+
+def _with_ratio(summary: Summary, written_time_s: float) -> dict[str, Any]:
+    reached = summary["time_to_target"]
+    ratio = reached["time_s"] / written_time_s if written_time_s > 0 else math.nan
+    return {**summary, "time_to_target": {**reached, "as_written_vs_this": ratio}}
+
+
 def speedup_lines(
-    scenario: Scenario, results: Sequence[tuple[Labelled, Summary | None]], price_per_device_hour: float | None = None
+    scenario: Scenario,
+    results: Sequence[tuple[Labelled, Summary | None]],
+    price_per_device_hour: float | None = None,
+    about_target: str | None = None,
 ) -> str:
     """The scenario as written (the first result) against each baseline: figures, how much faster it is,
     and device-hours (and cost, when priced) per 1,000 trained samples.
 
-    A baseline that does not fit in device memory (summary None) has dashes for figures and a line
-    below the table giving its reason.
+    With ``about_target`` (the results then come from ``with_equal_quality``), a column says how much
+    sooner the scenario as written reaches the target reward, and a block below the table each run's time
+    to it; without, one line says it is not predicted. A baseline that does not fit in device memory
+    (summary None) has dashes for figures and a line below the table giving its reason.
     """
     written = results[0][1]["throughput"]["samples_per_s"]  # the CLI refuses a scenario that does not fit
+    quality = about_target is not None
     rows = [
         [
             variant.label,
             devices_label(variant.scenario),
-            *_speedup_cells(variant, summary, written, price_per_device_hour),
+            *_speedup_cells(variant, summary, written, price_per_device_hour, quality),
         ]
         for variant, summary in results
     ]
-    header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this", *cost_header(price_per_device_hour)]
+    equal = ["at equal quality"] if quality else []
+    header = ["schedule", "devices", *FIGURE_HEADER, "as written vs this", *equal, *cost_header(price_per_device_hour)]
     reasons = [
         f"{variant.label}: not simulated, {memory_problem(variant.scenario)}"
         for variant, summary in results
@@ -223,18 +272,35 @@ def speedup_lines(
             f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated",
             format_table(header, rows),
             *reasons,
+            *(_target_block(results, about_target) if about_target is not None else [NOT_PREDICTED]),
         ]
     )
 
 
+def _target_block(results: Sequence[tuple[Labelled, Summary | None]], about_target: str) -> list[str]:
+    """``time to target (...)`` and one line per simulated run: its time to target."""
+    simulated = [(variant.label, summary["time_to_target"]) for variant, summary in results if summary is not None]
+    width = max(len(label) for label, _ in simulated)
+    return [
+        f"time to target ({about_target}):",
+        *(f"  {label.ljust(width)}  {target_text(reached)}" for label, reached in simulated),
+    ]
+
+
 def _speedup_cells(
-    variant: Labelled, summary: Summary | None, written: float, price_per_device_hour: float | None
+    variant: Labelled,
+    summary: Summary | None,
+    written: float,
+    price_per_device_hour: float | None,
+    quality: bool = False,
 ) -> list[Any]:
     if summary is None:
-        return ["-"] * (len(FIGURE_HEADER) + 1 + len(cost_header(price_per_device_hour)))
+        return ["-"] * (len(FIGURE_HEADER) + 1 + quality + len(cost_header(price_per_device_hour)))
+    equal = [f"{summary['time_to_target']['as_written_vs_this']:.2f}x"] if quality else []
     return [
         *figure_cells(summary),
         f"{written / summary['throughput']['samples_per_s']:.2f}x",
+        *equal,
         *cost_cells(variant.scenario, summary, price_per_device_hour),
     ]
 

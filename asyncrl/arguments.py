@@ -50,6 +50,11 @@ EXAMPLES: dict[str, str] = {
         "asyncrl size quickstart --devices 16 --kind streaming --max-staleness 1 --max-staleness 2\n"
         "    every generation:training split of 16 devices, best first; writes runs/quickstart-8b-size.csv"
     ),
+    "penalty": (
+        "asyncrl penalty runs/study/cells.csv --out runs/study/penalty.json\n"
+        "    fit steps to the target reward against staleness per loss and correction; then e.g.\n"
+        "    asyncrl speedup quickstart --penalty runs/study/penalty.json"
+    ),
     "sweep": (
         "asyncrl sweep quickstart --steps 30 --vary workload.completion_tokens.sigma=0.5,1,1.5\n"
         "    simulate three tails; writes runs/quickstart-8b-sweep.csv and .png"

@@ -4,6 +4,7 @@
     asyncrl execute  SCENARIO [--device cuda] [--resume RUN]       run it for real
     asyncrl speedup  SCENARIO                                      as written vs sync baselines
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
+    asyncrl penalty  CELLS.csv [--out FILE]                        fit the staleness penalty to a study's runs
     asyncrl sweep    SCENARIO --vary KEY=V1,V2 [--vary ...]         what-if grid over any keys: CSV and plot
     asyncrl schema                                                 JSON Schema of the scenario file
     asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's, time by phase; 1 if off
@@ -13,6 +14,9 @@
     asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
     asyncrl from-verl CONFIG.yaml [KEY=VALUE ...] --lengths L       a scenario from a verl trainer config
     asyncrl list                                                   presets, devices, shipped scenarios
+
+``simulate``, ``speedup`` and ``size`` take ``--penalty FILE`` (what ``asyncrl penalty`` writes) to predict
+the wall time to the study's target reward as well.
 
 Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
 one line per wrong field (``asyncrl.arguments`` words flag errors) and exits with status 2; a run that
@@ -50,6 +54,8 @@ from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
     from tqdm import tqdm
+
+    from asyncrl.scenarios.penalty import PenaltyFit
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -117,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_arguments(simulate)
     simulate.add_argument("--out", type=Path, help="run directory (default: runs/<scenario name>)")
     _force_argument(simulate)
+    _penalty_argument(simulate, "also predict the wall time to the target reward of this penalty file")
     simulate.set_defaults(command=_simulate)
 
     execute = commands.add_parser("execute", help="run one scenario for real with torch (CPU or CUDA)")
@@ -205,6 +212,11 @@ def _parser() -> argparse.ArgumentParser:
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
     _price_argument(speedup)
+    _penalty_argument(
+        speedup,
+        "also predict each run's wall time to the target reward of this penalty file, and the speedup at equal "
+        "quality: a baseline's time to target over the scenario's",
+    )
     speedup.set_defaults(command=_speedup)
 
     size = commands.add_parser("size", help="rank generation:training splits of a device budget")
@@ -234,7 +246,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     size.add_argument("--out", type=Path, help="CSV of the ranked table (default: runs/<scenario name>-size.csv)")
     _price_argument(size)
+    _penalty_argument(
+        size,
+        "rank by predicted wall time to the target reward of this penalty file, soonest first (equal times: "
+        "higher samples/s first), instead of by samples/s; the sync baseline stays on top",
+    )
     size.set_defaults(command=_size)
+
+    penalty = commands.add_parser(
+        "penalty", help="fit the staleness penalty (steps to a target reward vs staleness) to a study's runs"
+    )
+    penalty.add_argument("cells", type=Path, metavar="CELLS.csv", help="the study table: one row per executor run")
+    penalty.add_argument("--out", type=Path, help="penalty file to write (default: penalty.json beside CELLS.csv)")
+    penalty.add_argument("--json", action="store_true", help="print the penalty file instead of a table")
+    penalty.set_defaults(command=_penalty)
 
     sweep = commands.add_parser("sweep", help="what-if: simulate every combination of values of any scenario keys")
     _scenario_arguments(sweep)
@@ -361,6 +386,10 @@ def _speedup_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _penalty_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--penalty", type=Path, metavar="FILE", help=f"{help} (asyncrl penalty writes it)")
+
+
 def _price_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--price-per-device-hour",
@@ -418,17 +447,23 @@ def _simulate(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import simulation_lines
     from asyncrl.scenarios.record import write_run
     from asyncrl.simulator.simulation import simulate
+    from asyncrl.simulator.target import step_ends_of_events, time_to_target
 
     scenario = _load_fitting(args)
+    fit, about = _penalty_fit(args.penalty, scenario)
     out = args.out or default_run_dir(scenario.name)
     with run_directory(out, force=args.force):
         with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
             result = simulate(scenario, on_step=lambda step, now: bar.update())
         yaml = dump_scenario(scenario.resolved())
         write_run(out, scenario_yaml=yaml, events=result.events, summary=result.summary)
+    summary = result.summary  # the run record keeps the simulator's figures; the time to target is printed only
+    if fit is not None:
+        reached = time_to_target(fit, summary, step_ends_of_events(result.events))
+        summary = {**summary, "time_to_target": reached.to_json()}
     if args.json:
-        return _print_json(result.summary)
-    print(simulation_lines(scenario, result.summary))
+        return _print_json(summary)
+    print(simulation_lines(scenario, summary, about))
     print(f"wrote {out}/ (summary.json, events.parquet, scenario.yaml)")
     return 0
 
@@ -563,14 +598,15 @@ def _calibrate_from_run(args: argparse.Namespace) -> int:
 
 
 def _speedup(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.tables import speedup_lines
+    from asyncrl.analysis.tables import speedup_lines, with_equal_quality
     from asyncrl.simulator.sweep import simulate_speedup
 
     scenario = _load_fitting(args)
-    results = simulate_speedup(scenario, progress=not args.quiet)
+    fit, about = _penalty_fit(args.penalty, scenario)
+    results = with_equal_quality(simulate_speedup(scenario, progress=not args.quiet, penalty=fit))
     if args.json:
         return _print_json({variant.label: _summary_or_reason(variant, summary) for variant, summary in results})
-    print(speedup_lines(scenario, results, args.price_per_device_hour))
+    print(speedup_lines(scenario, results, args.price_per_device_hour, about))
     return 0
 
 
@@ -579,19 +615,35 @@ def _size(args: argparse.Namespace) -> int:
     from asyncrl.simulator.sweep import simulate_sizing
 
     scenario = _load(args)
+    fit, about = _penalty_fit(args.penalty, scenario)
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
     csv_path = check_output_file(args.out or default_run_dir(scenario.name, "-size.csv"))
     ranked = simulate_sizing(
-        scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact
+        scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact, penalty=fit
     )
-    out = write_sizing_csv(csv_path, ranked, args.price_per_device_hour)
+    out = write_sizing_csv(csv_path, ranked, args.price_per_device_hour, with_target=fit is not None)
     if args.json:
         return _print_json(
             [{"label": variant.label, **_summary_or_reason(variant, summary)} for variant, summary in ranked]
         )
-    print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour))
+    print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour, about))
     print(f"wrote {out}")
+    return 0
+
+
+def _penalty(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.penalty import failed_runs, fit_penalty, penalty_lines, read_cells
+    from asyncrl.scenarios.penalty import write_penalty
+
+    out = check_output_file(args.out or args.cells.parent / "penalty.json")
+    cells = read_cells(args.cells)
+    penalty = fit_penalty(cells, source=str(args.cells))
+    write_penalty(penalty, out)
+    if args.json:
+        return _print_json(penalty.model_dump(mode="json"))
+    print(penalty_lines(penalty, failed_runs(cells)))
+    print(f"wrote {out} (give it to simulate, speedup or size as --penalty {out})")
     return 0
 
 
@@ -750,6 +802,23 @@ def _trace(args: argparse.Namespace) -> int:
 
 
 # ── wiring shared by the handlers ───────────────────────────────────────────────
+
+
+def _penalty_fit(path: Path | None, scenario: Scenario) -> tuple[PenaltyFit | None, str | None]:
+    """``--penalty``'s fit for the scenario's loss and correction, and what a time to target is a time to
+    (None, None without the flag); a ScenarioError naming the flag when the file is missing or malformed,
+    or has no such fit."""
+    if path is None:
+        return None, None
+    from asyncrl.analysis.tables import about_target
+    from asyncrl.scenarios.penalty import PenaltyError, read_penalty
+
+    try:
+        penalty = read_penalty(path)
+        fit = penalty.fit_for(scenario.algorithm.loss, scenario.algorithm.correction)
+    except PenaltyError as exc:
+        raise ScenarioError(f"--penalty: {exc}") from None
+    return fit, about_target(penalty, fit, path)
 
 
 def _print_json(data: Any) -> int:

@@ -302,6 +302,9 @@ class AlgorithmSpec(_Section):
     truncation_cap: PositiveFloat | None = Field(
         None, description="executor: cap on the importance weight (truncated importance sampling); none = no cap"
     )
+    correction: Literal["clip", "tis", "decoupled", "none"] = Field(
+        "clip", description="executor: off-policy correction of stale samples"
+    )
     kl_coef: NonNegativeFloat = Field(0.0, description="executor: KL-to-initial-policy penalty")
     dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature")
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")

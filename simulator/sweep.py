@@ -17,6 +17,10 @@ without the event table. Sizing ends each run once its step time and staleness
 have converged (``simulator.convergence``) and extrapolates it to ``run.steps``
 (its summary says ``extrapolated: true``); ``exact=True`` simulates every step.
 
+Given a staleness penalty fit (``scenarios.penalty``), each summary also carries ``time_to_target``
+(``simulator.target``), worked out in the worker while the run's step times are at hand, and sizing
+ranks by it instead of by throughput.
+
 ``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2``
 lists, each point loaded like ``--set KEY=v`` and kept with its reason when
 the scenario rejects it.
@@ -37,9 +41,12 @@ from typing import Any
 import yaml
 from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
 from asyncrl.scenarios.memory import memory_problem
+from asyncrl.scenarios.penalty import PenaltyFit
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.convergence import Tolerance
-from asyncrl.simulator.summary import simulate_summary
+from asyncrl.simulator.simulation import Simulation
+from asyncrl.simulator.summary import run_summary
+from asyncrl.simulator.target import step_ends, time_to_target
 from tqdm import tqdm
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
@@ -141,13 +148,22 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
         return None  # does not fit: weights too large for the engine, or a split it cannot divide
 
 
-def _summary_of(scenario: Scenario, until_converged: Tolerance | None = None) -> dict[str, Any]:
-    return simulate_summary(scenario, until_converged=until_converged)
+def _summary_of(
+    scenario: Scenario, until_converged: Tolerance | None = None, penalty: PenaltyFit | None = None
+) -> dict[str, Any]:
+    """The run's summary; with a penalty, its ``time_to_target`` too (``simulator.target``)."""
+    sim = Simulation(scenario)
+    sim.run(until_converged=until_converged)
+    summary = run_summary(sim)
+    if penalty is not None:
+        summary["time_to_target"] = time_to_target(penalty, summary, step_ends(sim), sim.steady).to_json()
+    return summary
 
 
-def simulate_speedup(scenario: Scenario, progress: bool = True) -> list[Result]:
-    """The scenario as written (first) and its sync baselines, simulated where they fit in memory."""
-    return simulate_fitting(speedup_variants(scenario), progress=progress)
+def simulate_speedup(scenario: Scenario, progress: bool = True, penalty: PenaltyFit | None = None) -> list[Result]:
+    """The scenario as written (first) and its sync baselines, simulated where they fit in memory; with a
+    penalty, each summary has its ``time_to_target``."""
+    return simulate_fitting(speedup_variants(scenario), progress=progress, penalty=penalty)
 
 
 def simulate_sizing(
@@ -158,9 +174,11 @@ def simulate_sizing(
     splits: int = 16,
     progress: bool = True,
     exact: bool = False,
+    penalty: PenaltyFit | None = None,
 ) -> list[Result]:
-    """Every split asked for, simulated and ranked by throughput, under the best sync colocated baseline;
-    then the variants that do not fit in memory, unsimulated (summary None).
+    """Every split asked for, simulated and ranked by throughput (with a penalty: by predicted time to target,
+    soonest first), under the best sync colocated baseline; then the variants that do not fit in memory,
+    unsimulated (summary None).
 
     Each run ends once converged (``Tolerance()``) and is extrapolated to ``run.steps``; ``exact``
     simulates every step of every run instead.
@@ -171,9 +189,10 @@ def simulate_sizing(
             f"--devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
         )
     tolerance = None if exact else Tolerance()
-    results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance)
-    best_baseline = sorted(_simulated(results[: len(baselines)]), key=_fastest_first)[:1]  # the best engine size
-    ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=_fastest_first)
+    results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance, penalty=penalty)
+    best = _soonest_first if penalty is not None else _fastest_first
+    best_baseline = sorted(_simulated(results[: len(baselines)]), key=best)[:1]  # the best engine size
+    ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=best)
     return ranked + [result for result in results if result[1] is None]
 
 
@@ -182,11 +201,14 @@ def _simulated(results: list[Result]) -> list[Result]:
 
 
 def simulate_fitting(
-    variants: list[Variant], progress: bool = True, until_converged: Tolerance | None = None
+    variants: list[Variant],
+    progress: bool = True,
+    until_converged: Tolerance | None = None,
+    penalty: PenaltyFit | None = None,
 ) -> list[Result]:
     """Simulate the variants that fit in device memory; the others get None, unsimulated. Input order."""
     fitting = [variant for variant in variants if not memory_problem(variant.scenario)]
-    simulated = simulate_all(fitting, progress=progress, until_converged=until_converged)
+    simulated = simulate_all(fitting, progress=progress, until_converged=until_converged, penalty=penalty)
     summaries = {id(variant): summary for variant, summary in simulated}
     return [(variant, summaries.get(id(variant))) for variant in variants]
 
@@ -195,19 +217,26 @@ def _fastest_first(result: Result) -> float:
     return -result[1]["throughput"]["samples_per_s"]
 
 
+def _soonest_first(result: Result) -> tuple[float, float]:
+    """Predicted time to target; between equal times, the higher throughput."""
+    return result[1]["time_to_target"]["time_s"], _fastest_first(result)
+
+
 def simulate_all(
     variants: list[Variant],
     workers: int | None = None,
     progress: bool = True,
     until_converged: Tolerance | None = None,
+    penalty: PenaltyFit | None = None,
 ) -> Iterator[Result]:
     """Simulate every variant in a process pool; yields (variant, summary) in input order.
 
-    With ``until_converged``, each run ends once converged and its summary is extrapolated.
+    With ``until_converged``, each run ends once converged and its summary is extrapolated; with ``penalty``,
+    each summary has its ``time_to_target``.
     """
     workers = workers or os.cpu_count() or 1
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
-    task = partial(_summary_of, until_converged=until_converged)
+    task = partial(_summary_of, until_converged=until_converged, penalty=penalty)
     with ProcessPoolExecutor(max_workers=min(workers, max(1, len(variants)))) as pool:
         for variant, summary in zip(variants, pool.map(task, [v.scenario for v in variants]), strict=True):
             bar.update()

@@ -1,0 +1,175 @@
+"""The staleness penalty fitted to a study: executor runs that trained to a target reward at several staleness
+bounds, one fit per (loss, correction) (the model and the file: ``scenarios.penalty``).
+
+    cells.csv (one row per run) ─► read_cells ─► fit_penalty ─► Penalty ─► write_penalty ─► penalty.json
+                                                                        └► penalty_lines (the terminal)
+
+Of each run the fit reads ``staleness_mean`` (token-weighted mean staleness of the trained samples, steps),
+``dropped_fraction`` (dropped / generated samples) and how far it got: ``steps_to_target`` where it
+``reached`` the target, else ``steps`` (the steps it ran, a lower bound on its steps to target: the run is
+censored). Runs whose ``status`` is ``failed`` say nothing about learning and are left out. All the runs
+must share one ``target`` and one ``task``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from asyncrl.analysis.tables import format_table
+from asyncrl.scenarios.penalty import Penalty, PenaltyError, PenaltyFit, fit_steps
+
+CELL_COLUMNS = (
+    "loss",
+    "correction",
+    "status",
+    "reached",
+    "steps",
+    "steps_to_target",
+    "staleness_mean",
+    "dropped_fraction",
+    "target",
+    "task",
+)
+STATUSES = ("ok", "failed")
+
+
+def read_cells(path: Path) -> pd.DataFrame:
+    """A study table (CSV); PenaltyError (one line) if it cannot be read."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise PenaltyError(f"file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        reason = " ".join(str(exc).split())
+        raise PenaltyError(f"{path}: cannot read the study table ({reason})") from None
+
+
+def fit_penalty(cells: pd.DataFrame, source: str = "") -> Penalty:
+    """One fit per (loss, correction) of the study table's runs, in the order the pairs first appear.
+
+    PenaltyError (one line, naming the column, or the pair whose runs cannot be fitted) when a column is
+    missing or holds a value of the wrong kind, the runs have several targets or tasks, or a pair's runs
+    reached the target at fewer than two staleness values.
+    """
+    missing = [column for column in CELL_COLUMNS if column not in cells.columns]
+    if missing:
+        raise PenaltyError(f"{source or 'study table'}: missing columns {', '.join(missing)}")
+    runs = _usable_runs(cells)
+    if runs.empty:
+        raise PenaltyError("status: no run is ok; there is nothing to fit")
+    target, task = (_the_one(runs, column) for column in ("target", "task"))
+    fits = [_fit_pair(str(loss), str(correction), group) for (loss, correction), group in _pairs(runs)]
+    return Penalty(target=float(target), task=str(task), source=source, fits=fits)
+
+
+def _usable_runs(cells: pd.DataFrame) -> pd.DataFrame:
+    """The runs that did not fail, with ``reached`` as booleans; PenaltyError for a value out of place."""
+    status = cells["status"].astype(str).str.strip()
+    unknown = status[~status.isin(STATUSES)]
+    if not unknown.empty:
+        raise PenaltyError(f"status: {_row(cells, unknown.index[0])}: {unknown.iloc[0]!r} is not ok or failed")
+    runs = cells[status == "ok"]
+    runs = runs.assign(reached=[_boolean(value, runs, index) for index, value in runs["reached"].items()])
+    _check_numbers(runs, "staleness_mean", runs.index, low=0.0)
+    _check_numbers(runs, "dropped_fraction", runs.index, low=0.0, high=1.0)
+    _check_numbers(runs, "steps_to_target", runs.index[runs["reached"]], low=0.0, strict=True)
+    _check_numbers(runs, "steps", runs.index[~runs["reached"]], low=0.0, strict=True)
+    return runs
+
+
+def _check_numbers(
+    runs: pd.DataFrame, column: str, rows: pd.Index, low: float, high: float = np.inf, strict: bool = False
+) -> None:
+    values = pd.to_numeric(runs.loc[rows, column], errors="coerce")
+    above_low = values > low if strict else values >= low
+    bad = values.index[~(above_low & (values <= high))]  # NaN and text fail both
+    if len(bad):
+        bound = f"> {low:g}" if strict else f"≥ {low:g}"
+        within = f"a number {bound}" + (f" and ≤ {high:g}" if high < np.inf else "")
+        value = runs.at[bad[0], column]
+        shown = repr(value) if isinstance(value, str) else str(value)
+        raise PenaltyError(f"{column}: {_row(runs, bad[0])}: {shown} is not {within}")
+
+
+def _boolean(value: Any, runs: pd.DataFrame, index: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "1.0"):
+        return True
+    if text in ("false", "0", "0.0"):
+        return False
+    raise PenaltyError(f"reached: {_row(runs, index)}: {value!r} is not true or false")
+
+
+def _row(cells: pd.DataFrame, index: Any) -> str:
+    """``row 3 (cell c, seed 1)``: a data row by its position, and its cell and seed where the table has them."""
+    position = cells.index.get_loc(index)
+    named = [f"{column} {cells.at[index, column]}" for column in ("cell", "seed") if column in cells.columns]
+    return f"row {position + 1}" + (f" ({', '.join(named)})" if named else "")
+
+
+def _the_one(runs: pd.DataFrame, column: str) -> Any:
+    values = runs[column].drop_duplicates().tolist()
+    if len(values) > 1:
+        shown = ", ".join(str(value) for value in values)
+        raise PenaltyError(f"{column}: the runs have {len(values)} ({shown}); fit a table of one {column}")
+    return values[0]
+
+
+def _pairs(runs: pd.DataFrame) -> Any:
+    return runs.groupby([runs["loss"].astype(str), runs["correction"].astype(str)], sort=False)
+
+
+def _fit_pair(loss: str, correction: str, runs: pd.DataFrame) -> PenaltyFit:
+    reached = runs["reached"].to_numpy(dtype=bool)
+    steps = np.where(reached, pd.to_numeric(runs["steps_to_target"]), pd.to_numeric(runs["steps"]))
+    staleness, dropped = pd.to_numeric(runs["staleness_mean"]), pd.to_numeric(runs["dropped_fraction"])
+    try:
+        fit = fit_steps(staleness, dropped, steps, reached)
+    except ValueError as exc:
+        raise PenaltyError(f"loss {loss}, correction {correction}: {exc}") from None
+    return PenaltyFit(
+        loss=loss,
+        correction=correction,
+        steps_at_zero=fit.steps_at_zero,
+        per_staleness=fit.per_staleness,
+        per_dropped=fit.per_dropped,
+        points=int(reached.sum()),
+        censored=int((~reached).sum()),
+        residual_rel=fit.residual_rel,
+    )
+
+
+def failed_runs(cells: pd.DataFrame) -> int:
+    """Runs the fit left out because they failed."""
+    return int((cells["status"].astype(str).str.strip() == "failed").sum())
+
+
+def penalty_lines(penalty: Penalty, failed: int = 0) -> str:
+    """The fits as a table, under the model they are fits of."""
+    rows = [
+        [
+            fit.loss,
+            fit.correction,
+            fit.steps_at_zero,
+            f"{fit.per_staleness:.3g}",
+            f"{fit.per_dropped:.3g}" if fit.per_dropped is not None else "-",
+            fit.points,
+            fit.censored,
+            f"{fit.residual_rel:.1%}",
+        ]
+        for fit in penalty.fits
+    ]
+    header = ["loss", "correction", "S0 steps", "a (per stale step)", "b (per dropped)", "points", "censored", "rms"]
+    lines = [
+        f"steps to reward {penalty.target:g} on {penalty.task} = S0 · (1 + a·staleness + b·dropped fraction), "
+        f"fitted to {penalty.source or 'the study table'}",
+        format_table(header, rows),
+    ]
+    if any(fit.per_dropped is None for fit in penalty.fits):
+        lines.append("b -: the dropped fraction did not vary apart from the staleness in those runs (left out)")
+    if failed:
+        lines.append(f"left out {failed} failed run{'s' if failed != 1 else ''}")
+    return "\n".join(lines)
