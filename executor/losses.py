@@ -23,6 +23,7 @@ Group-relative advantages (one value per sample, broadcast to its tokens)
 --------------------------------------------------------------------------
     GRPO:  A_i = (R_i − mean_g R) / (std_g R + eps)      std over the G samples, population
            (divides by G, so G = 1 gives 0); normalise_std=False gives A_i = R_i − mean_g R
+           (Dr. GRPO). Statistics in float64; a group whose rewards all tie gets A = 0 exactly.
     RLOO:  A_i = R_i − (Σ_{j∈g} R_j − R_i) / (G − 1)    (mean of the OTHER samples; G ≥ 2)
 
 Off-policy correction: one ratio, two controls
@@ -227,12 +228,18 @@ def _grouped(rewards: Tensor, group_size: int) -> Tensor:
 
 
 def grpo_advantages(rewards: Tensor, group_size: int, normalise_std: bool = True, eps: float = 1e-6) -> Tensor:
-    """[N] reward minus its group's mean, optionally over the group's (population) std + eps."""
+    """[N] reward minus its group's mean, optionally over the group's (population) std + eps.
+
+    Group statistics are taken in float64 and a tied group (max = min) gets exactly 0: in float32 the
+    rounding error of the mean over a std of ~1e-8 would otherwise give a tied group advantages of order 0.1.
+    """
     grouped = _grouped(rewards, group_size)
-    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    exact = grouped.double()
+    centred = exact - exact.mean(dim=1, keepdim=True)
     if normalise_std:
-        centred = centred / (grouped.std(dim=1, correction=0, keepdim=True) + eps)
-    return centred.reshape(-1)
+        centred = centred / (exact.std(dim=1, correction=0, keepdim=True) + eps)
+    tied = exact.amax(dim=1, keepdim=True) == exact.amin(dim=1, keepdim=True)
+    return torch.where(tied, 0.0, centred).to(grouped.dtype).reshape(-1)
 
 
 def rloo_advantages(rewards: Tensor, group_size: int) -> Tensor:

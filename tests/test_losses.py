@@ -92,6 +92,19 @@ def test_grpo_advantages_by_hand() -> None:
     assert grpo_advantages(rewards, 3, normalise_std=False).tolist() == pytest.approx([-2, -1, 3, 0, 0, 0])
 
 
+@pytest.mark.parametrize("normalise_std", [True, False])
+def test_grpo_advantages_of_a_tied_group_are_exactly_zero_in_float32(normalise_std: bool) -> None:
+    # 16 samples all at 0.7 carry no signal: A = 0. In float32 the group mean is off by rounding
+    # and the std is ~1e-8, so dividing the rounding error by std + eps gave about +0.056 each.
+    # A tied group next to an untied one: [0, 1] → ±1 (population std 0.5, eps 0).
+    rewards = torch.tensor([0.7] * 16 + [0.0] * 8 + [1.0] * 8, dtype=torch.float32)
+    advantages = grpo_advantages(rewards, 16, normalise_std=normalise_std, eps=0.0)
+    assert advantages.dtype == torch.float32
+    assert advantages[:16].tolist() == [0.0] * 16
+    expected = 1.0 if normalise_std else 0.5
+    assert advantages[16:].tolist() == [-expected] * 8 + [expected] * 8
+
+
 def test_rloo_advantages_by_hand() -> None:
     # [1, 2, 6]: 1 - (2+6)/2 = -3;  2 - (1+6)/2 = -1.5;  6 - (1+2)/2 = 4.5
     # [0, 4]:    0 - 4 = -4;        4 - 0 = 4
