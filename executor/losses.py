@@ -65,8 +65,8 @@ Losses
         L = policy + value_coef · value
 
 Every loss returns ``LossOutput(loss, metrics)``; metrics are plain floats for logging:
-``loss``, ``ratio_mean`` (token_mean ρ), ``kl_to_behaviour`` and, with a reference,
-``kl_to_reference`` (both k3); policy-gradient losses add ``policy_loss``, ``clip_fraction``,
+``loss``, ``ratio_mean`` (token_mean ρ), ``kl_to_behaviour`` (k3 of KL(μ‖π_θ) on μ's samples:
+token_mean(ρ − 1 − log ρ)) and, with a reference, ``kl_to_reference`` (k3 above); policy-gradient losses add ``policy_loss``, ``clip_fraction``,
 ``truncated_fraction``; GRPO and RLOO add ``advantage_abs_mean``; PPO adds ``value_loss``, ``value_clip_fraction``, ``advantage_mean``,
 ``return_mean``; online DPO adds ``pairs``, ``skipped_groups``, ``accuracy``, ``margin_mean``.
 ``LOSSES`` maps the scenario's ``algorithm.loss`` names to the loss functions, all called as
@@ -209,7 +209,11 @@ def importance_ratio(logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor)
 
 def k3_kl(logprobs: Tensor, reference_logprobs: Tensor, mask: Tensor) -> Tensor:
     """Per-token k3 estimate of KL(π_θ‖π_ref): exp(r) − 1 − r with r = log π_ref − log π_θ."""
-    log_ratio = masked_log_ratio(reference_logprobs.detach(), logprobs, mask)
+    return _k3(masked_log_ratio(reference_logprobs.detach(), logprobs, mask))
+
+
+def _k3(log_ratio: Tensor) -> Tensor:
+    """k3 of KL(p‖q) on samples from p, given r = log q − log p: exp(r) − 1 − r (≥ 0, unbiased under p)."""
     return log_ratio.exp() - 1 - log_ratio
 
 
@@ -300,10 +304,10 @@ def _kl_loss_term(batch: LossBatch, config: LossConfig) -> Tensor:
 
 @torch.no_grad()
 def _common_metrics(batch: LossBatch) -> dict[str, float]:
-    ratio = importance_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask)
+    log_ratio = masked_log_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask)  # log ρ
     metrics = {
-        "ratio_mean": masked_mean(ratio, batch.mask).item(),
-        "kl_to_behaviour": masked_mean(k3_kl(batch.logprobs, batch.behaviour_logprobs, batch.mask), batch.mask).item(),
+        "ratio_mean": masked_mean(log_ratio.exp(), batch.mask).item(),
+        "kl_to_behaviour": masked_mean(_k3(log_ratio), batch.mask).item(),  # KL(μ‖π_θ) on μ's samples: r = log ρ
     }
     if batch.reference_logprobs is not None:
         kl = k3_kl(batch.logprobs, batch.reference_logprobs, batch.mask)

@@ -214,6 +214,18 @@ def test_kl_to_reference_metric_and_penalty() -> None:
     assert with_ref.logprobs.grad[0, 0].item() == pytest.approx(0.1 * -1.0 / 9)  # token 0 itself is clipped
 
 
+def test_kl_to_behaviour_is_k3_of_kl_mu_to_pi_on_samples_from_mu() -> None:
+    # Samples come from μ, so the k3 estimate of KL(μ‖π_θ) uses r = log π_θ − log μ = log ρ:
+    #   k3 = ρ − 1 − log ρ per token. The hand batch's ratios:
+    #   row 0: 1.5, 1.1, 0.7 | row 1: 0.5, 1.0 | row 2: 1.3 | row 3: 0.9, 0.7, 3.0
+    #   e.g. ρ = 3: 3 − 1 − ln 3 = 0.901; ρ = 0.5: 0.5 − 1 + ln 2 = 0.193 (the reversed ratio gives
+    #   1/ρ − 1 + ln ρ instead: 2 − 1 − ln 2 = 0.307 for ρ = 0.5)
+    ratios = [1.5, 1.1, 0.7, 0.5, 1.0, 1.3, 0.9, 0.7, 3.0]
+    expected = sum(rho - 1 - math.log(rho) for rho in ratios) / 9
+    _, metrics = grpo_loss(hand_batch())
+    assert metrics["kl_to_behaviour"] == pytest.approx(expected)
+
+
 def test_kl_penalty_without_reference_is_an_error() -> None:
     with pytest.raises(ValueError, match="reference_logprobs"):
         grpo_loss(hand_batch(), LossConfig(kl_coef=0.1))
