@@ -307,7 +307,8 @@ class Learner:
         Returns the loss's metrics averaged over the minibatches (``loss``, ``ratio_mean``, ``clip_fraction``,
         ``truncated_fraction``, ``kl_to_behaviour``, ... as ``executor.losses`` names them), ``kl`` (k3 to the initial
         policy), ``grad_norm`` (before clipping), and figures of the whole batch: ``reward_mean``, ``reward_std``,
-        ``completion_tokens_mean``, ``staleness_mean``, ``staleness_max``, ``samples``, ``updates``, and
+        ``completion_tokens_mean``, ``staleness_mean`` and ``staleness_max`` (over completion tokens, each
+        ``step - version`` of the version that produced it), ``samples``, ``updates``, and
         on CUDA ``peak_memory_bytes`` (the step's peak of allocated memory; absent on CPU).
         """
         if self.device.type == "cuda":
