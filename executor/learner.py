@@ -31,7 +31,9 @@ Precision (``executor.precision``): weights, gradients and Adam state are fp32 (
 reference policy is stored in the compute dtype (it only runs forward).
 
 Log-probs are those of the tempered distribution, softmax(logits / temperature), which is what the actors sample
-from and record (``Rollout.logprobs``), so ρ = 1 for a fresh rollout. The reference is a frozen copy of the policy the
+from and record (``Rollout.logprobs``), so ρ = 1 for a fresh rollout. The policy stays in eval mode (autograd works
+all the same): a checkpoint configured with dropout is trained with dropout off, because the actors sample with it
+off and a dropped-out forward would be another policy, with ρ ≠ 1 on fresh samples. The reference is a frozen copy of the policy the
 learner was built with. For PPO, ``old_values`` are the value head's outputs at the start of the step, before any
 update (rollouts do not record values), and the value head is trained with the policy.
 
@@ -267,7 +269,7 @@ class Learner:
         self.compute_dtype = executor_dtype(config.compute_dtype)
         enable_tf32(self.device)
         master = torch.promote_types(next(model.parameters()).dtype, torch.float32)  # fp32 (fp64 stays fp64)
-        self.model = model.to(self.device, master).train()
+        self.model = model.to(self.device, master).eval()  # dropout off: the policy the actors sample from
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
         if self.compute_dtype != torch.float32:  # it only runs forward, in the compute dtype: keep it there
             self.reference.to(self.compute_dtype)

@@ -15,6 +15,7 @@ Skipped where the optional executor dependencies (torch, transformers, safetenso
 from __future__ import annotations
 
 import argparse
+import copy
 import random
 import time
 from pathlib import Path
@@ -329,6 +330,37 @@ def test_fresh_rollouts_have_importance_ratio_one() -> None:
     torch.testing.assert_close(
         loss_batch.logprobs.detach()[keep], loss_batch.behaviour_logprobs[keep], atol=1e-4, rtol=0
     )
+
+
+def dropout_model(seed: int = 0) -> torch.nn.Module:
+    """The tiny preset with attention dropout 0.5, as a checkpoint trained with dropout would ship."""
+    from asyncrl.executor.models import build_config
+    from asyncrl.scenarios.catalog import MODEL_PRESETS
+    from transformers import AutoModelForCausalLM
+
+    config = build_config(MODEL_PRESETS["tiny"], vocab_size=CharTokenizer().vocab_size)
+    config.attention_dropout = 0.5
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def test_a_model_with_dropout_still_sees_ratio_one_on_fresh_rollouts() -> None:
+    # The actor samples with dropout off; the learner's log-probs must be of that same policy (and so
+    # of every forward: the loss, the reference, decoupled's proximal pass), or a fresh sample has ρ ≠ 1.
+    model = dropout_model()
+    engine = ContinuousBatchingEngine(
+        copy.deepcopy(model), max_batch=8, eos_token_id=2, pad_token_id=0, temperature=TEMPERATURE
+    )
+    learner = Learner(model, LearnerConfig(temperature=TEMPERATURE), pad_token_id=0)
+    prompts = load_task("copy").prompts(np.random.default_rng(0), 2)
+    requests = [to_request(prompt, index * 2 + sample) for index, prompt in enumerate(prompts) for sample in range(2)]
+    rollouts = sorted(generate_all(engine, requests), key=lambda rollout: rollout.id)
+    groups = [[(rollouts[index * 2 + sample], float(sample)) for sample in range(2)] for index in range(2)]
+    loss_batch = learner.loss_batch(collate(groups, learner.pad_token_id))
+    keep = loss_batch.mask.bool()
+    ratio = (loss_batch.logprobs.detach() - loss_batch.behaviour_logprobs).exp()[keep]
+    torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-4, rtol=0)
+    assert learner.train_step(groups)["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
 
 
 def test_groups_must_share_a_size_and_split_into_whole_groups() -> None:
