@@ -70,7 +70,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:
-    from asyncrl.scenarios.scenario import Scenario
+    from asyncrl.scenarios.scenario import AlgorithmSpec, Scenario
     from transformers import PreTrainedModel
 
 Group = Sequence[tuple[Rollout, float]]  # the G scored rollouts of one prompt
@@ -116,20 +116,31 @@ class LearnerConfig:
                 f"algorithm.updates_per_step: {algorithm.updates_per_step} minibatches of whole groups need at least "
                 f"as many groups per step (workload.prompts_per_step = {scenario.workload.prompts_per_step})"
             )
-        loss_config = LossConfig(
-            clip_eps=algorithm.clip_eps,
-            truncation_cap=algorithm.truncation_cap,
-            kl_coef=algorithm.kl_coef,
-            dpo_beta=algorithm.dpo_beta,
-        )
         return cls(
             loss=algorithm.loss,
             learning_rate=algorithm.learning_rate,
             updates_per_step=algorithm.updates_per_step,
             temperature=algorithm.temperature,
-            loss_config=loss_config,
+            loss_config=_loss_config(algorithm),
+            max_grad_norm=algorithm.grad_clip,
             compute_dtype=scenario.model.dtype,
         )
+
+
+def _loss_config(algorithm: AlgorithmSpec) -> LossConfig:
+    """The loss settings of ``algorithm``, field for field."""
+    return LossConfig(
+        clip_eps=algorithm.clip_eps,
+        truncation_cap=algorithm.truncation_cap,
+        normalise_std=algorithm.normalise_std,
+        kl_coef=algorithm.kl_coef,
+        dpo_beta=algorithm.dpo_beta,
+        dpo_reference=algorithm.dpo_reference,
+        gamma=algorithm.gamma,
+        gae_lambda=algorithm.gae_lambda,
+        value_clip_eps=algorithm.value_clip_eps,
+        value_coef=algorithm.value_coef,
+    )
 
 
 @dataclass(frozen=True, eq=False)

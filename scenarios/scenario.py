@@ -304,7 +304,24 @@ class AlgorithmSpec(_Section):
     )
     kl_coef: NonNegativeFloat = Field(0.0, description="executor: KL-to-initial-policy penalty")
     dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature")
+    dpo_reference: Literal["initial", "behaviour"] = Field(
+        "initial",
+        description="executor, online_dpo: the anchor of the implicit reward, the initial policy (the paper's) "
+        "or the behaviour policy that sampled the pair",
+    )
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
+    normalise_std: bool = Field(
+        True, description="executor, grpo: divide advantages by the group's reward std; false is Dr. GRPO"
+    )
+    grad_clip: PositiveFloat | None = Field(
+        1.0, description="executor: largest global gradient norm per update (clipped above it); none = no clipping"
+    )
+    gamma: NonNegativeFloat = Field(1.0, le=1.0, description="executor, ppo: discount per token")
+    gae_lambda: NonNegativeFloat = Field(0.95, le=1.0, description="executor, ppo: GAE lambda")
+    value_coef: NonNegativeFloat = Field(0.5, description="executor, ppo: weight of the value loss")
+    value_clip_eps: PositiveFloat | None = Field(
+        0.2, description="executor, ppo: clip of the value change from its rollout-time value; none = unclipped"
+    )
 
 
 class LearnerSpec(_Section):

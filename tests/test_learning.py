@@ -30,9 +30,11 @@ pytest.importorskip("safetensors")
 
 from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
 from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
+from asyncrl.executor.losses import LossConfig  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.tasks import TASKS, Task, TaskPrompt, load_task, to_request  # noqa: E402
 from asyncrl.executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer  # noqa: E402
+from asyncrl.scenarios.loading import ScenarioError  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -373,6 +375,45 @@ def test_groups_must_share_a_size_and_split_into_whole_groups() -> None:
         Learner.from_scenario(
             learning_scenario(seed=0, updates_per_step=9), build_model("tiny", vocab_size=17), CharTokenizer()
         )
+
+
+# ---------------------------------------------------------------- (f) scenario settings
+
+
+LOSS_SETTINGS = {
+    "clip_eps": 0.1,
+    "truncation_cap": 3.0,
+    "normalise_std": False,
+    "kl_coef": 0.01,
+    "dpo_beta": 0.2,
+    "dpo_reference": "behaviour",
+    "gamma": 0.9,
+    "gae_lambda": 0.8,
+    "value_coef": 0.25,
+    "value_clip_eps": None,
+}
+
+
+def test_scenario_loss_settings_reach_the_loss_config() -> None:
+    config = LearnerConfig.from_scenario(learning_scenario(seed=0, grad_clip=None, **LOSS_SETTINGS))
+    assert config.max_grad_norm is None
+    assert {name: getattr(config.loss_config, name) for name in LOSS_SETTINGS} == LOSS_SETTINGS
+    assert LearnerConfig.from_scenario(learning_scenario(seed=0, grad_clip=0.5)).max_grad_norm == 0.5
+
+
+def test_default_algorithm_gives_the_default_loss_config_and_gradient_clip() -> None:
+    config = LearnerConfig.from_scenario(learning_scenario(seed=0))
+    assert config.loss_config == LossConfig()
+    assert config.max_grad_norm == LearnerConfig().max_grad_norm == 1.0
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("gamma", 1.5), ("gae_lambda", -0.1), ("grad_clip", 0.0), ("value_coef", -1.0), ("dpo_reference", "ref")],
+)
+def test_bad_loss_settings_name_the_field(setting: str, value: object) -> None:
+    with pytest.raises(ScenarioError, match=rf"^algorithm\.{setting}: "):
+        learning_scenario(seed=0, **{setting: value})
 
 
 # ---------------------------------------------------------------- measuring the learning curve
