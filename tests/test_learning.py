@@ -381,6 +381,7 @@ def test_groups_must_share_a_size_and_split_into_whole_groups() -> None:
 
 
 LOSS_SETTINGS = {
+    "correction": "decoupled",
     "clip_eps": 0.1,
     "truncation_cap": 3.0,
     "normalise_std": False,
@@ -414,6 +415,13 @@ def test_default_algorithm_gives_the_default_loss_config_and_gradient_clip() -> 
 def test_bad_loss_settings_name_the_field(setting: str, value: object) -> None:
     with pytest.raises(ScenarioError, match=rf"^algorithm\.{setting}: "):
         learning_scenario(seed=0, **{setting: value})
+
+
+@pytest.mark.parametrize("correction", ["tis", "decoupled", "none"])
+def test_online_dpo_refuses_a_correction_it_would_ignore(correction: str) -> None:
+    with pytest.raises(ScenarioError, match=r"^algorithm\.correction: .* no effect: online_dpo"):
+        learning_scenario(seed=0, loss="online_dpo", correction=correction)
+    assert learning_scenario(seed=0, loss="online_dpo").algorithm.correction == "clip"
 
 
 # ---------------------------------------------------------------- measuring the learning curve
