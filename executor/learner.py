@@ -2,8 +2,9 @@
 
 One ``train_step`` consumes a batch of groups (the G rollouts of one prompt, each with its reward)::
 
-    groups ──split into updates_per_step minibatches of whole groups──► for each minibatch:
-        collate: rows group-major, prompt+completion right-padded      RolloutBatch
+    groups ──split into updates_per_step minibatches of whole groups──► collate each: RolloutBatch
+        before any update, minibatches 2…n: StepStart (no grad)         π_prox (decoupled), old values (ppo)
+        for each minibatch:
         forward policy (grad), reference (no grad), value head (ppo)   logprobs at the actor's temperature
         LossBatch ──LOSSES[algorithm.loss](batch, LossConfig)──► loss ──backward, clip, Adam──► one update
     metrics: mean over minibatches of the loss's figures, plus reward, KL to the initial policy, staleness
@@ -31,9 +32,15 @@ Precision (``executor.precision``): weights, gradients and Adam state are fp32 (
 reference policy is stored in the compute dtype (it only runs forward).
 
 Log-probs are those of the tempered distribution, softmax(logits / temperature), which is what the actors sample
-from and record (``Rollout.logprobs``), so ρ = 1 for a fresh rollout. The reference is a frozen copy of the policy the
+from and record (``Rollout.logprobs``), so ρ = 1 for a fresh rollout. The policy stays in eval mode (autograd works
+all the same): a checkpoint configured with dropout is trained with dropout off, because the actors sample with it
+off and a dropped-out forward would be another policy, with ρ ≠ 1 on fresh samples. The reference is a frozen copy of the policy the
 learner was built with. For PPO, ``old_values`` are the value head's outputs at the start of the step, before any
-update (rollouts do not record values), and the value head is trained with the policy.
+update (rollouts do not record values), and the value head is trained with the policy. For the ``decoupled``
+correction, ``proximal_logprobs`` are the policy's log-probs at the start of the step (π_prox). Both come from one
+no-grad forward per minibatch before the step's first update (``step_start``), except for the first minibatch, whose
+own forward still sees the starting weights: there π_θ = π_prox (r = 1). So with ``updates_per_step`` = 1 the
+``decoupled`` correction costs no extra forward and reduces to the weight sg(min(π_θ/μ, c)) without a clip.
 
 The learner counts its train steps in ``step`` (0 before the first); an actor that loads ``weights()`` after step k
 should tag its tokens with version k, which makes the staleness figures (``step - version`` per token) meaningful.
@@ -68,7 +75,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:
-    from asyncrl.scenarios.scenario import Scenario
+    from asyncrl.scenarios.scenario import AlgorithmSpec, Scenario
     from transformers import PreTrainedModel
 
 Group = Sequence[tuple[Rollout, float]]  # the G scored rollouts of one prompt
@@ -114,20 +121,40 @@ class LearnerConfig:
                 f"algorithm.updates_per_step: {algorithm.updates_per_step} minibatches of whole groups need at least "
                 f"as many groups per step (workload.prompts_per_step = {scenario.workload.prompts_per_step})"
             )
-        loss_config = LossConfig(
-            clip_eps=algorithm.clip_eps,
-            truncation_cap=algorithm.truncation_cap,
-            kl_coef=algorithm.kl_coef,
-            dpo_beta=algorithm.dpo_beta,
-        )
         return cls(
             loss=algorithm.loss,
             learning_rate=algorithm.learning_rate,
             updates_per_step=algorithm.updates_per_step,
             temperature=algorithm.temperature,
-            loss_config=loss_config,
+            loss_config=_loss_config(algorithm),
+            max_grad_norm=algorithm.grad_clip,
             compute_dtype=scenario.model.dtype,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class StepStart:
+    """What a minibatch's loss reads from the policy at the start of the step, before any of its updates."""
+
+    proximal_logprobs: Tensor | None = None  # [N, T] π_prox (correction ``decoupled``)
+    old_values: Tensor | None = None  # [N, T] the value head's outputs (PPO)
+
+
+def _loss_config(algorithm: AlgorithmSpec) -> LossConfig:
+    """The loss settings of ``algorithm``, field for field."""
+    return LossConfig(
+        correction=algorithm.correction,
+        clip_eps=algorithm.clip_eps,
+        truncation_cap=algorithm.truncation_cap,
+        normalise_std=algorithm.normalise_std,
+        kl_coef=algorithm.kl_coef,
+        dpo_beta=algorithm.dpo_beta,
+        dpo_reference=algorithm.dpo_reference,
+        gamma=algorithm.gamma,
+        gae_lambda=algorithm.gae_lambda,
+        value_clip_eps=algorithm.value_clip_eps,
+        value_coef=algorithm.value_coef,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,7 +294,7 @@ class Learner:
         self.compute_dtype = executor_dtype(config.compute_dtype)
         enable_tf32(self.device)
         master = torch.promote_types(next(model.parameters()).dtype, torch.float32)  # fp32 (fp64 stays fp64)
-        self.model = model.to(self.device, master).train()
+        self.model = model.to(self.device, master).eval()  # dropout off: the policy the actors sample from
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
         if self.compute_dtype != torch.float32:  # it only runs forward, in the compute dtype: keep it there
             self.reference.to(self.compute_dtype)
@@ -307,7 +334,8 @@ class Learner:
         Returns the loss's metrics averaged over the minibatches (``loss``, ``ratio_mean``, ``clip_fraction``,
         ``truncated_fraction``, ``kl_to_behaviour``, ... as ``executor.losses`` names them), ``kl`` (k3 to the initial
         policy), ``grad_norm`` (before clipping), and figures of the whole batch: ``reward_mean``, ``reward_std``,
-        ``completion_tokens_mean``, ``staleness_mean``, ``staleness_max``, ``samples``, ``updates``, and
+        ``completion_tokens_mean``, ``staleness_mean`` and ``staleness_max`` (over completion tokens, each
+        ``step - version`` of the version that produced it), ``samples``, ``updates``, and
         on CUDA ``peak_memory_bytes`` (the step's peak of allocated memory; absent on CPU).
         """
         if self.device.type == "cuda":
@@ -316,8 +344,9 @@ class Learner:
             collate(part, self.pad_token_id).to(self.device)
             for part in split_groups(groups, self.config.updates_per_step)
         ]
-        old_values = [self._values(batch) if self.value_head is not None else None for batch in batches]
-        update_metrics = [self._update(batch, values) for batch, values in zip(batches, old_values, strict=True)]
+        # Before any update: the first minibatch's own forward sees the step's starting weights.
+        starts = [StepStart(), *(self.step_start(batch) for batch in batches[1:])]
+        update_metrics = [self._update(batch, start) for batch, start in zip(batches, starts, strict=True)]
         metrics = {name: float(np.mean([m[name] for m in update_metrics])) for name in update_metrics[0]}
         metrics.update(self._batch_figures(batches))
         if self.device.type == "cuda":
@@ -325,14 +354,29 @@ class Learner:
         self.step += 1
         return metrics
 
-    def _update(self, batch: RolloutBatch, old_values: Tensor | None) -> dict[str, float]:
+    @torch.no_grad()
+    def step_start(self, batch: RolloutBatch) -> StepStart:
+        """What the loss needs from the weights as they are now, before the step's updates (no grad):
+        π_prox log-probs for the ``decoupled`` correction, the value head's ``old_values`` for PPO."""
+        proximal = self.config.loss_config.correction == "decoupled"
+        if not proximal and self.value_head is None:
+            return StepStart()
+        passes = [self._policy(batch, rows) for rows in micro_batches(batch, self.config.micro_batch_tokens)]
+        columns = batch.mask.shape[1]
+        values = [v for _, v in passes if v is not None]
+        return StepStart(
+            proximal_logprobs=_stack_rows([logprobs for logprobs, _ in passes], columns) if proximal else None,
+            old_values=_stack_rows(values, columns) if values else None,
+        )
+
+    def _update(self, batch: RolloutBatch, start: StepStart) -> dict[str, float]:
         parts = micro_batches(batch, self.config.micro_batch_tokens)
         self.optimizer.zero_grad(set_to_none=True)
         if len(parts) == 1:
-            output = self.loss_fn(self.loss_batch(batch, old_values), self.config.loss_config)
+            output = self.loss_fn(self.loss_batch(batch, start), self.config.loss_config)
             output.loss.backward()
         else:
-            output = self._accumulate(batch, parts, old_values)
+            output = self._accumulate(batch, parts, start)
         grad_norm = self._clip_gradients()
         self.optimizer.step()
         metrics = dict(output.metrics)
@@ -340,7 +384,7 @@ class Learner:
         metrics["grad_norm"] = grad_norm
         return metrics
 
-    def _accumulate(self, batch: RolloutBatch, parts: list[slice], old_values: Tensor | None) -> LossOutput:
+    def _accumulate(self, batch: RolloutBatch, parts: list[slice], start: StepStart) -> LossOutput:
         """The minibatch's gradient, one micro-batch's graph at a time (see the module docstring)."""
         columns = batch.mask.shape[1]
         with torch.no_grad():
@@ -350,8 +394,8 @@ class Learner:
         values = None
         if self.value_head is not None:
             values = _stack_rows([v for _, v in passes if v is not None], columns).requires_grad_()
-            old_values = values.detach() if old_values is None else old_values
-        output = self.loss_fn(self._loss_input(batch, logprobs, reference, values, old_values), self.config.loss_config)
+        loss_input = self._loss_input(batch, logprobs, reference, values, start)
+        output = self.loss_fn(loss_input, self.config.loss_config)
         output.loss.backward()  # gradients with respect to the log-probs (and values) only
         for rows in parts:
             part_logprobs, part_values = self._policy(batch, rows)
@@ -366,19 +410,21 @@ class Learner:
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm is not None else float("inf")
         return float(nn.utils.clip_grad_norm_(self._trained_parameters(), max_norm))
 
-    def loss_batch(self, batch: RolloutBatch, old_values: Tensor | None = None) -> LossBatch:
-        """The loss's input: current log-probs (with grad), the actor's, the reference's, and values for PPO."""
+    def loss_batch(self, batch: RolloutBatch, start: StepStart | None = None) -> LossBatch:
+        """The loss's input: current log-probs (with grad), the actor's, the reference's, values for PPO, and
+        what ``start`` holds from the start of the step; what it lacks comes from the weights now (a step's first
+        update: π_prox = π_θ and old values = values)."""
         with torch.no_grad():
             _, reference_logprobs = self._logprobs(batch, self.reference)
         logprobs, values = self._policy(batch)
-        if values is not None and old_values is None:
-            old_values = values.detach()
-        return self._loss_input(batch, logprobs, reference_logprobs, values, old_values)
+        return self._loss_input(batch, logprobs, reference_logprobs, values, start or StepStart())
 
     @staticmethod
     def _loss_input(
-        batch: RolloutBatch, logprobs: Tensor, reference: Tensor, values: Tensor | None, old_values: Tensor | None
+        batch: RolloutBatch, logprobs: Tensor, reference: Tensor, values: Tensor | None, start: StepStart
     ) -> LossBatch:
+        proximal = start.proximal_logprobs if start.proximal_logprobs is not None else logprobs.detach()
+        old_values = start.old_values if start.old_values is not None or values is None else values.detach()
         return LossBatch(
             logprobs=logprobs,
             behaviour_logprobs=batch.behaviour_logprobs,
@@ -388,14 +434,8 @@ class Learner:
             reference_logprobs=reference,
             values=values,
             old_values=old_values,
+            proximal_logprobs=proximal,
         )
-
-    @torch.no_grad()
-    def _values(self, batch: RolloutBatch) -> Tensor:
-        """The value head's [N, T] outputs before any update of the step: PPO's ``old_values``."""
-        parts = micro_batches(batch, self.config.micro_batch_tokens)
-        values = [self._policy(batch, rows)[1] for rows in parts]
-        return _stack_rows([v for v in values if v is not None], batch.mask.shape[1])
 
     def _policy(self, batch: RolloutBatch, rows: slice = slice(None)) -> tuple[Tensor, Tensor | None]:
         """The policy's log-probs [n, t] at the completion tokens of ``rows``, and the value head's there (PPO)."""

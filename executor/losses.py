@@ -10,8 +10,9 @@ completion tokens and 0 on padding; padded positions never reach a loss, a gradi
 metric, whatever the log-prob tensors hold there (even -inf).
 
 Notation: π_θ current policy (``logprobs``, carries grad), μ behaviour policy that sampled the
-tokens (``behaviour_logprobs``), π_ref initial policy (``reference_logprobs``), m mask, R_i the
-scalar reward of sample i, sg(·) stop-gradient.
+tokens (``behaviour_logprobs``), π_ref initial policy (``reference_logprobs``), π_prox the policy at
+the start of the learner step (``proximal_logprobs``, for ``decoupled``), m mask, R_i the scalar
+reward of sample i, sg(·) stop-gradient.
 
 Token aggregation (all token-level losses)
 ------------------------------------------
@@ -23,28 +24,42 @@ Group-relative advantages (one value per sample, broadcast to its tokens)
 --------------------------------------------------------------------------
     GRPO:  A_i = (R_i − mean_g R) / (std_g R + eps)      std over the G samples, population
            (divides by G, so G = 1 gives 0); normalise_std=False gives A_i = R_i − mean_g R
+           (Dr. GRPO). Statistics in float64; a group whose rewards all tie gets A = 0 exactly.
     RLOO:  A_i = R_i − (Σ_{j∈g} R_j − R_i) / (G − 1)    (mean of the OTHER samples; G ≥ 2)
 
-Off-policy correction: one ratio, two controls
-----------------------------------------------
-    ρ_t = exp(log π_θ − log μ)                          μ plays the role of PPO's "old policy"
-    clipping (trust region, ``clip_eps`` ε) acts on ρ itself:
-        S_t = min(ρ_t A_t, clip(ρ_t, 1−ε, 1+ε) A_t)
-        a token is *clipped* when the clip branch is strictly smaller: A>0 ∧ ρ>1+ε or
-        A<0 ∧ ρ<1−ε; its gradient is 0.
-    truncation (truncated importance sampling, ``truncation_cap`` c) caps the weight of what
-    passes the clip:
-        S_t ← sg(min(1, c/ρ_t)) · S_t
-        for an unclipped token the value is min(ρ_t, c)·A_t and the gradient
-        min(ρ_t, c)·A_t·∇log π_θ: no token's gradient weight exceeds c. This bounds the case
-        the clip leaves open (A<0 with ρ ≫ 1). Whether a token is clipped is decided on the
-        raw ρ, before truncation; a clipped token keeps gradient 0 (its value is scaled too).
-    ε = None: S_t = ρ_t A_t (no clip); c = None: no truncation. With μ = π_θ (ρ = 1) and
-    c ≥ 1 both controls are inactive and the gradient is the on-policy REINFORCE gradient
-    token_mean(A ∇log π_θ).
-    The trust region is centred on μ, not on a learner-side copy of the pre-update policy: the
-    staleness of a sample already uses up part of ε, and with several updates per batch every
-    update is still measured against μ.
+Off-policy correction (``correction``; ε = ``clip_eps``, c = ``truncation_cap``)
+-------------------------------------------------------------------------------
+Each correction turns the per-token advantages A_t into a surrogate S_t to maximise; the policy
+loss is −token_mean(S). ρ_t = exp(log π_θ − log μ) is the importance ratio to the behaviour policy.
+A token is *clipped* when a clip branch is strictly smaller than the unclipped term (A>0 ∧ x>1+ε
+or A<0 ∧ x<1−ε, x the ratio the clip acts on); its gradient is 0. ε = None turns the clip off.
+
+``clip`` (the default; PPO's trust region centred on μ, which plays PPO's "old policy"):
+    S_t = sg(min(1, c/ρ_t)) · min(ρ_t A_t, clip(ρ_t, 1−ε, 1+ε) A_t)
+    Clipped on ρ. Truncated: ρ_t > c (c = None: never); an unclipped token then has value
+    min(ρ_t, c)·A_t and gradient min(ρ_t, c)·A_t·∇log π_θ: no token's gradient weight exceeds c,
+    which bounds the case the clip leaves open (A<0 with ρ ≫ 1). Whether a token is clipped is
+    decided on the raw ρ; a clipped token keeps gradient 0 (its value is scaled too). The trust
+    region is centred on μ: a sample's staleness already uses up part of ε, and with several
+    updates per step every update is still measured against μ.
+``tis`` (truncated importance sampling, no clip; ε is ignored; c defaults to 2 when unset):
+    S_t = sg(min(ρ_t, c)/ρ_t) · ρ_t A_t       value min(ρ_t, c)·A_t, gradient min(ρ_t, c)·A_t·∇log π_θ
+    Behaviour weight w_t = min(ρ_t, c); truncated: ρ_t > c; never clipped.
+``decoupled`` (AReaL's decoupled PPO objective, Fu et al. 2025): π_prox is the learner's policy at
+    the start of the train step, before any update of the step (``proximal_logprobs``, computed
+    without grad); the trust region is centred on π_prox and the behaviour weight corrects for μ:
+    w_t = sg(π_prox/μ), capped at c when c is set        r_t = π_θ/π_prox
+    S_t = w_t · min(r_t A_t, clip(r_t, 1−ε, 1+ε) A_t)
+    Clipped on r; truncated: π_prox/μ > c. For a step's first update π_θ = π_prox, so r = 1 and
+    the gradient is w_t A_t ∇log π_θ: with one update per step (``updates_per_step`` = 1)
+    ``decoupled`` has the value and gradient of ``tis`` with the same c (no cap if c is unset).
+``none`` (what a naive asynchronous loop does: stale samples taken as on-policy; ε, c ignored):
+    S_t = exp(log π_θ − sg(log π_θ)) · A_t    value A_t, gradient A_t·∇log π_θ; never clipped or
+    truncated, whatever ρ is.
+
+With μ = π_θ (= π_prox) and c ≥ 1 every correction gives the on-policy REINFORCE gradient
+token_mean(A ∇log π_θ). Corrections apply to GRPO, RLOO and PPO; online DPO reads none of them
+(see below), and a scenario refuses online DPO with a correction other than the default.
 
 Losses
 ------
@@ -54,7 +69,8 @@ Losses
         (groups whose max and min reward tie are skipped); s(y) = Σ_t m_t log π(y_t);
         L = mean over pairs of −log σ(β[(s_θ(c) − s_a(c)) − (s_θ(r) − s_a(r))])
         where the anchor a is π_ref (``dpo_reference="initial"``, the paper's choice) or μ
-        (``"behaviour"``). No importance weights: the DPO loss is off-policy by construction.
+        (``"behaviour"``). No importance weights and no ``correction``: the DPO loss is
+        off-policy by construction.
     PPO (value head ``values``, old values ``old_values`` recorded with the rollout):
         token reward r_t = R_i·[t = last completion token] − kl_coef·(log μ_t − log π_ref_t)
         δ_t = r_t + γ V_old(t+1) − V_old(t), V_old after the last token = 0
@@ -64,10 +80,13 @@ Losses
         L = policy + value_coef · value
 
 Every loss returns ``LossOutput(loss, metrics)``; metrics are plain floats for logging:
-``loss``, ``ratio_mean`` (token_mean ρ), ``kl_to_behaviour`` and, with a reference,
-``kl_to_reference`` (both k3); policy-gradient losses add ``policy_loss``, ``clip_fraction``,
-``truncated_fraction``; GRPO and RLOO add ``advantage_abs_mean``; PPO adds ``value_loss``, ``value_clip_fraction``, ``advantage_mean``,
-``return_mean``; online DPO adds ``pairs``, ``skipped_groups``, ``accuracy``, ``margin_mean``.
+``loss``, ``ratio_mean`` (token_mean ρ, whatever the correction), ``kl_to_behaviour`` (k3 of
+KL(μ‖π_θ) on μ's samples: token_mean(ρ − 1 − log ρ)) and, with a reference, ``kl_to_reference``
+(k3 above); policy-gradient losses add ``policy_loss``, ``clip_fraction``, ``truncated_fraction``
+(fractions of completion tokens) and, for ``tis`` and ``decoupled``, ``behaviour_weight_mean``
+(token_mean w, after the cap); GRPO and RLOO add ``advantage_abs_mean``; PPO adds ``value_loss``,
+``value_clip_fraction``, ``advantage_mean``, ``return_mean``; online DPO adds ``pairs``,
+``skipped_groups``, ``accuracy``, ``margin_mean``.
 ``LOSSES`` maps the scenario's ``algorithm.loss`` names to the loss functions, all called as
 ``loss_fn(batch, config)``. token_mean normalises by the tokens of the batch it is given: a
 learner that splits a step into minibatches gets one normalisation per minibatch.
@@ -76,23 +95,30 @@ learner that splits a step into minibatches gets one normalisation per minibatch
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Literal, NamedTuple, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
+    "CORRECTIONS",
     "DEFAULT_LOSS_CONFIG",
     "LOSSES",
+    "TIS_DEFAULT_CAP",
+    "Correction",
+    "CorrectionFn",
     "LossBatch",
     "LossConfig",
     "LossFn",
     "LossOutput",
     "Surrogate",
     "best_worst_pairs",
+    "clip_surrogate",
     "clipped_value_loss",
+    "corrected_surrogate",
+    "decoupled_surrogate",
     "gae",
     "grpo_advantages",
     "grpo_loss",
@@ -100,6 +126,7 @@ __all__ = [
     "k3_kl",
     "masked_log_ratio",
     "masked_mean",
+    "no_correction_surrogate",
     "online_dpo_loss",
     "policy_surrogate",
     "ppo_loss",
@@ -107,6 +134,7 @@ __all__ = [
     "rloo_advantages",
     "rloo_loss",
     "sequence_logprob",
+    "tis_surrogate",
 ]
 
 
@@ -115,7 +143,8 @@ class LossBatch:
     """One learner batch: N = groups × G completions, group-major, padded to T tokens.
 
     ``values`` and ``old_values`` are needed by PPO only; ``reference_logprobs`` by the KL
-    penalty, the KL metric and online DPO's default anchor.
+    penalty, the KL metric and online DPO's default anchor; ``proximal_logprobs`` by the
+    ``decoupled`` correction only.
     """
 
     logprobs: Tensor  # [N, T] current policy, with grad
@@ -126,12 +155,13 @@ class LossBatch:
     reference_logprobs: Tensor | None = None  # [N, T] initial policy
     values: Tensor | None = None  # [N, T] value head now, with grad (PPO)
     old_values: Tensor | None = None  # [N, T] value head at rollout time (PPO)
+    proximal_logprobs: Tensor | None = None  # [N, T] policy at the start of the learner step (decoupled)
 
     def __post_init__(self) -> None:
         if self.logprobs.dim() != 2:
             raise ValueError(f"logprobs: expected [N, T], got shape {tuple(self.logprobs.shape)}")
         shape = self.logprobs.shape
-        for name in ("behaviour_logprobs", "mask", "reference_logprobs", "values", "old_values"):
+        for name in ("behaviour_logprobs", "mask", "reference_logprobs", "values", "old_values", "proximal_logprobs"):
             tensor = getattr(self, name)
             if tensor is not None and tensor.shape != shape:
                 raise ValueError(f"{name}: shape {tuple(tensor.shape)} differs from logprobs {tuple(shape)}")
@@ -141,12 +171,17 @@ class LossBatch:
             raise ValueError(f"group_size: {self.group_size} does not divide the {shape[0]} samples")
 
 
+Correction = Literal["clip", "tis", "decoupled", "none"]
+TIS_DEFAULT_CAP = 2.0  # c of ``tis`` when ``truncation_cap`` is unset
+
+
 @dataclass(frozen=True)
 class LossConfig:
     """Knobs of all losses; each loss reads the ones it needs."""
 
-    clip_eps: float | None = 0.2  # PPO clip on ρ; None = no clipping
-    truncation_cap: float | None = None  # TIS cap c on the importance weight; None = no truncation
+    correction: Correction = "clip"  # off-policy correction of grpo, rloo and ppo (module docstring)
+    clip_eps: float | None = 0.2  # clip of ρ (clip) or r (decoupled); None = no clipping
+    truncation_cap: float | None = None  # cap c on the importance weight; None = none (tis: TIS_DEFAULT_CAP)
     normalise_std: bool = True  # GRPO: divide by the group std
     std_eps: float = 1e-6
     kl_coef: float = 0.0  # GRPO/RLOO: k3 loss term; PPO: per-token reward penalty; DPO: unused
@@ -158,6 +193,8 @@ class LossConfig:
     value_coef: float = 0.5
 
     def __post_init__(self) -> None:
+        if self.correction not in get_args(Correction):
+            raise ValueError(f"correction: unknown {self.correction!r}; use one of {get_args(Correction)}")
         for name in ("clip_eps", "truncation_cap", "value_clip_eps"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -168,6 +205,13 @@ class LossConfig:
         for name in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
+
+    @property
+    def cap(self) -> float | None:
+        """c as the correction applies it: ``truncation_cap``, or TIS_DEFAULT_CAP for an unset ``tis``."""
+        if self.correction == "tis" and self.truncation_cap is None:
+            return TIS_DEFAULT_CAP
+        return self.truncation_cap
 
 
 DEFAULT_LOSS_CONFIG = LossConfig()
@@ -208,7 +252,11 @@ def importance_ratio(logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor)
 
 def k3_kl(logprobs: Tensor, reference_logprobs: Tensor, mask: Tensor) -> Tensor:
     """Per-token k3 estimate of KL(π_θ‖π_ref): exp(r) − 1 − r with r = log π_ref − log π_θ."""
-    log_ratio = masked_log_ratio(reference_logprobs.detach(), logprobs, mask)
+    return _k3(masked_log_ratio(reference_logprobs.detach(), logprobs, mask))
+
+
+def _k3(log_ratio: Tensor) -> Tensor:
+    """k3 of KL(p‖q) on samples from p, given r = log q − log p: exp(r) − 1 − r (≥ 0, unbiased under p)."""
     return log_ratio.exp() - 1 - log_ratio
 
 
@@ -227,12 +275,18 @@ def _grouped(rewards: Tensor, group_size: int) -> Tensor:
 
 
 def grpo_advantages(rewards: Tensor, group_size: int, normalise_std: bool = True, eps: float = 1e-6) -> Tensor:
-    """[N] reward minus its group's mean, optionally over the group's (population) std + eps."""
+    """[N] reward minus its group's mean, optionally over the group's (population) std + eps.
+
+    Group statistics are taken in float64 and a tied group (max = min) gets exactly 0: in float32 the
+    rounding error of the mean over a std of ~1e-8 would otherwise give a tied group advantages of order 0.1.
+    """
     grouped = _grouped(rewards, group_size)
-    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    exact = grouped.double()
+    centred = exact - exact.mean(dim=1, keepdim=True)
     if normalise_std:
-        centred = centred / (grouped.std(dim=1, correction=0, keepdim=True) + eps)
-    return centred.reshape(-1)
+        centred = centred / (exact.std(dim=1, correction=0, keepdim=True) + eps)
+    tied = exact.amax(dim=1, keepdim=True) == exact.amin(dim=1, keepdim=True)
+    return torch.where(tied, 0.0, centred).to(grouped.dtype).reshape(-1)
 
 
 def rloo_advantages(rewards: Tensor, group_size: int) -> Tensor:
@@ -244,21 +298,22 @@ def rloo_advantages(rewards: Tensor, group_size: int) -> Tensor:
     return (grouped - others_mean).reshape(-1)
 
 
-# ---------------------------------------------------------------- off-policy surrogate
+# ---------------------------------------------------------------- off-policy corrections
 
 
 @dataclass(frozen=True, eq=False)
 class Surrogate:
     objective: Tensor  # [N, T] S_t, to be maximised
-    ratio: Tensor  # [N, T] ρ_t, before clipping or truncation
+    ratio: Tensor  # [N, T] the ratio S_t is built on (ρ; r = π_θ/π_prox for decoupled; 1 for none), before clip
     clipped: Tensor  # [N, T] bool: the clip branch is active (zero gradient)
-    truncated: Tensor  # [N, T] bool: ρ_t > c
+    truncated: Tensor  # [N, T] bool: the importance weight exceeds c
+    behaviour_weight: Tensor | None = None  # [N, T] w_t after the cap (tis, decoupled)
 
 
 def policy_surrogate(
     ratio: Tensor, advantages: Tensor, clip_eps: float | None, truncation_cap: float | None
 ) -> Surrogate:
-    """S_t = sg(min(1, c/ρ)) · min(ρA, clip(ρ, 1−ε, 1+ε)A); see the module docstring."""
+    """S_t = sg(min(1, c/ρ)) · min(ρA, clip(ρ, 1−ε, 1+ε)A); the ``clip`` correction (module docstring)."""
     advantages = advantages.detach()
     objective = ratio * advantages
     clipped = torch.zeros_like(ratio, dtype=torch.bool)
@@ -273,9 +328,60 @@ def policy_surrogate(
     return Surrogate(objective=objective, ratio=ratio, clipped=clipped, truncated=truncated)
 
 
-def _batch_surrogate(batch: LossBatch, token_advantages: Tensor, config: LossConfig) -> Surrogate:
+def clip_surrogate(batch: LossBatch, advantages: Tensor, config: LossConfig) -> Surrogate:
+    """``clip``: PPO's clip on ρ = π_θ/μ, then the optional truncation at c."""
     ratio = importance_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask)
-    return policy_surrogate(ratio, token_advantages, config.clip_eps, config.truncation_cap)
+    return policy_surrogate(ratio, advantages, config.clip_eps, config.cap)
+
+
+def tis_surrogate(batch: LossBatch, advantages: Tensor, config: LossConfig) -> Surrogate:
+    """``tis``: value min(ρ, c)·A, gradient min(ρ, c)·A·∇log π_θ; no clip."""
+    ratio = importance_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask)
+    surrogate = policy_surrogate(ratio, advantages, None, config.cap)
+    weight = ratio.detach().clamp(max=config.cap)
+    return replace(surrogate, behaviour_weight=weight)
+
+
+def decoupled_surrogate(batch: LossBatch, advantages: Tensor, config: LossConfig) -> Surrogate:
+    """``decoupled``: sg(π_prox/μ) (capped at c) times PPO's clip on r = π_θ/π_prox."""
+    if batch.proximal_logprobs is None:
+        raise ValueError("proximal_logprobs: required for correction='decoupled'")
+    proximal = batch.proximal_logprobs.detach()
+    weight = masked_log_ratio(proximal, batch.behaviour_logprobs.detach(), batch.mask).exp()
+    truncated = torch.zeros_like(weight, dtype=torch.bool)
+    if config.cap is not None:
+        truncated = weight > config.cap
+        weight = weight.clamp(max=config.cap)
+    ratio = importance_ratio(batch.logprobs, proximal, batch.mask)
+    trust_region = policy_surrogate(ratio, advantages, config.clip_eps, None)
+    return Surrogate(
+        objective=weight * trust_region.objective,
+        ratio=ratio,
+        clipped=trust_region.clipped,
+        truncated=truncated,
+        behaviour_weight=weight,
+    )
+
+
+def no_correction_surrogate(batch: LossBatch, advantages: Tensor, config: LossConfig) -> Surrogate:
+    """``none``: every sample taken as on-policy, S = exp(log π_θ − sg(log π_θ))·A (value A)."""
+    ratio = importance_ratio(batch.logprobs, batch.logprobs, batch.mask)  # importance_ratio detaches the second
+    return policy_surrogate(ratio, advantages, None, None)
+
+
+CorrectionFn = Callable[[LossBatch, Tensor, LossConfig], Surrogate]
+
+CORRECTIONS: dict[str, CorrectionFn] = {
+    "clip": clip_surrogate,
+    "tis": tis_surrogate,
+    "decoupled": decoupled_surrogate,
+    "none": no_correction_surrogate,
+}
+
+
+def corrected_surrogate(batch: LossBatch, token_advantages: Tensor, config: LossConfig) -> Surrogate:
+    """S_t of ``config.correction`` for [N, T] advantages (the policy-gradient losses' one entry point)."""
+    return CORRECTIONS[config.correction](batch, token_advantages, config)
 
 
 def _require_reference(batch: LossBatch, why: str) -> Tensor:
@@ -293,10 +399,10 @@ def _kl_loss_term(batch: LossBatch, config: LossConfig) -> Tensor:
 
 @torch.no_grad()
 def _common_metrics(batch: LossBatch) -> dict[str, float]:
-    ratio = importance_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask)
+    log_ratio = masked_log_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask)  # log ρ
     metrics = {
-        "ratio_mean": masked_mean(ratio, batch.mask).item(),
-        "kl_to_behaviour": masked_mean(k3_kl(batch.logprobs, batch.behaviour_logprobs, batch.mask), batch.mask).item(),
+        "ratio_mean": masked_mean(log_ratio.exp(), batch.mask).item(),
+        "kl_to_behaviour": masked_mean(_k3(log_ratio), batch.mask).item(),  # KL(μ‖π_θ) on μ's samples: r = log ρ
     }
     if batch.reference_logprobs is not None:
         kl = k3_kl(batch.logprobs, batch.reference_logprobs, batch.mask)
@@ -306,15 +412,18 @@ def _common_metrics(batch: LossBatch) -> dict[str, float]:
 
 @torch.no_grad()
 def _surrogate_metrics(surrogate: Surrogate, mask: Tensor) -> dict[str, float]:
-    return {
+    metrics = {
         "clip_fraction": masked_mean(surrogate.clipped.float(), mask).item(),
         "truncated_fraction": masked_mean(surrogate.truncated.float(), mask).item(),
     }
+    if surrogate.behaviour_weight is not None:
+        metrics["behaviour_weight_mean"] = masked_mean(surrogate.behaviour_weight, mask).item()
+    return metrics
 
 
 def _policy_gradient_loss(batch: LossBatch, sample_advantages: Tensor, config: LossConfig) -> LossOutput:
     token_advantages = sample_advantages.to(batch.logprobs.device)[:, None].expand(batch.logprobs.shape)
-    surrogate = _batch_surrogate(batch, token_advantages, config)
+    surrogate = corrected_surrogate(batch, token_advantages, config)
     policy_loss = -masked_mean(surrogate.objective, batch.mask)
     loss = policy_loss + _kl_loss_term(batch, config)
     metrics = {
@@ -331,13 +440,13 @@ def _policy_gradient_loss(batch: LossBatch, sample_advantages: Tensor, config: L
 
 
 def grpo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) -> LossOutput:
-    """GRPO: group-normalised advantages through the off-policy surrogate, plus optional k3 KL."""
+    """GRPO: group-normalised advantages through the corrected surrogate, plus optional k3 KL."""
     advantages = grpo_advantages(batch.rewards, batch.group_size, config.normalise_std, config.std_eps)
     return _policy_gradient_loss(batch, advantages, config)
 
 
 def rloo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) -> LossOutput:
-    """REINFORCE with the leave-one-out baseline, through the same off-policy surrogate."""
+    """REINFORCE with the leave-one-out baseline, through the same corrected surrogate."""
     return _policy_gradient_loss(batch, rloo_advantages(batch.rewards, batch.group_size), config)
 
 
@@ -361,7 +470,7 @@ def _dpo_anchor(batch: LossBatch, config: LossConfig) -> Tensor:
 
 
 def online_dpo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) -> LossOutput:
-    """Online DPO on each group's best-vs-worst pair, with sequence log-prob sums."""
+    """Online DPO on each group's best-vs-worst pair, with sequence log-prob sums; ``correction`` is not read."""
     policy_scores = sequence_logprob(batch.logprobs, batch.mask)
     anchor_scores = sequence_logprob(_dpo_anchor(batch, config).detach(), batch.mask)
     implicit_rewards = policy_scores - anchor_scores
@@ -443,7 +552,7 @@ def ppo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) -> Loss
         batch.rewards, batch.mask, config.kl_coef, batch.behaviour_logprobs, batch.reference_logprobs
     )
     advantages, returns = gae(token_rewards, batch.old_values, batch.mask, config.gamma, config.gae_lambda)
-    surrogate = _batch_surrogate(batch, advantages, config)
+    surrogate = corrected_surrogate(batch, advantages, config)
     policy_loss = -masked_mean(surrogate.objective, batch.mask)
     value_loss, value_clipped = clipped_value_loss(
         batch.values, batch.old_values, returns, batch.mask, config.value_clip_eps

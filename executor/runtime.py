@@ -15,8 +15,11 @@ its GPU (locally engine i on cuda:i, the learner on the next one). Engines run i
 ``model.dtype``, the learner keeps fp32 weights (``executor.precision``). The run writes
 the same record as the simulator (``summary.json`` with ``backend:
 "executor"``, ``events.parquet``, the resolved ``scenario.yaml``) plus
-``metrics.parquet`` (loss, reward, KL, staleness per step). A crashed worker or
-Ctrl-C ends the run with a partial record whose summary says ``status``.
+``metrics.parquet`` (loss, reward, KL, staleness per step: ``staleness_mean`` and
+``staleness_max`` from the learner, every token at its own version;
+``rollout_staleness_mean`` and ``rollout_staleness_max`` per rollout, at its oldest
+version). A crashed worker or Ctrl-C ends the run with a partial record whose summary
+says ``status``.
 
 This module holds the learner loop; the rest of a run lives next to it:
 
@@ -218,7 +221,7 @@ class _Run:
                 coordinator.generate_rows(record, step)
                 coordinator.source.forget(record.group)
             coordinator.publish(step + 1, self._flat_weights())
-            row = {"step": step, "start": start, "end": end, **figures, **_batch_staleness(batch, step)}
+            row = {"step": step, "start": start, "end": end, **figures, **_rollout_staleness(batch, step)}
             self.record.add_step(row)
             if scenario.run.checkpoint_every and (step + 1) % scenario.run.checkpoint_every == 0:
                 self._checkpoint(step + 1)
@@ -290,9 +293,10 @@ def _load_task(scenario: Scenario) -> Task | None:
         raise ScenarioError(str(exc).splitlines()[0]) from None
 
 
-def _batch_staleness(batch: list[GroupRecord], step: int) -> dict[str, float]:
+def _rollout_staleness(batch: list[GroupRecord], step: int) -> dict[str, float]:
+    """Staleness per rollout, at its oldest version; the learner's ``staleness_mean`` weighs every token instead."""
     staleness = [step - min(r.versions) for g in batch for r in g.rollouts if r.versions]
     return {
-        "staleness_mean": sum(staleness) / max(1, len(staleness)),
-        "staleness_max": float(max(staleness, default=0)),
+        "rollout_staleness_mean": sum(staleness) / max(1, len(staleness)),
+        "rollout_staleness_max": float(max(staleness, default=0)),
     }

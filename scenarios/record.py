@@ -131,8 +131,8 @@ class Staleness(_SummarySection):
     p95: float = Field(description="95th percentile of the staleness (steps)")
     max: int = Field(description="largest staleness (steps)")
     token_mean: float = Field(
-        description="staleness averaged over tokens: a rollout updated in flight counts each token at the "
-        "version that produced it (steps)"
+        description="staleness averaged over trained tokens, each counted once at the version that produced it "
+        "(a rollout updated in flight has tokens of several versions; a long rollout weighs more) (steps)"
     )
     histogram: dict[str, int] = Field(description="trained rollouts by staleness; keys are steps, as strings")
 
@@ -307,7 +307,7 @@ def summarize(
         ),
         staleness=Staleness(
             **_stats(per_sample["staleness"].to_numpy(), with_max=True),
-            token_mean=float(per_sample["token_staleness"].mean()) if len(per_sample) else 0.0,
+            token_mean=_token_mean(per_sample),
             histogram={str(k): int(v) for k, v in per_sample["staleness"].value_counts().sort_index().items()},
         ),
         utilization=Utilization(
@@ -398,6 +398,12 @@ def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {"tokens": tokens, "staleness": (step - oldest).astype(np.int64), "token_staleness": step - mean_version}
     )
+
+
+def _token_mean(per_sample: pd.DataFrame) -> float:
+    """Staleness averaged over trained tokens, each token counted once at the version that produced it."""
+    token_steps = float((per_sample["token_staleness"] * per_sample["tokens"]).sum())
+    return _ratio(token_steps, float(per_sample["tokens"].sum()))
 
 
 def _sample_counts(events: pd.DataFrame, *, trained: int) -> dict[str, int]:

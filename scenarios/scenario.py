@@ -298,16 +298,52 @@ class AlgorithmSpec(_Section):
     )
     extra_forward_passes: NonNegativeInt = Field(1, description="forward passes per sample besides the training pass")
     learning_rate: PositiveFloat = Field(1e-4, description="executor: Adam learning rate")
-    clip_eps: PositiveFloat | None = Field(0.2, description="executor: PPO-style clip of the importance ratio")
+    correction: Literal["clip", "tis", "decoupled", "none"] = Field(
+        "clip",
+        description="executor: off-policy correction of grpo, rloo and ppo (executor/losses.py): clip (PPO clip of "
+        "pi/mu), tis (weight min(pi/mu, c), no clip), decoupled (AReaL: weight pi_prox/mu, PPO clip of pi/pi_prox, "
+        "pi_prox the policy at the start of the step), none (stale samples taken as on-policy)",
+    )
+    clip_eps: PositiveFloat | None = Field(
+        0.2, description="executor: PPO-style clip of the ratio (pi/mu for clip, pi/pi_prox for decoupled); none = off"
+    )
     truncation_cap: PositiveFloat | None = Field(
-        None, description="executor: cap on the importance weight (truncated importance sampling); none = no cap"
+        None,
+        description="executor: cap c on the importance weight (pi/mu for clip and tis, pi_prox/mu for decoupled); "
+        "none = no cap, except tis: 2",
     )
     correction: Literal["clip", "tis", "decoupled", "none"] = Field(
         "clip", description="executor: off-policy correction of stale samples"
     )
     kl_coef: NonNegativeFloat = Field(0.0, description="executor: KL-to-initial-policy penalty")
     dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature")
+    dpo_reference: Literal["initial", "behaviour"] = Field(
+        "initial",
+        description="executor, online_dpo: the anchor of the implicit reward, the initial policy (the paper's) "
+        "or the behaviour policy that sampled the pair",
+    )
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
+    normalise_std: bool = Field(
+        True, description="executor, grpo: divide advantages by the group's reward std; false is Dr. GRPO"
+    )
+    grad_clip: PositiveFloat | None = Field(
+        1.0, description="executor: largest global gradient norm per update (clipped above it); none = no clipping"
+    )
+    gamma: NonNegativeFloat = Field(1.0, le=1.0, description="executor, ppo: discount per token")
+    gae_lambda: NonNegativeFloat = Field(0.95, le=1.0, description="executor, ppo: GAE lambda")
+    value_coef: NonNegativeFloat = Field(0.5, description="executor, ppo: weight of the value loss")
+    value_clip_eps: PositiveFloat | None = Field(
+        0.2, description="executor, ppo: clip of the value change from its value at the start of the step; none = off"
+    )
+
+    @model_validator(mode="after")
+    def _correction_of_a_policy_gradient_loss(self) -> AlgorithmSpec:
+        if self.loss == "online_dpo" and self.correction != "clip":
+            raise ValueError(
+                f"correction: {self.correction!r} would have no effect: online_dpo takes no importance weights "
+                "(its loss is off-policy by construction); remove the setting, or use grpo, rloo or ppo"
+            )
+        return self
 
 
 class LearnerSpec(_Section):

@@ -70,7 +70,7 @@ class Tally:
     trained: float  # rollouts trained by these steps
     tokens: float  # their completion tokens
     staleness: dict[int, float] = field(default_factory=dict)  # trained rollouts by staleness
-    token_staleness: float = 0.0  # token-weighted staleness, summed over trained rollouts (steps)
+    token_staleness: float = 0.0  # staleness of every trained token, summed (token-steps)
     generation_busy_s: float = 0.0  # added over engines
     training_busy_s: float = 0.0
     rollout_s: float = 0.0  # rollout-seconds (generate and unfinished spans)
@@ -169,7 +169,7 @@ def tally(run: RunRecords, first: int, last: int) -> Tally:
         trained=float(trained.sum()),
         tokens=float(run.tokens[trained].sum()),
         staleness={int(k): float(c) for k, c in zip(keys, counts, strict=True)},
-        token_staleness=float((run.step[trained] - run.mean_version[trained]).sum()),
+        token_staleness=float(((run.step[trained] - run.mean_version[trained]) * run.tokens[trained]).sum()),
         generation_busy_s=_busy_seconds(
             np.concatenate([run.engine, run.sync_engine]),
             np.concatenate([start, sync_start]),
@@ -255,7 +255,7 @@ def _summary(scenario: Scenario, figures: Tally, *, queued: int, in_flight: int,
             mean=_ratio(sum(key * count for key, count in figures.staleness.items()), figures.trained),
             **_percentiles(np.repeat(list(histogram), list(histogram.values()))),
             max=max(histogram, default=0),
-            token_mean=_ratio(figures.token_staleness, figures.trained),
+            token_mean=_ratio(figures.token_staleness, figures.tokens),
             histogram={str(key): count for key, count in histogram.items()},
         ),
         utilization=Utilization(

@@ -52,6 +52,22 @@ def test_every_schedule_runs_and_respects_its_versions(tmp_path: Path, overrides
     train = events[events["kind"] == "train"].set_index("step")["start"]
     trained = events[(events["kind"] == "generate") & (events["step"] >= 0)]
     assert (trained["end"].to_numpy() <= train.loc[trained["step"]].to_numpy() + 1e-6).all()
+    check_metrics_staleness(pd.read_parquet(tmp_path / "run" / "metrics.parquet"), trained, staleness)
+
+
+def check_metrics_staleness(metrics: pd.DataFrame, trained: pd.DataFrame, per_rollout: pd.DataFrame) -> None:
+    """The learner's figures weigh every token at its own version; the rollout figures count each rollout
+    once, at its oldest version."""
+    metrics = metrics.set_index("step")
+    token_staleness = (trained["step"] - trained["version"]) * trained["tokens"]
+    by_step = token_staleness.groupby(trained["step"]).sum() / trained.groupby("step")["tokens"].sum()
+    pd.testing.assert_series_equal(metrics["staleness_mean"], by_step, check_names=False)
+    rollouts = per_rollout.groupby("step")["staleness"]
+    pd.testing.assert_series_equal(metrics["rollout_staleness_mean"], rollouts.mean(), check_names=False)
+    pd.testing.assert_series_equal(
+        metrics["rollout_staleness_max"], rollouts.max().astype(float), check_names=False
+    )
+    assert (metrics["staleness_max"] == metrics["rollout_staleness_max"]).all()  # both the oldest token
 
 
 def test_a_killed_worker_ends_the_run_with_an_error(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ Skipped where the optional executor dependencies (torch, transformers, safetenso
 from __future__ import annotations
 
 import argparse
+import copy
 import random
 import time
 from pathlib import Path
@@ -29,9 +30,11 @@ pytest.importorskip("safetensors")
 
 from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
 from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
+from asyncrl.executor.losses import LossConfig  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.tasks import TASKS, Task, TaskPrompt, load_task, to_request  # noqa: E402
 from asyncrl.executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer  # noqa: E402
+from asyncrl.scenarios.loading import ScenarioError  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -331,6 +334,37 @@ def test_fresh_rollouts_have_importance_ratio_one() -> None:
     )
 
 
+def dropout_model(seed: int = 0) -> torch.nn.Module:
+    """The tiny preset with attention dropout 0.5, as a checkpoint trained with dropout would ship."""
+    from asyncrl.executor.models import build_config
+    from asyncrl.scenarios.catalog import MODEL_PRESETS
+    from transformers import AutoModelForCausalLM
+
+    config = build_config(MODEL_PRESETS["tiny"], vocab_size=CharTokenizer().vocab_size)
+    config.attention_dropout = 0.5
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def test_a_model_with_dropout_still_sees_ratio_one_on_fresh_rollouts() -> None:
+    # The actor samples with dropout off; the learner's log-probs must be of that same policy (and so
+    # of every forward: the loss, the reference, decoupled's proximal pass), or a fresh sample has ρ ≠ 1.
+    model = dropout_model()
+    engine = ContinuousBatchingEngine(
+        copy.deepcopy(model), max_batch=8, eos_token_id=2, pad_token_id=0, temperature=TEMPERATURE
+    )
+    learner = Learner(model, LearnerConfig(temperature=TEMPERATURE), pad_token_id=0)
+    prompts = load_task("copy").prompts(np.random.default_rng(0), 2)
+    requests = [to_request(prompt, index * 2 + sample) for index, prompt in enumerate(prompts) for sample in range(2)]
+    rollouts = sorted(generate_all(engine, requests), key=lambda rollout: rollout.id)
+    groups = [[(rollouts[index * 2 + sample], float(sample)) for sample in range(2)] for index in range(2)]
+    loss_batch = learner.loss_batch(collate(groups, learner.pad_token_id))
+    keep = loss_batch.mask.bool()
+    ratio = (loss_batch.logprobs.detach() - loss_batch.behaviour_logprobs).exp()[keep]
+    torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-4, rtol=0)
+    assert learner.train_step(groups)["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+
+
 def test_groups_must_share_a_size_and_split_into_whole_groups() -> None:
     groups = hand_made_groups()
     with pytest.raises(ValueError, match="same non-zero size"):
@@ -341,6 +375,53 @@ def test_groups_must_share_a_size_and_split_into_whole_groups() -> None:
         Learner.from_scenario(
             learning_scenario(seed=0, updates_per_step=9), build_model("tiny", vocab_size=17), CharTokenizer()
         )
+
+
+# ---------------------------------------------------------------- (f) scenario settings
+
+
+LOSS_SETTINGS = {
+    "correction": "decoupled",
+    "clip_eps": 0.1,
+    "truncation_cap": 3.0,
+    "normalise_std": False,
+    "kl_coef": 0.01,
+    "dpo_beta": 0.2,
+    "dpo_reference": "behaviour",
+    "gamma": 0.9,
+    "gae_lambda": 0.8,
+    "value_coef": 0.25,
+    "value_clip_eps": None,
+}
+
+
+def test_scenario_loss_settings_reach_the_loss_config() -> None:
+    config = LearnerConfig.from_scenario(learning_scenario(seed=0, grad_clip=None, **LOSS_SETTINGS))
+    assert config.max_grad_norm is None
+    assert {name: getattr(config.loss_config, name) for name in LOSS_SETTINGS} == LOSS_SETTINGS
+    assert LearnerConfig.from_scenario(learning_scenario(seed=0, grad_clip=0.5)).max_grad_norm == 0.5
+
+
+def test_default_algorithm_gives_the_default_loss_config_and_gradient_clip() -> None:
+    config = LearnerConfig.from_scenario(learning_scenario(seed=0))
+    assert config.loss_config == LossConfig()
+    assert config.max_grad_norm == LearnerConfig().max_grad_norm == 1.0
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("gamma", 1.5), ("gae_lambda", -0.1), ("grad_clip", 0.0), ("value_coef", -1.0), ("dpo_reference", "ref")],
+)
+def test_bad_loss_settings_name_the_field(setting: str, value: object) -> None:
+    with pytest.raises(ScenarioError, match=rf"^algorithm\.{setting}: "):
+        learning_scenario(seed=0, **{setting: value})
+
+
+@pytest.mark.parametrize("correction", ["tis", "decoupled", "none"])
+def test_online_dpo_refuses_a_correction_it_would_ignore(correction: str) -> None:
+    with pytest.raises(ScenarioError, match=r"^algorithm\.correction: .* no effect: online_dpo"):
+        learning_scenario(seed=0, loss="online_dpo", correction=correction)
+    assert learning_scenario(seed=0, loss="online_dpo").algorithm.correction == "clip"
 
 
 # ---------------------------------------------------------------- measuring the learning curve

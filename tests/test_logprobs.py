@@ -28,6 +28,7 @@ from asyncrl.executor.learner import (  # noqa: E402
     micro_batches,
     token_logprobs,
 )
+from asyncrl.executor.losses import LossConfig  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.work import engine_model  # noqa: E402
 
@@ -110,11 +111,19 @@ def test_micro_batches_cut_consecutive_rows_within_the_token_budget() -> None:
     assert len(micro_batches(batch, 10_000)) == 1 and len(micro_batches(batch, 1)) == len(widths)
 
 
-@pytest.mark.parametrize("loss", ["grpo", "online_dpo", "ppo"])
-def test_an_update_in_micro_batches_equals_one_pass_over_the_minibatch(loss: str) -> None:
+DECOUPLED = {"updates_per_step": 3, "loss_config": LossConfig(correction="decoupled", truncation_cap=3.0)}
+
+
+@pytest.mark.parametrize(
+    ("loss", "settings"),
+    [("grpo", {}), ("online_dpo", {}), ("ppo", {}), ("ppo", DECOUPLED)],
+    ids=["grpo", "online_dpo", "ppo", "ppo-decoupled-3-updates"],
+)
+def test_an_update_in_micro_batches_equals_one_pass_over_the_minibatch(loss: str, settings: dict) -> None:
+    # With three updates, decoupled's π_prox and PPO's old values come from the pass before the first update.
     groups = scored_groups()
-    whole = float64_learner(loss)
-    split = float64_learner(loss, micro_batch_tokens=25, logprob_chunk_tokens=4)
+    whole = float64_learner(loss, **settings)
+    split = float64_learner(loss, micro_batch_tokens=25, logprob_chunk_tokens=4, **settings)
     batch = collate(groups, pad_token_id=0)
     assert len(micro_batches(batch, 25)) > 3 and len(micro_batches(batch, whole.config.micro_batch_tokens)) == 1
 
