@@ -312,9 +312,6 @@ class AlgorithmSpec(_Section):
         description="executor: cap c on the importance weight (pi/mu for clip and tis, pi_prox/mu for decoupled); "
         "none = no cap, except tis: 2",
     )
-    correction: Literal["clip", "tis", "decoupled", "none"] = Field(
-        "clip", description="executor: off-policy correction of stale samples"
-    )
     kl_coef: NonNegativeFloat = Field(0.0, description="executor: KL-to-initial-policy penalty")
     dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature")
     dpo_reference: Literal["initial", "behaviour"] = Field(
