@@ -454,13 +454,6 @@ def write_csv(frame: pd.DataFrame, out: Path) -> Path:
     return out
 
 
-def read_cells(path: Path) -> pd.DataFrame:
-    """cells.csv back as a frame of the types ``cells_table`` makes."""
-    frame = pd.read_csv(path, keep_default_na=True).astype({"reason": str})
-    frame["reason"] = frame["reason"].replace("nan", "")
-    return frame
-
-
 def with_ci(mean: float, half: float, digits: str = ".3g") -> str:
     """``mean ± half`` (``mean`` alone without an interval; ``-`` without a mean)."""
     if _missing(mean):
