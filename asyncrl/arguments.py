@@ -64,6 +64,11 @@ EXAMPLES: dict[str, str] = {
         "asyncrl validate --count 12 --seed 0\n"
         "    calibrate, predict and execute 12 random small CPU scenarios; errors in runs/validate/"
     ),
+    "study": (
+        "asyncrl study cpu-study --schedules sync,streaming-4 --losses grpo,online_dpo --seeds 0,1 --steps 150\n"
+        "    execute 8 cells (2 schedules x 2 losses x 2 seeds) one after another; steps and wall time to a reward\n"
+        "    of 0.5 per cell, means over seeds and the speedup over sync in runs/cpu-study-study/"
+    ),
     "compare": (
         "asyncrl compare runs/demo/cpu-timing/predicted-streaming runs/demo/cpu-timing/measured-streaming "
         "--tolerance 0.1\n"

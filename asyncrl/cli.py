@@ -9,6 +9,7 @@
     asyncrl schema                                                 JSON Schema of the scenario file
     asyncrl compare  A B [--tolerance X] [--speedup ...]           B's figures against A's, time by phase; 1 if off
     asyncrl validate [--count N] [--seed S] [--steps K]            prediction errors on random CPU scenarios
+    asyncrl study    SCENARIO [--schedules ...] [--losses ...]      time to a reward, executed over a grid of cells
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
     asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
@@ -23,7 +24,7 @@ one line per wrong field (``asyncrl.arguments`` words flag errors) and exits wit
 fails prints one line and exits with status 1 (ASYNCRL_TRACEBACK=1 shows the traceback).
 
 Each handler parses and wires, nothing more: sweeps run in ``simulator.sweep``,
-and every table, CSV and summary printed is formatted in ``analysis``.
+studies in ``asyncrl.study``, and every table, CSV and summary printed is formatted in ``analysis``.
 """
 
 from __future__ import annotations
@@ -209,6 +210,8 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--quiet", action="store_true", help="no progress bar")
     validate.set_defaults(command=_validate)
 
+    _study_parser(commands)
+
     speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
     _scenario_arguments(speedup)
     _price_argument(speedup)
@@ -368,6 +371,69 @@ def _parser() -> argparse.ArgumentParser:
     listing.set_defaults(command=_list)
     add_examples(commands)
     return parser
+
+
+def _study_parser(commands: argparse._SubParsersAction) -> None:
+    from asyncrl.grid import DEFAULT_CORRECTIONS, DEFAULT_LOSSES, DEFAULT_SCHEDULES, DEFAULT_SEEDS, DEFAULT_TARGET
+
+    study = commands.add_parser(
+        "study", help="execute a grid of schedules, losses, corrections and seeds; time to a target reward"
+    )
+    study.add_argument("scenario", help="a task-mode scenario file or shipped name (e.g. cpu-study)")
+    study.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="override a field of every cell, e.g. workload.task=copy (the same as --set; applied after --set)",
+    )
+    study.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of every cell",
+    )
+    study.add_argument(
+        "--schedules",
+        default=DEFAULT_SCHEDULES,
+        metavar="LABEL,...",
+        help="sync, pipelined-N, streaming-η, streaming-η-inflight (default: sync, pipelined 1 2 4, "
+        "streaming 1 2 4 8 with and without in-flight updates)",
+    )
+    study.add_argument("--losses", default=DEFAULT_LOSSES, metavar="LOSS,...", help=f"default {DEFAULT_LOSSES}")
+    study.add_argument(
+        "--corrections",
+        default=DEFAULT_CORRECTIONS,
+        metavar="C,...",
+        help="algorithm.correction values, as the scenario takes them (default clip)",
+    )
+    study.add_argument("--seeds", default=DEFAULT_SEEDS, metavar="S,...", help=f"default {DEFAULT_SEEDS}")
+    study.add_argument("--steps", type=_positive, help="learner steps per cell (default: the scenario's run.steps)")
+    study.add_argument(
+        "--target",
+        type=_fraction,
+        default=DEFAULT_TARGET,
+        help=f"reward (mean of 10 steps) that counts as reached (default {DEFAULT_TARGET})",
+    )
+    study.add_argument("--out", type=Path, help="study directory (default: runs/<scenario name>-study)")
+    study.add_argument(
+        "--workers",
+        type=_positive,
+        help="cells run at once (default 1 locally: wall times are the measurement; on Ray: all)",
+    )
+    study.add_argument(
+        "--runtime",
+        default="local",
+        choices=["local", "ray"],
+        help="cells in local worker processes, or one Ray task each (a local Ray, or the cluster RAY_ADDRESS names)",
+    )
+    study.add_argument(
+        "--device", default="cpu", choices=["cpu", "cuda"], help="where each cell's engine and learner run"
+    )
+    study.add_argument("--quiet", action="store_true", help="no progress bar")
+    study.set_defaults(command=_study)
 
 
 def _force_argument(parser: argparse.ArgumentParser) -> None:
@@ -547,6 +613,31 @@ def _validate(args: argparse.Namespace) -> int:
     result = run_validate(options)
     print(result.table)
     print(f"wrote {', '.join(str(path) for path in result.files)}; each scenario's runs and profile in {args.out}/")
+    return 1 if result.failed else 0
+
+
+def _study(args: argparse.Namespace) -> int:
+    from asyncrl.study import StudyOptions, run_study
+
+    name = load_scenario(args.scenario, [*args.overrides, *args.assignments]).name
+    options = StudyOptions(
+        scenario=args.scenario,
+        overrides=[*args.overrides, *args.assignments],
+        schedules=args.schedules,
+        losses=args.losses,
+        corrections=args.corrections,
+        seeds=args.seeds,
+        steps=args.steps,
+        target=args.target,
+        out=args.out or default_run_dir(name, "-study"),
+        workers=args.workers,
+        runtime=args.runtime,
+        device=args.device,
+        quiet=args.quiet,
+    )
+    result = run_study(options)
+    print(result.lines)
+    print(f"wrote {', '.join(str(path) for path in result.files)}; each cell's run in {options.out}/cells/")
     return 1 if result.failed else 0
 
 

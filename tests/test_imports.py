@@ -22,7 +22,8 @@ def test_simulator_and_cli_import_no_heavy_library() -> None:
         "asyncrl.cli, asyncrl.simulator.simulation, asyncrl.simulator.sweep, asyncrl.scenarios.loading, "
         "asyncrl.scenarios.record, asyncrl.analysis.compare, asyncrl.analysis.sweep_table, asyncrl.analysis.trace, "
         "asyncrl.analysis.phases, asyncrl.analysis.validation, asyncrl.draws, asyncrl.validate, "
-        "asyncrl.scenarios.penalty, asyncrl.simulator.target, asyncrl.analysis.penalty"
+        "asyncrl.scenarios.penalty, asyncrl.simulator.target, asyncrl.analysis.penalty, "
+        "asyncrl.analysis.study, asyncrl.grid, asyncrl.study"
     )
     assert imported(modules, f"name in {HEAVY!r}") == "[]"
 
@@ -31,7 +32,8 @@ def test_analysis_reads_records_and_never_imports_the_simulator() -> None:
     modules = (
         "asyncrl.analysis.compare, asyncrl.analysis.plots, asyncrl.analysis.report, asyncrl.analysis.sizing, "
         "asyncrl.analysis.sweep_table, asyncrl.analysis.tables, asyncrl.analysis.trace, asyncrl.analysis.phases, "
-        "asyncrl.analysis.validation, asyncrl.analysis.penalty"
+        "asyncrl.analysis.validation, asyncrl.analysis.penalty, asyncrl.analysis.study, "
+        "asyncrl.analysis.study_plots"
     )
     assert imported(modules, "name.startswith('asyncrl.simulator')") == "[]"
 

@@ -1,0 +1,162 @@
+"""PNG figures of an ``asyncrl study``: reward over time, robustness to staleness, the reward–KL frontier.
+
+    curves.csv  ─► reward_curves  reward (mean of the last 10 steps) against wall time (s) or learner step:
+                                   a panel per loss × correction, a line per schedule (mean over seeds)
+    summary.csv ─► robustness     steps to target against mean staleness: a line per loss × correction,
+                                   95% CI bars over the seeds that reached the target
+                └─► frontier       final reward (95% CI) against KL to the initial policy at the end:
+                                   a point per schedule × loss × correction
+
+Drawn like ``analysis.plots`` (Agg canvas, no pyplot; matplotlib imported here and in the other
+plot modules only). Against wall time, each seed's curve is interpolated onto a common grid up
+to the earliest end of the seeds, then averaged, so the line stops where a seed's run did.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from asyncrl.analysis.plots import WIDTH_IN, _figure, _save
+from asyncrl.analysis.study import WINDOW
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+GRID_POINTS = 200
+KIND_MARKERS = {"sync": "o", "pipelined": "s", "streaming": "^"}
+REWARD_LABEL = f"reward (mean of the last {WINDOW} steps)"
+
+
+def study_plots(curves: pd.DataFrame, summary: pd.DataFrame, target: float, title: str, out: Path) -> list[Path]:
+    """Every figure of a study, written under ``out``; the paths."""
+    return [
+        _save(reward_curves_figure(curves, target, "end", title), out / "reward_wall.png"),
+        _save(reward_curves_figure(curves, target, "step", title), out / "reward_step.png"),
+        _save(robustness_figure(summary, target, title), out / "robustness.png"),
+        _save(frontier_figure(summary, title), out / "frontier.png"),
+    ]
+
+
+def mean_curve(cell_curves: pd.DataFrame, x: str) -> tuple[np.ndarray, np.ndarray]:
+    """The seeds' smoothed reward averaged: by step, or on a common wall-time grid (``x`` = ``end``)."""
+    smoothed = []
+    for _, rows in cell_curves.groupby("cell", sort=False):
+        rows = rows.sort_values("step")
+        reward = rows["reward_mean"].astype(float).rolling(WINDOW, min_periods=1).mean()
+        smoothed.append((rows[x].to_numpy(float), reward.to_numpy(float)))
+    if x == "step":
+        frame = pd.concat([pd.Series(y, index=xs) for xs, y in smoothed], axis=1).dropna()
+        return frame.index.to_numpy(float), frame.mean(axis=1).to_numpy(float)
+    horizon = min(xs[-1] for xs, _ in smoothed)
+    grid = np.linspace(0.0, horizon, GRID_POINTS)
+    start = max(xs[0] for xs, _ in smoothed)
+    grid = grid[grid >= start]
+    return grid, np.mean([np.interp(grid, xs, y) for xs, y in smoothed], axis=0)
+
+
+def schedule_styles(schedules: Sequence[str], in_flight: Sequence[bool]) -> dict[str, dict[str, object]]:
+    """A colour per schedule (grid order), dashed with in-flight updates."""
+    return {
+        schedule: {"color": f"C{index % 10}", "ls": "--" if flight else "-"}
+        for index, (schedule, flight) in enumerate(zip(schedules, in_flight, strict=True))
+    }
+
+
+def reward_curves_figure(curves: pd.DataFrame, target: float, x: str, title: str) -> Figure:
+    """A panel per loss × correction; in each, the mean smoothed reward of every schedule against ``x``."""
+    panels = list(curves.groupby(["loss", "correction"], sort=False))
+    schedules = curves.drop_duplicates("schedule")
+    styles = schedule_styles(list(schedules["schedule"]), list(schedules["in_flight_updates"].astype(bool)))
+    columns = min(4, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    figure = _figure(WIDTH_IN, 1.2 + 3.2 * rows)
+    axes = np.atleast_1d(figure.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
+    for ax, ((loss, correction), panel) in zip(axes, panels, strict=False):
+        for schedule, cells in panel.groupby("schedule", sort=False):
+            xs, ys = mean_curve(cells, x)
+            ax.plot(xs, ys, lw=1.4, **styles[schedule])
+        ax.axhline(target, color="grey", lw=1, ls=":")
+        ax.set_title(f"{loss}, {correction}", fontsize=10)
+        ax.set_xlabel("wall time (s, from the start of generation)" if x == "end" else "learner step")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    for ax in axes[::columns]:
+        ax.set_ylabel(REWARD_LABEL)
+    handles = [Line2D([], [], lw=1.4, **style) for style in styles.values()]
+    handles.append(Line2D([], [], color="grey", lw=1, ls=":"))
+    figure.legend(handles, [*styles, f"target {target:g}"], loc="outside right upper", frameon=False, fontsize=9)
+    against = "wall time" if x == "end" else "learner step"
+    figure.suptitle(f"Reward against {against}, mean over seeds: {title}")
+    return figure
+
+
+def robustness_figure(summary: pd.DataFrame, target: float, title: str) -> Figure:
+    """Steps to target against measured mean staleness, a line per loss × correction, 95% CI bars."""
+    figure = _figure(WIDTH_IN * 0.7, 5.0)
+    ax = figure.subplots()
+    for index, ((loss, correction), rows) in enumerate(summary.groupby(["loss", "correction"], sort=False)):
+        rows = rows.dropna(subset=["steps_to_target", "staleness_mean"]).sort_values("staleness_mean")
+        if not len(rows):
+            continue
+        ax.errorbar(
+            rows["staleness_mean"],
+            rows["steps_to_target"],
+            yerr=rows["steps_to_target_ci"].fillna(0),
+            marker="o",
+            ms=4,
+            capsize=3,
+            lw=1.2,
+            color=f"C{index % 10}",
+            label=f"{loss}, {correction}",
+        )
+    ax.set_xlabel("mean staleness of trained tokens (learner steps)")
+    ax.set_ylabel(f"learner steps to reward ≥ {target:g} (mean of {WINDOW} steps)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    ax.set_title(f"Robustness: steps to target against staleness (seeds that reached it; 95% CI)\n{title}")
+    return figure
+
+
+def frontier_figure(summary: pd.DataFrame, title: str) -> Figure:
+    """Final reward (95% CI) against KL at the end: a colour per loss × correction, a marker per schedule kind."""
+    figure = _figure(WIDTH_IN * 0.7, 5.0)
+    ax = figure.subplots()
+    for index, ((loss, correction), rows) in enumerate(summary.groupby(["loss", "correction"], sort=False)):
+        rows = rows.dropna(subset=["kl_final", "final_reward"])
+        colour = f"C{index % 10}"
+        for row in rows.itertuples():
+            ax.errorbar(
+                row.kl_final,
+                row.final_reward,
+                yerr=0 if math.isnan(row.final_reward_ci) else row.final_reward_ci,
+                marker=KIND_MARKERS.get(row.kind, "o"),
+                mfc="white" if row.in_flight_updates else colour,
+                color=colour,
+                ms=6,
+                capsize=2,
+                lw=1,
+            )
+            ax.annotate(
+                row.schedule, (row.kl_final, row.final_reward), fontsize=7, xytext=(4, 3), textcoords="offset points"
+            )
+        ax.plot([], [], color=colour, marker="o", ls="", label=f"{loss}, {correction}")
+    for kind, marker in KIND_MARKERS.items():
+        ax.plot([], [], color="black", marker=marker, mfc="black", ls="", label=kind)
+    ax.plot([], [], color="black", marker="^", mfc="white", ls="", label="streaming, in-flight updates")
+    ax.set_xlabel(f"KL to the initial policy, mean of the last {WINDOW} steps (nats)")
+    ax.set_ylabel(f"final reward (mean of the last {WINDOW} steps)")
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    ax.set_title(f"Reward against KL at the end of the run (mean over seeds; 95% CI)\n{title}")
+    return figure
+
+
+def _legend(ax: Axes) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(frameon=False, fontsize=8)

@@ -1,0 +1,203 @@
+"""The study's tables on hand-made run records: time to target with its 10-step window worked by hand,
+confidence intervals over seeds, speedup at equal quality and the robustness ranking. Nothing runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from asyncrl.analysis.study import (
+    CELL_COLUMNS,
+    CellKey,
+    cell_record,
+    cells_table,
+    curve_frame,
+    mean_ci,
+    ratio_ci,
+    robustness_table,
+    steps_to_target,
+    summary_table,
+    t_quantile,
+)
+
+#: The contract with the tools that read cells.csv: these columns, in this order.
+CELLS_CSV = [
+    "cell", "schedule", "kind", "staleness_bound", "in_flight_updates", "loss", "correction", "seed", "task",
+    "target", "steps", "status", "reason", "final_reward", "reached", "steps_to_target", "wall_to_target_s",
+    "kl_at_target", "step_time_s", "wall_s", "staleness_mean", "dropped_fraction", "samples_generated",
+    "samples_dropped",
+]  # fmt: skip
+KEY = CellKey("sync.grpo.clip.s0", "sync", "sync", 0, False, "grpo", "clip", 0, "copy")
+# Five steps at 0, five at 0.5, then 0.9: the 10-step means ending at step counts 10..14 are
+# 2.5/10, 3.4/10, 4.3/10, 5.2/10 and 6.1/10.
+REWARDS = [0.0] * 5 + [0.5] * 5 + [0.9] * 4
+
+
+def metrics(rewards: list[float]) -> pd.DataFrame:
+    steps = range(len(rewards))
+    return pd.DataFrame(
+        {
+            "step": list(steps),
+            "start": [0.5 * step for step in steps],
+            "end": [0.5 * step + 0.4 for step in steps],
+            "reward_mean": rewards,
+            "kl": [0.01 * step for step in steps],
+            "staleness_mean": [1.0] * len(rewards),
+        }
+    )
+
+
+def write_run(run: Path, rewards: list[float], status: str = "complete", **summary: object) -> Path:
+    run.mkdir(parents=True)
+    metrics(rewards).to_parquet(run / "metrics.parquet", index=False)
+    record = {
+        "steps": len(rewards),
+        "wall_time_s": 7.0,
+        "staleness": {"mean": 1.0, "token_mean": 0.75},
+        "samples": {"generated": 200, "dropped": 10},
+        "status": status,
+        **summary,
+    }
+    (run / "summary.json").write_text(json.dumps(record))
+    return run
+
+
+@pytest.mark.parametrize(
+    ("target", "steps"),
+    [(0.25, 10), (0.3, 11), (0.5, 13), (0.52, 13), (0.61, 14)],
+)
+def test_steps_to_target_is_the_first_full_ten_step_window_at_the_target(target: float, steps: int) -> None:
+    reach = steps_to_target(metrics(REWARDS), target)
+    assert reach.steps == steps  # a step count: the row of step index steps - 1
+    assert reach.wall_s == pytest.approx(0.5 * (steps - 1) + 0.4)
+    assert reach.kl == pytest.approx(0.01 * (steps - 1))
+    assert reach.reached
+
+
+def test_a_target_never_reached_is_nan_and_a_short_head_start_does_not_count() -> None:
+    assert math.isnan(steps_to_target(metrics(REWARDS), 0.62).steps)
+    # The first five steps alone average 1.0, but no whole window of 10 reaches 0.6.
+    never = steps_to_target(metrics([1.0] * 5 + [0.0] * 10), 0.6)
+    assert math.isnan(never.steps) and math.isnan(never.wall_s) and math.isnan(never.kl) and not never.reached
+    assert math.isnan(steps_to_target(metrics([1.0] * 9), 0.5).steps)  # fewer than 10 steps: no window
+
+
+def test_a_finished_cell_becomes_one_row_of_exactly_the_cells_csv_columns(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", REWARDS)
+    record = cell_record(KEY, run, target=0.5, steps=14)
+    assert list(record) == CELLS_CSV == list(CELL_COLUMNS)
+    assert record["status"] == "ok" and record["reason"] == ""
+    assert record["final_reward"] == pytest.approx(6.1 / 10)  # the last 10 steps
+    assert record["reached"] and record["steps_to_target"] == 13
+    assert record["wall_to_target_s"] == pytest.approx(6.4) and record["kl_at_target"] == pytest.approx(0.12)
+    assert record["wall_s"] == 7.0 and record["step_time_s"] == pytest.approx(0.5)
+    assert record["staleness_mean"] == 0.75  # token-weighted, from the summary
+    assert record["dropped_fraction"] == pytest.approx(0.05)
+    assert (record["samples_generated"], record["samples_dropped"]) == (200, 10)
+    table = cells_table([record])
+    assert list(table.columns) == CELLS_CSV and table["reached"].dtype == bool
+    curve = curve_frame(KEY, run)
+    assert list(curve.columns[-5:]) == ["step", "end", "reward_mean", "kl", "staleness_mean"]
+    assert len(curve) == 14 and set(curve["cell"]) == {KEY.cell}
+
+
+def test_an_unfinished_cell_is_failed_with_a_reason_and_no_figures(tmp_path: Path) -> None:
+    interrupted = cell_record(KEY, write_run(tmp_path / "run", REWARDS, status="interrupted"), 0.5, 14)
+    assert interrupted["status"] == "failed" and interrupted["reason"] == "run interrupted"
+    assert math.isnan(interrupted["final_reward"]) and interrupted["reached"] is False
+    assert cell_record(KEY, tmp_path / "absent", 0.5, 14)["reason"] == "not run"
+    given = cell_record(KEY, tmp_path / "absent", 0.5, 14, reason="RuntimeError: actor 0 exited")
+    assert given["reason"] == "RuntimeError: actor 0 exited"
+    assert curve_frame(KEY, tmp_path / "absent").empty
+
+
+def test_the_confidence_interval_over_three_seeds_is_the_t_interval() -> None:
+    # 0.6, 0.7, 0.8: mean 0.7, s = 0.1; t(0.975, 2) = 4.302653; 4.302653 · 0.1 / √3 = 0.248414
+    mean, half = mean_ci([0.6, 0.7, 0.8])
+    assert mean == pytest.approx(0.7) and half == pytest.approx(0.248414, abs=1e-6)
+    one_seed = mean_ci([0.6, math.nan])  # a missing value is left out; one seed has no interval
+    assert one_seed[0] == 0.6 and math.isnan(one_seed[1])
+    assert all(math.isnan(value) for value in mean_ci([]))
+    assert t_quantile(1) == pytest.approx(12.7062, abs=1e-4)
+    assert t_quantile(10) == pytest.approx(2.228139, abs=1e-5)
+    assert t_quantile(30) == pytest.approx(2.042272, abs=1e-5)
+    assert t_quantile(1000) == pytest.approx(1.962339, abs=1e-5)
+
+
+def row(key: CellKey, **figures: object) -> dict[str, object]:
+    """A cells.csv row for ``key``: reached where steps_to_target is given."""
+    steps = figures.get("steps_to_target", math.nan)
+    base = {
+        "target": 0.5,
+        "steps": 100,
+        "status": "ok",
+        "reason": "",
+        "final_reward": 0.6,
+        "reached": not math.isnan(steps),
+        "steps_to_target": steps,
+        "wall_to_target_s": math.nan,
+        "kl_at_target": math.nan,
+        "step_time_s": 0.1,
+        "wall_s": 10.0,
+        "staleness_mean": float(key.staleness_bound),
+        "dropped_fraction": 0.0,
+        "samples_generated": 100,
+        "samples_dropped": 0,
+    }
+    return {**key.__dict__, **base, **figures}
+
+
+def key(schedule: str, loss: str, seed: int) -> CellKey:
+    kind = schedule.split("-")[0]
+    bound = int(schedule.split("-")[1]) if "-" in schedule else 0
+    return replace(KEY, cell=f"{schedule}.{loss}.clip.s{seed}", schedule=schedule, kind=kind, staleness_bound=bound, loss=loss, seed=seed)  # fmt: skip
+
+
+def test_summary_means_over_seeds_and_the_speedup_at_equal_quality() -> None:
+    records = [
+        *(row(key("sync", "grpo", s), final_reward=r, steps_to_target=40.0, wall_to_target_s=30.0) for s, r in enumerate([0.6, 0.7, 0.8])),
+        *(row(key("streaming-2", "grpo", s), steps_to_target=50.0, wall_to_target_s=w) for s, w in enumerate([18.0, 20.0, 22.0])),
+        *(row(key("sync", "rloo", s)) for s in range(3)),  # never reached: no speedup for rloo
+        *(row(key("streaming-2", "rloo", s), steps_to_target=60.0, wall_to_target_s=25.0) for s in range(2)),
+        row(key("streaming-2", "rloo", 2), status="failed", reason="run failed", final_reward=math.nan),
+    ]  # fmt: skip
+    summary = summary_table(cells_table(records)).set_index(["schedule", "loss"])
+    sync = summary.loc[("sync", "grpo")]
+    assert sync["final_reward"] == pytest.approx(0.7) and sync["final_reward_ci"] == pytest.approx(0.248414, abs=1e-6)
+    assert sync["speedup"] == pytest.approx(1.0) and sync["reached"] == 3 and sync["seeds"] == 3
+    streaming = summary.loc[("streaming-2", "grpo")]
+    assert streaming["wall_to_target_s"] == pytest.approx(20.0)
+    assert streaming["wall_to_target_s_ci"] == pytest.approx(4.302653 * 2 / math.sqrt(3), abs=1e-5)
+    assert streaming["speedup"] == pytest.approx(30.0 / 20.0)
+    assert math.isnan(summary.loc[("sync", "rloo")]["steps_to_target"])
+    late = summary.loc[("streaming-2", "rloo")]
+    assert late["seeds"] == 2 and late["failed"] == 1 and late["reached"] == 2 and math.isnan(late["speedup"])
+    assert list(summary.index) == [("sync", "grpo"), ("streaming-2", "grpo"), ("sync", "rloo"), ("streaming-2", "rloo")]
+
+
+def test_robustness_ranks_by_reaching_at_the_highest_bound_then_by_the_ratio_to_sync() -> None:
+    # grpo: sync 90, 100, 110 (mean 100); at bound 8 110, 120, 130 (mean 120): ratio 1.2, and by the
+    # delta method 4.302653 · 1.2 · √(100/(3·120²) + 100/(3·100²)) = 0.388035.
+    # online_dpo: ratio 1.0 but one of three stale cells never reached the target: ranked second.
+    records = [
+        *(row(key("sync", "grpo", s), steps_to_target=v) for s, v in enumerate([90.0, 100.0, 110.0])),
+        *(row(key("streaming-8", "grpo", s), steps_to_target=v) for s, v in enumerate([110.0, 130.0])),
+        row(key("streaming-8-inflight", "grpo", 0), steps_to_target=120.0),
+        row(key("streaming-2", "grpo", 0), steps_to_target=500.0),  # not the highest bound: left out
+        *(row(key("sync", "online_dpo", s), steps_to_target=100.0) for s in range(3)),
+        *(row(key("streaming-8", "online_dpo", s), steps_to_target=v) for s, v in enumerate([100.0, 100.0, math.nan])),
+    ]  # fmt: skip
+    ranking = robustness_table(cells_table(records))
+    assert list(ranking["loss"]) == ["grpo", "online_dpo"] and list(ranking["rank"]) == [1, 2]
+    grpo = ranking.iloc[0]
+    assert grpo["staleness_bound"] == 8 and grpo["stale_schedules"] == "streaming-8 streaming-8-inflight"
+    assert grpo["ratio"] == pytest.approx(1.2) and grpo["ratio_ci"] == pytest.approx(0.388035, abs=1e-5)
+    assert (grpo["reached_stale"], grpo["cells_stale"]) == (3, 3)
+    dpo = ranking.iloc[1]
+    assert dpo["ratio"] == pytest.approx(1.0) and (dpo["reached_stale"], dpo["cells_stale"]) == (2, 3)
+    assert ratio_ci([120.0], [100.0])[0] == pytest.approx(1.2) and math.isnan(ratio_ci([120.0], [100.0])[1])
+    assert robustness_table(cells_table(records[:3])).empty  # sync alone: nothing to rank
