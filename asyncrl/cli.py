@@ -432,6 +432,12 @@ def _study_parser(commands: argparse._SubParsersAction) -> None:
     study.add_argument(
         "--device", default="cpu", choices=["cpu", "cuda"], help="where each cell's engine and learner run"
     )
+    study.add_argument(
+        "--holdout",
+        metavar="LABEL",
+        help="a schedule of --schedules left out of the penalty fit and the calibration, then predicted by the "
+        "simulator and compared with its measured time to target",
+    )
     study.add_argument("--quiet", action="store_true", help="no progress bar")
     study.set_defaults(command=_study)
 
@@ -634,6 +640,7 @@ def _study(args: argparse.Namespace) -> int:
         runtime=args.runtime,
         device=args.device,
         quiet=args.quiet,
+        holdout=args.holdout,
     )
     result = run_study(options)
     print(result.lines)

@@ -78,6 +78,7 @@ from asyncrl.grid import (
     parse_seeds,
     split_list,
 )
+from asyncrl.holdout import HOLDOUT_FILE, PENALTY_FILE, check_holdout, holdout_lines, write_study_penalty
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
 from asyncrl.scenarios.outputs import OutputError, safe_file_name
 from asyncrl.scenarios.scenario import Scenario
@@ -115,6 +116,7 @@ class StudyOptions:
     runtime: str = "local"
     device: str = "cpu"
     quiet: bool = False
+    holdout: str | None = None  # a schedule label of the grid, predicted from the other schedules' cells
 
 
 def build_cells(options: StudyOptions) -> list[Cell]:
@@ -173,6 +175,12 @@ def check_options(options: StudyOptions) -> None:
         raise ScenarioError("--workers: give at least 1")
     if options.target != options.target:
         raise ScenarioError("--target: give a reward, e.g. 0.5")
+    if options.holdout is not None:
+        labels = split_list(options.schedules, "--schedules")
+        if options.holdout not in labels:
+            raise ScenarioError(f"--holdout: {options.holdout!r} is not one of --schedules ({', '.join(labels)})")
+        if len(labels) < 3:
+            raise ScenarioError("--holdout: the fit left after holding one schedule out needs two more schedules")
 
 
 def check_cells(cells: Sequence[Cell], device: str = "cpu") -> None:
@@ -405,6 +413,15 @@ def _tables(options: StudyOptions, cells: Sequence[Cell], outcomes: list[Outcome
         write_csv(robustness, out / "robustness.csv"),
     ]
     lines = [summary_lines(summary, options.target, steps), robustness_lines(robustness)]
+    penalty, penalty_text = write_study_penalty(table, out)
+    lines.append(penalty_text)
+    if penalty is not None:
+        files.append(out / PENALTY_FILE)
+    if options.holdout is not None:
+        held = check_holdout(table, {cell.key.cell: cell.out for cell in cells}, options.holdout, out, print)
+        if held:
+            lines.append(holdout_lines(held, options.target))
+            files.append(out / HOLDOUT_FILE)
     text = "\n\n".join(lines)
     (out / "table.txt").write_text(text + "\n")
     files.append(out / "table.txt")

@@ -1,4 +1,4 @@
-"""asyncrl study end to end: two real executor cells on the copy task, the files they make, and a rerun
+"""asyncrl study end to end: three real executor cells (one held out and predicted) on the copy task, the files they make, and a rerun
 that runs nothing; then which cells count as finished, and a cell run from scratch (a fake executor)."""
 
 from __future__ import annotations
@@ -22,38 +22,43 @@ CELLS_CSV = [
     "kl_at_target", "step_time_s", "wall_s", "staleness_mean", "dropped_fraction", "samples_generated",
     "samples_dropped",
 ]  # fmt: skip
-STUDY = ["study", "cpu-study", "--schedules", "sync,streaming-2", "--losses", "grpo", "--seeds", "0"]
-STEPS = ["--steps", "15", "--target", "0.05", "--quiet"]
+STUDY = ["study", "cpu-study", "--schedules", "sync,streaming-1,streaming-2", "--losses", "grpo", "--seeds", "0"]
+STEPS = ["--steps", "15", "--target", "0.05", "--holdout", "streaming-1", "--quiet"]
 
 
 def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_path: Path, capsys) -> None:
     out = tmp_path / "study"
     assert main([*STUDY, *STEPS, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "2 cells, 15 learner steps each, task copy" in printed and "ran 2 cells" in printed
-    for name in ("cells.csv", "curves.csv", "summary.csv", "robustness.csv", "table.txt", "study.json"):
+    assert "3 cells, 15 learner steps each, task copy" in printed and "ran 3 cells" in printed
+    names = ("cells.csv", "curves.csv", "summary.csv", "robustness.csv", "table.txt", "study.json", "penalty.json")
+    for name in (*names, "holdout.csv"):
         assert (out / name).is_file(), name
     for name in ("reward_wall.png", "reward_step.png", "robustness.png", "frontier.png"):
         assert (out / name).stat().st_size > 10_000, name
     cells = pd.read_csv(out / "cells.csv")
     assert list(cells.columns) == CELLS_CSV
-    assert list(cells["cell"]) == ["sync.grpo.clip.s0", "streaming-2.grpo.clip.s0"]
-    assert list(cells["staleness_bound"]) == [0, 2] and list(cells["status"]) == ["ok", "ok"]
+    assert list(cells["cell"]) == ["sync.grpo.clip.s0", "streaming-1.grpo.clip.s0", "streaming-2.grpo.clip.s0"]
+    assert list(cells["staleness_bound"]) == [0, 1, 2] and (cells["status"] == "ok").all()
     assert (cells["steps"] == 15).all() and (cells["task"] == "copy").all() and (cells["wall_s"] > 0).all()
     assert cells.loc[0, "staleness_mean"] == 0  # sync trains on-policy
     curves = pd.read_csv(out / "curves.csv")
-    assert len(curves) == 30 and list(curves.columns[-5:]) == ["step", "end", "reward_mean", "kl", "staleness_mean"]
+    assert len(curves) == 45 and list(curves.columns[-5:]) == ["step", "end", "reward_mean", "kl", "staleness_mean"]
     summary = pd.read_csv(out / "summary.csv")
-    assert list(summary["schedule"]) == ["sync", "streaming-2"] and (summary["seeds"] == 1).all()
+    assert list(summary["schedule"]) == ["sync", "streaming-1", "streaming-2"] and (summary["seeds"] == 1).all()
     assert summary["final_reward_ci"].isna().all()  # one seed: no interval
     assert json.loads((out / "study.json").read_text())["cells"] == list(cells["cell"])
+    held = pd.read_csv(out / "holdout.csv")  # streaming-1 predicted from sync's and streaming-2's runs alone
+    assert list(held["schedule"]) == ["streaming-1"] and (held["predicted_s"] > 0).all()
+    assert held.loc[0, "measured_s"] == cells.loc[1, "wall_to_target_s"]
+    assert "held out of the fit and the calibration" in printed and "streaming-1 grpo/clip: predicted" in printed
 
     times = {path: path.stat().st_mtime_ns for path in (out / "cells").glob("*/summary.json")}
     assert main([*STUDY, *STEPS, "--out", str(out)]) == 0  # the same command again: nothing to run
     printed = capsys.readouterr().out
-    assert "2 already finished, kept" in printed and "ran " not in printed
+    assert "3 already finished, kept" in printed and "ran " not in printed
     assert {path: path.stat().st_mtime_ns for path in times} == times
-    assert list(pd.read_csv(out / "cells.csv")["status"]) == ["ok", "ok"]
+    assert list(pd.read_csv(out / "cells.csv")["status"]) == ["ok", "ok", "ok"]
 
 
 def finished_run(cell: Cell, scenario_yaml: str) -> None:

@@ -118,3 +118,13 @@ def test_the_command_says_which_flag_is_wrong_on_one_line(tmp_path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("asyncrl: error: --schedules: 'async-2' is not a schedule")
     assert done.stderr.count("\n") == 1 and not out.exists()
+
+
+def test_the_held_out_schedule_is_one_of_the_grid_and_leaves_two_to_fit() -> None:
+    from asyncrl.study import check_options
+
+    with pytest.raises(ScenarioError, match=r"^--holdout: 'streaming-4' is not one of --schedules \(sync, stream"):
+        check_options(StudyOptions("cpu-study", schedules="sync,streaming-1,streaming-2", holdout="streaming-4"))
+    with pytest.raises(ScenarioError, match=r"^--holdout: the fit left after holding one schedule out needs two"):
+        check_options(StudyOptions("cpu-study", schedules="sync,streaming-2", holdout="streaming-2"))
+    check_options(StudyOptions("cpu-study", schedules="sync,streaming-1,streaming-2", holdout="streaming-2"))

@@ -1,0 +1,152 @@
+"""The study's staleness penalty, and the check that simulator plus penalty predict a run they never saw.
+
+    cells.csv ──► analysis.penalty.fit_penalty ──► OUT/penalty.json          (every schedule of the grid)
+
+    --holdout LABEL, per (loss, correction) of the grid:
+        the other schedules' cells ──► fit_penalty ─────────────────────────────► fit
+        the other schedules' run records ──► analysis.fit.profile_from_runs ───► profile (calibrated)
+        the held-out schedule's scenario + profile ──► simulate ──► step ends, staleness, dropped fraction
+                                   fit.steps(staleness, dropped) steps ──► predicted wall time to target
+        the held-out cells' measured wall_to_target_s (mean over the seeds that reached the target)
+    ──► OUT/holdout.csv, and one line per pair: predicted against measured
+
+What a user would do before a long run on a cluster, in miniature: calibrate the simulator from short
+real runs, fit the penalty from a study on the same task, predict a schedule nobody ran. The held-out
+schedule's own runs play no part in the prediction: not in the profile, not in the fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from asyncrl.analysis.penalty import fit_penalty, penalty_lines
+from asyncrl.scenarios.loading import ScenarioError, apply_override, dump_scenario, validate_scenario
+from asyncrl.scenarios.penalty import Penalty, PenaltyError, write_penalty
+from asyncrl.scenarios.scenario import Scenario
+
+PENALTY_FILE = "penalty.json"
+HOLDOUT_FILE = "holdout.csv"
+
+
+def write_study_penalty(cells: pd.DataFrame, out: Path) -> tuple[Penalty | None, str]:
+    """Fit the penalty to every ok cell and write OUT/penalty.json; (None, why) where the cells cannot be fitted."""
+    try:
+        penalty = fit_penalty(cells, source=str(out / "cells.csv"))
+    except PenaltyError as exc:
+        return None, f"penalty: not fitted ({exc})"
+    path = write_penalty(penalty, out / PENALTY_FILE)
+    return penalty, f"{penalty_lines(penalty)}\nwrote {path}"
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One (loss, correction) of the held-out schedule: what was predicted and what the runs measured."""
+
+    schedule: str
+    loss: str
+    correction: str
+    predicted_s: float  # simulated wall time to the target (s)
+    predicted_steps: float  # steps to the target, from the fit at the simulated staleness
+    predicted_staleness: float  # the simulation's token-mean staleness (steps)
+    measured_s: float  # mean over the held-out cells that reached the target (s)
+    measured_steps: float
+    measured_staleness: float
+    reached: int  # held-out cells that reached the target
+    seeds: int  # held-out cells that ran
+
+    @property
+    def error(self) -> float:
+        """(predicted − measured) / measured; NaN when no held-out cell reached the target."""
+        return self.predicted_s / self.measured_s - 1 if self.measured_s > 0 else math.nan
+
+
+def check_holdout(
+    cells: pd.DataFrame, cell_dirs: dict[str, Path], holdout: str, out: Path, say: Callable[[str], None] = print
+) -> list[HeldOut]:
+    """Predict each (loss, correction) of schedule ``holdout`` from the rest of the study; write OUT/holdout.csv."""
+    ok = cells[cells["status"] == "ok"]
+    held = ok[ok["schedule"] == holdout]
+    results = []
+    for (loss, correction), runs in held.groupby(["loss", "correction"], sort=False):
+        others = ok[(ok["schedule"] != holdout) & (ok["loss"] == loss) & (ok["correction"] == correction)]
+        try:
+            results.append(_predict(runs, others, cell_dirs, out / "holdout" / f"{loss}.{correction}"))
+        except (PenaltyError, ScenarioError, ValueError) as exc:
+            say(f"holdout {holdout}, {loss}/{correction}: not predicted ({_first_line(exc)})")
+    if results:
+        pd.DataFrame([_row(result) for result in results]).to_csv(out / HOLDOUT_FILE, index=False)
+    return results
+
+
+def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path], work: Path) -> HeldOut:
+    from asyncrl.analysis.fit import profile_from_runs
+    from asyncrl.scenarios.profile import save_profile
+    from asyncrl.simulator.simulation import simulate
+    from asyncrl.simulator.target import step_ends_of_events, time_to_target
+
+    first = held.iloc[0]
+    fit = fit_penalty(others).fit_for(str(first["loss"]), str(first["correction"]))
+    scenario = _scenario(cell_dirs[str(first["cell"])])
+    profile, _ = profile_from_runs([cell_dirs[str(cell)] for cell in others["cell"]], scenario.training_devices)
+    profile_path = work / "profile.yaml"
+    save_profile(profile, profile_path)
+    result = simulate(_with_profile(scenario, profile_path))
+    predicted = time_to_target(fit, result.summary, step_ends_of_events(result.events))
+    reached = held[held["reached"].astype(bool)]
+    return HeldOut(
+        schedule=str(first["schedule"]),
+        loss=str(first["loss"]),
+        correction=str(first["correction"]),
+        predicted_s=predicted.time_s,
+        predicted_steps=predicted.steps,
+        predicted_staleness=predicted.staleness,
+        measured_s=float(reached["wall_to_target_s"].mean()) if len(reached) else math.nan,
+        measured_steps=float(reached["steps_to_target"].mean()) if len(reached) else math.nan,
+        measured_staleness=float(held["staleness_mean"].mean()),
+        reached=len(reached),
+        seeds=len(held),
+    )
+
+
+def _scenario(cell_dir: Path) -> Scenario:
+    """The scenario a cell ran, as its run record wrote it."""
+    return validate_scenario(yaml.safe_load((cell_dir / "scenario.yaml").read_text()))
+
+
+def _with_profile(scenario: Scenario, profile: Path) -> Scenario:
+    data = yaml.safe_load(dump_scenario(scenario))
+    apply_override(data, f"hardware.profile={profile.resolve()}")
+    return validate_scenario(data)
+
+
+def _row(result: HeldOut) -> dict[str, Any]:
+    return {**result.__dict__, "error": result.error}
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def holdout_lines(results: list[HeldOut], target: float) -> str:
+    """Predicted against measured wall time to the target, one line per (loss, correction)."""
+    lines = [f"held out of the fit and the calibration, time to reward {target:g}:"]
+    for r in results:
+        measured = (
+            f"measured {r.measured_s:.2f} s ({r.measured_steps:.0f} steps at staleness {r.measured_staleness:.2f}, "
+            f"mean of {r.reached} of {r.seeds} seeds)"
+            if r.reached
+            else f"measured: not reached by any of {r.seeds} seeds"
+        )
+        error = f": {r.error:+.0%}" if r.error == r.error else ""
+        lines.append(
+            f"  {r.schedule} {r.loss}/{r.correction}: predicted {r.predicted_s:.2f} s ({r.predicted_steps:.0f} steps "
+            f"at staleness {r.predicted_staleness:.2f}), {measured}{error}"
+        )
+    return "\n".join(lines)
