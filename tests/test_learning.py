@@ -9,6 +9,9 @@ Run as a module to measure the learning curve over several seeds (what the margi
 
     python -m tests.test_learning --seeds 0 1 2 3 4 5 6 7 --steps 150
 
+``--task`` picks another shipped task, ``--loss`` another loss, ``--every 50`` adds the mean reward of every 50 steps
+(the figures in ``executor/tasks.py`` come from these).
+
 Skipped where the optional executor dependencies (torch, transformers, safetensors) are not installed.
 """
 
@@ -29,6 +32,7 @@ pytest.importorskip("safetensors")
 
 from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
 from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
+from asyncrl.executor.losses import LOSSES  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.tasks import TASKS, Task, TaskPrompt, load_task, to_request  # noqa: E402
 from asyncrl.executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer  # noqa: E402
@@ -347,17 +351,32 @@ def test_groups_must_share_a_size_and_split_into_whole_groups() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="on-policy GRPO on a shipped task, one run per seed")
+    parser = argparse.ArgumentParser(
+        description="on-policy learning (GRPO by default) on a shipped task, one run per seed"
+    )
     parser.add_argument("--task", default="copy", choices=sorted(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int, default=LEARNING_STEPS)
+    parser.add_argument("--loss", default="grpo", choices=sorted(LOSSES))
+    parser.add_argument("--every", type=int, default=0, help="also print the mean reward of every N steps")
     arguments = parser.parse_args()
     for seed in arguments.seeds:
         start = time.perf_counter()
-        history = OnPolicyLoop(learning_scenario(seed, arguments.steps, arguments.task)).run()
+        scenario = learning_scenario(seed, arguments.steps, arguments.task, loss=arguments.loss)
+        history = OnPolicyLoop(scenario).run()
         first, last = window_means(history)
         seconds = time.perf_counter() - start
-        print(f"seed {seed}: reward first {WINDOW} steps {first:.3f}, last {WINDOW} {last:.3f}, {seconds:.1f} s")
+        print(
+            f"seed {seed}: reward first {WINDOW} steps {first:.3f}, last {WINDOW} {last:.3f}, "
+            f"{seconds:.1f} s ({1000 * seconds / arguments.steps:.0f} ms a step)"
+        )
+        if arguments.every:
+            rewards = [metrics["reward_mean"] for metrics in history]
+            means = [
+                np.mean(rewards[offset : offset + arguments.every])
+                for offset in range(0, len(rewards), arguments.every)
+            ]
+            print(f"    per {arguments.every} steps: " + " ".join(f"{mean:.3f}" for mean in means))
 
 
 if __name__ == "__main__":
