@@ -9,6 +9,9 @@ Run as a module to measure the learning curve over several seeds (what the margi
 
     python -m tests.test_learning --seeds 0 1 2 3 4 5 6 7 --steps 150
 
+``--task`` picks another shipped task, ``--loss`` another loss, ``--every 50`` adds the mean reward of every 50 steps
+(the figures in ``executor/tasks.py`` come from these).
+
 Skipped where the optional executor dependencies (torch, transformers, safetensors) are not installed.
 """
 
@@ -30,7 +33,7 @@ pytest.importorskip("safetensors")
 
 from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
 from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
-from asyncrl.executor.losses import LossConfig  # noqa: E402
+from asyncrl.executor.losses import LOSSES, LossConfig  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.tasks import TASKS, Task, TaskPrompt, load_task, to_request  # noqa: E402
 from asyncrl.executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer  # noqa: E402
@@ -46,8 +49,8 @@ if TYPE_CHECKING:
 LEARNING_STEPS = 150
 WINDOW = 10  # steps averaged at each end of the run
 # Measured with this loop (python -m tests.test_learning --seeds 0 1 2 3 4 5 6 7): the first 10 steps average
-# 0.059-0.066 (a random policy), the last 10 of 150 steps 0.350-0.747 (seed 0: 0.062 -> 0.435); the smallest gain
-# over the 8 seeds was 0.284 (seed 6), so a required gain of 0.15 leaves a wide margin. About 6 s on two cores.
+# 0.059-0.066 (a random policy), the last 10 of 150 steps 0.358-0.719 (seed 0: 0.062 -> 0.431); the smallest gain
+# over the 8 seeds was 0.292 (seed 6), so a required gain of 0.15 leaves a wide margin. About 5 s on two cores.
 REQUIRED_GAIN = 0.15
 
 
@@ -428,17 +431,32 @@ def test_online_dpo_refuses_a_correction_it_would_ignore(correction: str) -> Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="on-policy GRPO on a shipped task, one run per seed")
+    parser = argparse.ArgumentParser(
+        description="on-policy learning (GRPO by default) on a shipped task, one run per seed"
+    )
     parser.add_argument("--task", default="copy", choices=sorted(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int, default=LEARNING_STEPS)
+    parser.add_argument("--loss", default="grpo", choices=sorted(LOSSES))
+    parser.add_argument("--every", type=int, default=0, help="also print the mean reward of every N steps")
     arguments = parser.parse_args()
     for seed in arguments.seeds:
         start = time.perf_counter()
-        history = OnPolicyLoop(learning_scenario(seed, arguments.steps, arguments.task)).run()
+        scenario = learning_scenario(seed, arguments.steps, arguments.task, loss=arguments.loss)
+        history = OnPolicyLoop(scenario).run()
         first, last = window_means(history)
         seconds = time.perf_counter() - start
-        print(f"seed {seed}: reward first {WINDOW} steps {first:.3f}, last {WINDOW} {last:.3f}, {seconds:.1f} s")
+        print(
+            f"seed {seed}: reward first {WINDOW} steps {first:.3f}, last {WINDOW} {last:.3f}, "
+            f"{seconds:.1f} s ({1000 * seconds / arguments.steps:.0f} ms a step)"
+        )
+        if arguments.every:
+            rewards = [metrics["reward_mean"] for metrics in history]
+            means = [
+                np.mean(rewards[offset : offset + arguments.every])
+                for offset in range(0, len(rewards), arguments.every)
+            ]
+            print(f"    per {arguments.every} steps: " + " ".join(f"{mean:.3f}" for mean in means))
 
 
 if __name__ == "__main__":
