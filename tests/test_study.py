@@ -1,4 +1,4 @@
-"""asyncrl study end to end: three real executor cells (one held out and predicted) on the copy task, the files they make, and a rerun
+"""asyncrl study end to end: three real executor cells (one held out and predicted) on the sort task, the files they make, and a rerun
 that runs nothing; then which cells count as finished, and a cell run from scratch (a fake executor)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_p
     out = tmp_path / "study"
     assert main([*STUDY, *STEPS, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "3 cells, 15 learner steps each, task copy" in printed and "ran 3 cells" in printed
+    assert "3 cells, 15 learner steps each, task sort" in printed and "ran 3 cells" in printed
     names = ("cells.csv", "curves.csv", "summary.csv", "robustness.csv", "table.txt", "study.json", "penalty.json")
     for name in (*names, "holdout.csv"):
         assert (out / name).is_file(), name
@@ -40,7 +40,7 @@ def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_p
     assert list(cells.columns) == CELLS_CSV
     assert list(cells["cell"]) == ["sync.grpo.clip.s0", "streaming-1.grpo.clip.s0", "streaming-2.grpo.clip.s0"]
     assert list(cells["staleness_bound"]) == [0, 1, 2] and (cells["status"] == "ok").all()
-    assert (cells["steps"] == 15).all() and (cells["task"] == "copy").all() and (cells["wall_s"] > 0).all()
+    assert (cells["steps"] == 15).all() and (cells["task"] == "sort").all() and (cells["wall_s"] > 0).all()
     assert cells.loc[0, "staleness_mean"] == 0  # sync trains on-policy
     curves = pd.read_csv(out / "curves.csv")
     assert len(curves) == 45 and list(curves.columns[-5:]) == ["step", "end", "reward_mean", "kl", "staleness_mean"]

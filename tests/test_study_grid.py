@@ -100,7 +100,7 @@ def test_the_grid_is_every_combination_in_table_order_with_the_cells_scenarios(t
     last = cells[-1]
     assert last.key.cell == "streaming-2-inflight.online_dpo.clip.s4" and last.out == tmp_path / "cells" / last.key.cell
     assert (last.key.kind, last.key.staleness_bound, last.key.in_flight_updates) == ("streaming", 2, True)
-    assert last.key.task == "copy" and last.scenario.algorithm.loss == "online_dpo"
+    assert last.key.task == "sort" and last.scenario.algorithm.loss == "online_dpo"
     assert (last.scenario.run.seed, last.scenario.run.steps, last.scenario.workload.prompts_per_step) == (4, 7, 4)
 
 
