@@ -56,6 +56,28 @@ def minibatch_bounds(groups: int, parts: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
+def start_of_step_minibatches(scenario: Scenario) -> list[tuple[int, int]]:
+    """The minibatches (group bounds) the learner runs a no-grad forward on before a step's first update.
+
+    The ``decoupled`` correction needs π_prox, the policy as it was when the step began, and PPO needs the
+    value head's old values; the first minibatch's own forward still sees the starting weights, so only the
+    minibatches after it get that extra pass (``executor.learner.Learner.step_start``). None otherwise, and
+    none with one update per step.
+    """
+    algorithm = scenario.algorithm
+    if algorithm.correction != "decoupled" and algorithm.loss != "ppo":
+        return []
+    return minibatch_bounds(scenario.workload.prompts_per_step, algorithm.updates_per_step)[1:]
+
+
+def forward_passes(scenario: Scenario) -> float:
+    """Forward passes per trained sample besides the training pass, on average over the batch:
+    ``algorithm.extra_forward_passes`` plus the share of the batch in ``start_of_step_minibatches``."""
+    groups = scenario.workload.prompts_per_step
+    share = sum(end - start for start, end in start_of_step_minibatches(scenario)) / groups
+    return scenario.algorithm.extra_forward_passes + share
+
+
 @dataclass(frozen=True)
 class TrainTokens:
     """What a learner step trains: tokens, and squared row lengths (attention), real and padded.

@@ -14,8 +14,10 @@
         analytic: 0                                     measured: retire_s
     learner step (n tokens, prompt + completion)
         analytic: compute + max(0, communication − compute)
-                  compute = (6 + 2 · extra_forward_passes) · active · n / (training devices · peak · mfu)
-                  communication = FSDP's (2 · updates + extra_forward_passes) all-gathers and ``updates``
+                  compute = (6 + 2 · forward passes) · active · n / (training devices · peak · mfu)
+                  forward passes = extra_forward_passes + the share of the batch given a no-grad pass at the
+                  start of the step (decoupled's π_prox, PPO's old values: minibatches 2…updates)
+                  communication = FSDP's (2 · updates + extra_forward_passes + those minibatches) all-gathers and ``updates``
                   reduce-scatters of the weights within each node's shard group, plus ``updates``
                   all-reduces of each device's gradient shard across the nodes (``LearnerLayout``)
         measured: (n · train_token_s + Σ L² · train_token_square_s) / training devices
@@ -47,7 +49,7 @@ from typing import Protocol
 from asyncrl.scenarios.catalog import DeviceSpec
 from asyncrl.scenarios.profile import CostProfile
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.workload import TrainTokens
+from asyncrl.scenarios.workload import TrainTokens, forward_passes, start_of_step_minibatches
 from asyncrl.simulator.topology import (
     Link,
     Placement,
@@ -162,7 +164,7 @@ class AnalyticCosts:
         self._params, self._active, self._dtype = model.params, model.active_params, model.dtype_bytes
         self._attention_flops_per_context = 4 * model.layers * model.heads * model.head_dim
         self._kv_bytes_per_token = model.kv_bytes_per_token
-        self._train_flops_per_token = (6 + 2 * scenario.algorithm.extra_forward_passes) * model.active_params
+        self._train_flops_per_token = (6 + 2 * forward_passes(scenario)) * model.active_params
         self._train_flops = scenario.training_devices * device.peak_flops * scenario.hardware.mfu
         self._tensor_parallel = tensor_parallel_cost(scenario)
         placement = Placement.of(scenario.cluster)
@@ -240,7 +242,8 @@ def learner_communication_s(scenario: Scenario, layout: LearnerLayout) -> float:
     layer_bytes = model.weight_bytes / model.layers
     gather = model.layers * all_gather_s(layer_bytes, layout.shard_ranks, layout.shard_link)
     gradients = model.layers * all_reduce_s(layer_bytes / layout.state_share, layout.replicas, layout.replica_link)
-    gathers = 2 * algorithm.updates_per_step + algorithm.extra_forward_passes  # forward, backward; extra forwards
+    start_passes = len(start_of_step_minibatches(scenario))  # one no-grad forward per minibatch, each gathers
+    gathers = 2 * algorithm.updates_per_step + algorithm.extra_forward_passes + start_passes
     return (gathers + algorithm.updates_per_step) * gather + algorithm.updates_per_step * gradients
 
 

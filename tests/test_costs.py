@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.workload import TrainTokens
-from asyncrl.simulator.costs import AnalyticCosts, MeasuredCosts
+from asyncrl.scenarios.workload import TrainTokens, forward_passes, start_of_step_minibatches
+from asyncrl.simulator.costs import AnalyticCosts, MeasuredCosts, learner_communication_s, learner_layout
 from asyncrl.simulator.topology import Placement
 
 from tests.conftest import profile, small_scenario
@@ -113,6 +113,26 @@ def test_learner_communication_shows_when_compute_cannot_hide_it() -> None:
     assert costs.train_step(TrainTokens(actual=1000, padded=1000)) == pytest.approx(communication)
     # 1,000,000 tokens: 23.2 s of compute hide it all.
     assert costs.learner_step(TrainTokens(actual=1_000_000, padded=1_000_000)).communication_s == 0.0
+
+
+def test_the_decoupled_correction_charges_a_forward_pass_over_all_minibatches_but_the_first() -> None:
+    # quickstart: 64 prompts a step. Four updates: minibatches of 16 groups; π_prox is a no-grad forward over
+    # the three after the first, 48/64 = 0.75 of a pass per sample, and three more all-gathers.
+    four = ["algorithm.updates_per_step=4"]
+    clip = load_scenario("quickstart", four)
+    decoupled = load_scenario("quickstart", [*four, "algorithm.correction=decoupled"])
+    assert start_of_step_minibatches(decoupled) == [(16, 32), (32, 48), (48, 64)]
+    assert (forward_passes(clip), forward_passes(decoupled)) == (1.0, 1.75)
+    tokens = TrainTokens(actual=1_000_000, padded=1_000_000)  # compute hides the communication
+    ratio = AnalyticCosts(decoupled).learner_step(tokens).compute_s / AnalyticCosts(clip).learner_step(tokens).compute_s
+    assert ratio == pytest.approx((6 + 2 * 1.75) / (6 + 2 * 1))
+    gather = 32 * (8.4e-6 + 7 * 3.4e-6) + 7 / 8 * LLAMA_8B * 2 / 450e9
+    layout = learner_layout(clip, Placement.of(clip.cluster))
+    extra = learner_communication_s(decoupled, layout) - learner_communication_s(clip, layout)
+    assert extra == pytest.approx(3 * gather)
+    # One update per step: the first minibatch is the whole batch, nothing extra.
+    assert forward_passes(load_scenario("quickstart", ["algorithm.correction=decoupled"])) == 1.0
+    assert forward_passes(load_scenario("quickstart", ["algorithm.loss=ppo", *four])) == 1.75  # PPO's old values
 
 
 def test_learner_across_two_nodes_all_reduces_gradient_shards_over_the_network() -> None:
