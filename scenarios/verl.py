@@ -18,6 +18,7 @@ Read from verl (the key names of ``verl/trainer/config/ppo_trainer.yaml`` and of
     async_training.* (fully async recipe)                       schedule streaming
     actor_rollout_ref.actor.ppo_epochs, ppo_mini_batch_size     algorithm.updates_per_step, extra_forward_passes
     algorithm.adv_estimator, actor.optim.lr, actor.clip_ratio, actor.kl_loss_coef, rollout.temperature
+    actor.grad_clip, algorithm.gamma, algorithm.lam, algorithm.norm_adv_by_std_in_grpo   the loss settings of the same names
 
 What verl does not say (the GPU, the completion length distribution, a model that is not a
 preset) is asked for; what asyncrl does not model is listed, never guessed.
@@ -315,9 +316,17 @@ def _algorithm(plan: VerlPlan, get: _Reader) -> None:
     temperature = get.into("algorithm.temperature", "actor_rollout_ref.rollout.temperature")
     use_kl = bool(get.value("actor_rollout_ref.actor.use_kl_loss", False))
     kl = get.into("algorithm.kl_coef", "actor_rollout_ref.actor.kl_loss_coef") if use_kl else 0.0
-    for key, value in (("learning_rate", lr), ("clip_eps", clip), ("temperature", temperature), ("kl_coef", kl)):
+    grad_clip = get.into("algorithm.grad_clip", "actor_rollout_ref.actor.grad_clip")
+    gamma = get.into("algorithm.gamma", "algorithm.gamma")
+    lam = get.into("algorithm.gae_lambda", "algorithm.lam")
+    numbers = {"learning_rate": lr, "clip_eps": clip, "temperature": temperature, "kl_coef": kl}
+    numbers |= {"grad_clip": grad_clip, "gamma": gamma, "gae_lambda": lam}
+    for key, value in numbers.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             algorithm[key] = float(value)
+    normalise = get.into("algorithm.normalise_std", "algorithm.norm_adv_by_std_in_grpo")
+    if isinstance(normalise, bool):
+        algorithm["normalise_std"] = normalise  # false: Dr. GRPO
     plan.scenario["algorithm"] = algorithm
 
 

@@ -74,6 +74,9 @@ def test_overrides_as_verl_takes_them(tmp_path: Path, capsys) -> None:
         "actor_rollout_ref.actor.ppo_epochs=2",
         "actor_rollout_ref.actor.use_kl_loss=true",
         "trainer.total_training_steps=50",
+        "actor_rollout_ref.actor.grad_clip=0.5",
+        "algorithm.lam=0.95",
+        "algorithm.norm_adv_by_std_in_grpo=false",
     ]
     code, out = from_verl(tmp_path, *overrides, "--device", "h200", "--lengths", LENGTHS)
     assert code == 0
@@ -84,6 +87,9 @@ def test_overrides_as_verl_takes_them(tmp_path: Path, capsys) -> None:
     assert scenario.algorithm.updates_per_step == 8  # 2 epochs × 4 mini-batches
     assert scenario.algorithm.extra_forward_passes == 5  # old log-probs 1, reference 1, second epoch 3
     assert scenario.algorithm.kl_coef == 0.001 and scenario.run.steps == 50
+    algorithm = scenario.algorithm  # the loss settings of the same names; gamma is verl's default, 1.0
+    assert (algorithm.grad_clip, algorithm.gamma, algorithm.gae_lambda) == (0.5, 1.0, 0.95)
+    assert algorithm.normalise_std is False  # Dr. GRPO
 
 
 def test_one_step_off_policy_recipe_is_pipelined_on_a_split(tmp_path: Path, capsys) -> None:
