@@ -159,7 +159,7 @@ class Recorder:
         for mark, time, new_version in loads:
             if mark >= finish:
                 break
-            count = round(mark - start_mark)
+            count = round(mark - join) - round(start_mark - join)  # whole tokens by each mark: they add up
             if count > 0:
                 comm = shares.between(engine, start_mark, mark, count)
                 pieces.append(
@@ -167,7 +167,7 @@ class Recorder:
                 )
                 start_mark, start_time = mark, time
             version = new_version
-        count = round(finish - start_mark)
+        count = round(finish - join) - round(start_mark - join)
         comm = shares.between(engine, start_mark, finish, count)
         pieces.append({**row, "start": start_time, "version": version, "tokens": count, "comm_s": comm})
         return pieces

@@ -143,12 +143,12 @@ def _pieces(join: float, tokens: int, version: int, loads: Sequence[tuple[float,
     for mark, _, new_version in loads:
         if mark >= finish:
             break
-        count = round(mark - start_mark)
+        count = round(mark - join) - round(start_mark - join)  # whole tokens by each mark: they add up
         if count > 0:
             pieces.append((version, count))
             start_mark = mark
         version = new_version
-    pieces.append((version, round(finish - start_mark)))
+    pieces.append((version, round(finish - join) - round(start_mark - join)))
     return pieces
 
 

@@ -175,3 +175,31 @@ def test_breakdown_adds_up_on_random_runs_and_all_reduces_match_the_decode_steps
     unfinished = int((events["kind"] == "unfinished").sum())  # their last partial token is not counted
     expected = generation["decode"] / d * cost.per_step + cost.per_rollout * rollouts["tokens"].sum()
     assert generation["tensor_parallel"] == pytest.approx(expected, abs=unfinished * 0.0023 + 1e-9)
+
+
+def test_a_rollout_cut_by_in_flight_loads_keeps_its_token_count() -> None:
+    # Found by the test above: a 2-token rollout cut at two loads 0.75 of a step apart was recorded as
+    # three pieces of one token each (each piece's length rounded on its own); whole tokens are now
+    # counted by each load's mark, so the pieces add up to the completion.
+    scenario = small_scenario(
+        cluster={"generation_devices": 2, "training_devices": 2},
+        workload={
+            "prompts_per_step": 1,
+            "samples_per_prompt": 1,
+            "prompt_tokens": {"kind": "fixed", "value": 2},
+            "completion_tokens": {"kind": "fixed", "value": 2},
+        },
+        schedule={
+            "kind": "streaming",
+            "max_concurrency": 1,
+            "max_staleness": 2,
+            "in_flight_updates": True,
+            "queue_capacity": 2,
+        },
+        run={"steps": 3, "seed": 0},
+    )
+    flat = profile(decode_step_s={1: 0.015625}, prefill_token_s=0.0, train_token_s=0.005859375, weight_sync_s=0.0)
+    events = simulate(scenario, costs=WithAllReduces(scenario, flat, AllReduceCost(0.002, 0.0003))).events
+    rollouts = events[events["kind"] == "generate"]
+    assert rollouts.groupby(["group", "sample"])["tokens"].sum().tolist() == [2, 2, 2]
+    assert (rollouts.groupby(["group", "sample"]).size() > 1).any()  # one of them was cut
