@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -58,3 +59,12 @@ def run(scenario: Scenario, cost_profile: CostProfile) -> SimulationResult:
 @pytest.fixture
 def small() -> Scenario:
     return small_scenario()
+
+
+@pytest.fixture
+def local_ray() -> Iterator[None]:
+    """A local Ray instance of two CPUs for one test (the Ray tests skip where ray is not installed)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

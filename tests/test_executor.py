@@ -64,9 +64,7 @@ def check_metrics_staleness(metrics: pd.DataFrame, trained: pd.DataFrame, per_ro
     pd.testing.assert_series_equal(metrics["staleness_mean"], by_step, check_names=False)
     rollouts = per_rollout.groupby("step")["staleness"]
     pd.testing.assert_series_equal(metrics["rollout_staleness_mean"], rollouts.mean(), check_names=False)
-    pd.testing.assert_series_equal(
-        metrics["rollout_staleness_max"], rollouts.max().astype(float), check_names=False
-    )
+    pd.testing.assert_series_equal(metrics["rollout_staleness_max"], rollouts.max().astype(float), check_names=False)
     assert (metrics["staleness_max"] == metrics["rollout_staleness_max"]).all()  # both the oldest token
 
 

@@ -14,13 +14,6 @@ from asyncrl.executor.runtime import execute  # noqa: E402
 from asyncrl.scenarios.loading import load_scenario  # noqa: E402
 
 
-@pytest.fixture
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def test_streaming_on_ray_actors_keeps_the_bound_and_writes_the_record(tmp_path: Path, local_ray) -> None:
     scenario = load_scenario("cpu-timing", ["run.steps=3", "workload.prompts_per_step=2", "schedule.max_staleness=1"])
     result = execute(scenario, tmp_path / "run", runtime="ray")

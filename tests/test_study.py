@@ -13,15 +13,10 @@ from asyncrl.scenarios.loading import dump_scenario
 
 from asyncrl.cli import main
 from asyncrl.study import Cell, StudyOptions, _finished, build_cells, run_cell
+from tests.test_study_tables import CELLS_CSV
 
 pytest.importorskip("torch")
 
-CELLS_CSV = [
-    "cell", "schedule", "kind", "staleness_bound", "in_flight_updates", "loss", "correction", "seed", "task",
-    "target", "steps", "status", "reason", "final_reward", "reached", "steps_to_target", "wall_to_target_s",
-    "kl_at_target", "step_time_s", "wall_s", "staleness_mean", "dropped_fraction", "samples_generated",
-    "samples_dropped",
-]  # fmt: skip
 STUDY = ["study", "cpu-study", "--schedules", "sync,streaming-1,streaming-2", "--losses", "grpo", "--seeds", "0"]
 STEPS = ["--steps", "15", "--target", "0.05", "--holdout", "streaming-1", "--quiet"]
 
