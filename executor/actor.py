@@ -2,7 +2,7 @@
 
     commands (from the coordinator)          results (to the coordinator), ``executor.messages``
     Go(t0)                start the clock    Ready(actor)
-    StartGroup(group, requests) ──► engine.add ──► engine.step ... ──► RolloutDone(actor, group, rollout)
+    StartGroups(StartGroup …) ──► engine.add ──► engine.step ... ──► StepFinished(actor, RolloutDone per sample)
     LoadWeights(version) ──recv weights──► engine.load_weights ──► Loaded(actor, version, start, end)
     Stop()                                   ActorFailed(actor, traceback)
 
@@ -30,7 +30,8 @@ from asyncrl.executor.messages import (
     LoadWeights,
     Ready,
     RolloutDone,
-    StartGroup,
+    StartGroups,
+    StepFinished,
     Stop,
 )
 from asyncrl.scenarios.scenario import Scenario
@@ -107,8 +108,9 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
             if isinstance(command, Stop):
                 dist.destroy_process_group()
                 return
-            if isinstance(command, StartGroup):
-                actor.start(command.group, command.requests)
+            if isinstance(command, StartGroups):
+                for start in command.starts:
+                    actor.start(start.group, start.requests)
             elif isinstance(command, LoadWeights):
                 start = actor.now()
                 weights = layout.unflatten(receive_weights(buffer))
@@ -175,15 +177,18 @@ class _Actor:
         if rollouts or len(self.steps) >= STEPS_PER_REPORT:
             self.results.put(EngineSteps(self.index, self.steps))
             self.steps = []
+        done = []
         for rollout in rollouts:
             group, sample = divmod(rollout.id, self.group_size)
             start, end = self.group_start[group], self.now()
             segments = self._segments(rollout.versions, start, end)
             finished = FinishedRollout(sample, rollout.tokens, rollout.logprobs, rollout.versions, start, end, segments)
-            self.results.put(RolloutDone(self.index, group, finished))
+            done.append(RolloutDone(self.index, group, finished))
             self.group_left[group] -= 1
             if not self.group_left[group]:
                 del self.group_start[group], self.group_left[group]
+        if done:
+            self.results.put(StepFinished(self.index, tuple(done)))
 
     def _segments(self, versions: list[int], start: float, end: float) -> list[tuple[int, float, float, int]]:
         """Runs of tokens made by one version, timed by the loads that switched versions."""

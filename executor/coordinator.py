@@ -1,10 +1,10 @@
 """The coordinator: the executor's side of ``scenarios.state``, in the learner process.
 
-    actors ──RolloutDone / Loaded──► receiver thread ─► on_message ─┐
+    actors ──StepFinished / Loaded──► receiver thread ─► on_messages ┐
        ▲                                                            ▼
        │                                          ScheduleState (queue, live groups, engines)
        │                                                            │
-       └──── StartGroup / LoadWeights ◄── dispatch ◄────────────────┴── take_batch / publish (learner)
+       └──── StartGroups / LoadWeights ◄─ dispatch ◄────────────────┴── take_batch / publish (learner)
 
 It holds one ``ScheduleState``, the very class the simulator holds, tells it
 what happened (a sample finished, a group completed, an actor loaded weights,
@@ -32,6 +32,8 @@ from asyncrl.executor.messages import (
     Result,
     RolloutDone,
     StartGroup,
+    StartGroups,
+    StepFinished,
 )
 from asyncrl.executor.weights import send_weights
 from asyncrl.executor.work import WorkSource
@@ -144,6 +146,9 @@ class Coordinator:
             for message in messages:
                 if isinstance(message, RolloutDone):
                     self._rollout_done(message.actor, message.group, message.rollout)
+                elif isinstance(message, StepFinished):
+                    for done in message.done:
+                        self._rollout_done(done.actor, done.group, done.rollout)
                 elif isinstance(message, Loaded):  # the state counted the version as the actor's already
                     self._row(message.actor, "sync", message.start, message.end, version=message.version)
                 elif isinstance(message, EngineSteps):
@@ -165,10 +170,12 @@ class Coordinator:
                 self.commands[action.engine].put(LoadWeights(action.version))
                 self._sends.append(self._send(self._weights[action.version], action.engine + 1))
                 continue
+            starts = []
             for group, batch in zip(action.groups, action.batches, strict=True):
                 requests = self.source.requests(group)
                 self.records[group] = GroupRecord(group, action.engine, batch, self.clock(), requests[0].prompt)
-                self.commands[action.engine].put(StartGroup(group, requests))
+                starts.append(StartGroup(group, requests))
+            self.commands[action.engine].put(StartGroups(tuple(starts)))
         self._sends = [work for work in self._sends if not work.is_completed()]
 
     def _rollout_done(self, actor: int, group: int, rollout: FinishedRollout) -> None:

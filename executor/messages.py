@@ -1,16 +1,21 @@
 """What the coordinator and the actor processes say to each other, as typed messages.
 
-    coordinator ──commands[i]──► actor i                actor i ──results──► coordinator
-    Go(t0)                start the run clock           Ready(actor)
-    StartGroup(group, requests)  generate these         RolloutDone(actor, group, rollout)   one per sample
-    LoadWeights(version)  receive weights, load them    Loaded(actor, version, start, end)
-    Stop()                leave the loop                ActorFailed(actor, traceback)
-                                                        EngineSteps(actor, rows)   what each decode step did
+    coordinator ──commands[i]──► actor i                      actor i ──results──► coordinator
+    Go(t0)                      start the run clock         Ready(actor)
+    StartGroups(StartGroup, …)  generate these, together    StepFinished(actor, done)   what one step finished
+    LoadWeights(version)        receive weights, load them  Loaded(actor, version, start, end)
+    Stop()                      leave the loop              ActorFailed(actor, traceback)
+                                                            EngineSteps(actor, rows)   what each decode step did
 
 Messages are plain dataclasses: they pickle through multiprocessing and Ray
 queues alike. The actor reports every sample as it finishes, so the
 coordinator's schedule state frees its slot at once, as a router sees a
-request complete; the coordinator groups them.
+request complete; the coordinator groups them. Samples that finish in the same
+engine step travel in one ``StepFinished`` (a ``RolloutDone`` each): the
+coordinator decides on all of them at once, as the simulator does for samples
+finishing at the same instant, not on however many the queue's pipe had
+delivered when it looked (a part of a step's finishes could show a queue not
+yet full and start groups the whole step would have blocked).
 """
 
 from __future__ import annotations
@@ -47,6 +52,15 @@ class StartGroup:
 
 
 @dataclass(frozen=True)
+class StartGroups:
+    """The groups one dispatch gives an engine, sent together so that the engine admits them in the same
+    step, as the simulator starts them at the same instant (sent one by one, an idle actor could wake on
+    the first and prefill it a step before the rest arrive)."""
+
+    starts: tuple[StartGroup, ...]
+
+
+@dataclass(frozen=True)
 class LoadWeights:
     version: int
 
@@ -56,7 +70,7 @@ class Stop:
     pass
 
 
-Command = Go | StartGroup | LoadWeights | Stop
+Command = Go | StartGroups | LoadWeights | Stop
 
 
 # Results: actor to coordinator.
@@ -72,6 +86,14 @@ class RolloutDone:
     actor: int
     group: int
     rollout: FinishedRollout
+
+
+@dataclass(frozen=True)
+class StepFinished:
+    """The samples one engine step finished, in the order the engine returned them."""
+
+    actor: int
+    done: tuple[RolloutDone, ...]
 
 
 @dataclass(frozen=True)
@@ -100,4 +122,4 @@ class EngineSteps:
     rows: list[tuple[float, float, int, int, int, int, int]]
 
 
-Result = Ready | RolloutDone | Loaded | ActorFailed | EngineSteps
+Result = Ready | RolloutDone | StepFinished | Loaded | ActorFailed | EngineSteps

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 from asyncrl.executor.coordinator import Coordinator
-from asyncrl.executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroup
+from asyncrl.executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroups, StepFinished
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.state import Action, Load, ScheduleState, Taken
 from asyncrl.simulator.simulation import Simulation
@@ -116,11 +116,13 @@ def decisions(actions: list[Action]) -> list[tuple[int, str, int]]:
 
 
 def commanded(log: list[tuple[int, Any]]) -> list[tuple[int, str, int]]:
-    return [
-        (engine, "load", command.version) if isinstance(command, LoadWeights) else (engine, "start", command.group)
-        for engine, command in log
-        if isinstance(command, LoadWeights | StartGroup)
-    ]
+    flat = []
+    for engine, command in log:
+        if isinstance(command, LoadWeights):
+            flat.append((engine, "load", command.version))
+        elif isinstance(command, StartGroups):  # one dispatch's groups, sent together
+            flat.extend((engine, "start", start.group) for start in command.starts)
+    return flat
 
 
 def replay(trace: list[Event], sim: Simulation) -> list[tuple[int, Any]]:
@@ -151,13 +153,19 @@ def replay(trace: list[Event], sim: Simulation) -> list[tuple[int, Any]]:
             pending.append(what)
             following = timeline[index + 1] if index + 1 < len(timeline) else None
             if following is None or following[:2] != (time, position):  # one instant's report at once
-                coordinator.on_messages(pending)
+                coordinator.on_messages(per_engine_step(pending))
                 pending = []
         elif what[0] == "publish":
             coordinator.publish(what[2], weights)
         else:
             coordinator.try_take(what[2])
     return log
+
+
+def per_engine_step(done: list[RolloutDone]) -> list[StepFinished]:
+    """One instant's finishes as the actors send them: one StepFinished per engine."""
+    engines = dict.fromkeys(message.actor for message in done)
+    return [StepFinished(engine, tuple(m for m in done if m.actor == engine)) for engine in engines]
 
 
 def _rollout(sample: int, rollouts: Any) -> FinishedRollout:
