@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from asyncrl.scenarios.cores import CoreShare, full_speed_seconds
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.profile import CostProfile, running_maximum
 from asyncrl.scenarios.record import read_events
@@ -39,10 +40,20 @@ class FitReport:
     phases: dict[str, tuple[float, float]]  # phase -> (measured s, charged s)
 
 
-def profile_from_runs(runs: list[Path], training_devices: int) -> tuple[CostProfile, FitReport]:
-    """Fit one profile to the recorded engine steps and events of ``runs`` (executor run directories)."""
-    steps = pd.concat([_engine_steps(run) for run in runs], ignore_index=True)
-    events = pd.concat([read_events(run) for run in runs], ignore_index=True)
+def profile_from_runs(
+    runs: list[Path], training_devices: int, share: CoreShare | None = None
+) -> tuple[CostProfile, FitReport]:
+    """Fit one profile to the recorded engine steps and events of ``runs`` (executor run directories).
+
+    With ``share`` (the runs' processes shared that many cores), each step and train span counts
+    the full-speed seconds it did (``scenarios.cores``), not its wall time: the simulator slows
+    them down again wherever its own run oversubscribes the cores.
+    """
+    recorded = [(_engine_steps(run), read_events(run)) for run in runs]
+    if share is not None:
+        recorded = [at_full_speed(steps, events, share) for steps, events in recorded]
+    steps = pd.concat([steps for steps, _ in recorded], ignore_index=True)
+    events = pd.concat([events for _, events in recorded], ignore_index=True)
     steps["seconds"] = steps["end"] - steps["start"]
     decode = fit_decode(steps)
     predicted_decode = decode[0] + decode[1] * steps["batch"] + decode[2] * steps["context"]
@@ -85,6 +96,24 @@ def fit_report(steps: pd.DataFrame, events: pd.DataFrame, profile: CostProfile, 
             "weight sync": (float((syncs["end"] - syncs["start"]).sum()), len(syncs) * profile.weight_sync_s),
         }
     )
+
+
+def at_full_speed(steps: pd.DataFrame, events: pd.DataFrame, share: CoreShare) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One run's engine steps and train spans shortened to the full-speed work each did (end = start + work).
+
+    A process is busy during its own spans: each engine during its steps, the learner during its train spans.
+    """
+    train = events["kind"] == "train"
+    busy = [
+        (steps.loc[steps["worker"] == worker, ["start", "end"]].to_numpy(float), share.engine_threads)
+        for worker in steps["worker"].unique()
+    ]
+    busy.append((events.loc[train, ["start", "end"]].to_numpy(float), share.learner_threads))
+    steps, events = steps.copy(), events.copy()
+    steps["end"] = steps["start"] + full_speed_seconds(steps[["start", "end"]].to_numpy(float), busy, share)
+    spans = events.loc[train, ["start", "end"]].to_numpy(float)
+    events.loc[train, "end"] = events.loc[train, "start"] + full_speed_seconds(spans, busy, share)
+    return steps, events
 
 
 def _engine_steps(run: Path) -> pd.DataFrame:

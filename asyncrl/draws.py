@@ -13,7 +13,9 @@ device per engine):
     prompt lengths       fixed 8–32
     group size           2–8 samples per prompt;  prompts per step 2–6
     engines              1 or 2 (cluster.generation_devices); two engines and the learner are three
-                         busy processes, more than two cores hold: they are oversubscribed
+                         busy processes, more than two cores hold: they are oversubscribed, and
+                         ``hardware.host_cores`` (validate writes this machine's) lets the
+                         simulator share the cores among them (``scenarios.cores``)
     max_concurrency      1–6 whole groups per engine
     schedule cells       sync | pipelined N 1–2 | streaming η 1–3 with in-flight updates |
                          streaming η 1–3 without them, refresh lazy | the same with refresh drain
@@ -65,11 +67,13 @@ class Draw:
         return f"{s['schedule_label']}, {s['loss']}, {s['engines']} eng, {s['prompts']}x{s['group']}, {s['lengths']}"
 
 
-def draw_scenarios(count: int, seed: int, steps: int) -> list[Draw]:
-    """``count`` scenarios of ``steps`` learner steps, the same for the same ``seed``."""
+def draw_scenarios(count: int, seed: int, steps: int, host_cores: int | None = None) -> list[Draw]:
+    """``count`` scenarios of ``steps`` learner steps, the same for the same ``seed``; ``host_cores``, when
+    given, is written into each (``hardware.host_cores``: the cores of the machine that will run them)."""
     rng = np.random.default_rng(seed)
     cells, losses = _Deck(SCHEDULE_CELLS, rng), _Deck(LOSSES, rng)
-    return [_draw_valid(index, rng, cells(), losses(), steps) for index in range(count)]
+    hardware = {"device": "cpu"} if host_cores is None else {"device": "cpu", "host_cores": host_cores}
+    return [_draw_valid(index, rng, cells(), losses(), steps, hardware) for index in range(count)]
 
 
 class _Deck:
@@ -84,10 +88,13 @@ class _Deck:
         return self.left.pop()
 
 
-def _draw_valid(index: int, rng: np.random.Generator, cell: str, loss: str, steps: int) -> Draw:
+def _draw_valid(
+    index: int, rng: np.random.Generator, cell: str, loss: str, steps: int, hardware: dict[str, Any]
+) -> Draw:
     """Draw until the scenario loader accepts one (by construction the first), keeping the dealt cell and loss."""
     for _ in range(MAX_ATTEMPTS):
         data, settings = _draw_data(index, rng, cell, loss, steps)
+        data["hardware"] = dict(hardware)
         try:
             scenario = validate_scenario(data)
         except ScenarioError:

@@ -13,8 +13,10 @@ It reports and asserts nothing: the exit status is 0, or 1 if a run failed
 is calibrated, predicted and executed once per repeat, and has no speedup.
 
 On two cores a scenario with two engines runs three busy processes (two
-engines and the learner): they are oversubscribed and contend for cores,
-which the simulator does not model; the command says so when it draws one.
+engines and the learner): they are oversubscribed and time-share the cores.
+Each drawn scenario carries this machine's core count (``hardware.host_cores``),
+so calibration fits full-speed costs and the simulator shares the cores again
+(``scenarios.cores``); the command says which scenarios are oversubscribed.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class ValidateResult:
 def run_validate(options: ValidateOptions, say: Callable[[str], None] = print) -> ValidateResult:
     """Draw, calibrate, predict, execute and compare; write and return the results."""
     check_options(options)
-    draws = draw_scenarios(options.count, options.seed, options.steps)
+    draws = draw_scenarios(options.count, options.seed, options.steps, host_cores=os.cpu_count() or 1)
     note = oversubscription_note(draws)
     if note:
         say(note)
@@ -93,8 +95,8 @@ def oversubscription_note(draws: list[Draw]) -> str | None:
         return None
     return (
         f"note: {len(crowded)} of {len(draws)} scenarios run 2 engines and a learner, 3 busy processes on {cores} "
-        f"cores ({', '.join(crowded)}): oversubscribed, their executions contend for cores, which the simulator "
-        "does not model"
+        f"cores ({', '.join(crowded)}): oversubscribed; the simulator shares the cores among them "
+        "(hardware.host_cores, processor sharing)"
     )
 
 
@@ -133,13 +135,14 @@ def _calibrate(draw: Draw, kinds: list[str], directory: Path, options: ValidateO
         return path
     from asyncrl.analysis.fit import profile_from_runs
     from asyncrl.analysis.tables import fit_lines
+    from asyncrl.scenarios.cores import core_share
 
     seed = draw.scenario.run.seed + CALIBRATION_SEED_OFFSET
     runs = []
     for kind in kinds:
         runs.append(directory / f"calibration-{kind}")
         _execute(_variant(draw, kind, [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]), runs[-1])
-    profile, report = profile_from_runs(runs, draw.scenario.training_devices)
+    profile, report = profile_from_runs(runs, draw.scenario.training_devices, core_share(draw.scenario))
     save_profile(profile, path)
     (directory / "fit.txt").write_text(fit_lines(", ".join(run.name for run in runs), profile, report) + "\n")
     return path

@@ -118,6 +118,19 @@ class HardwareSpec(_Section):
     mbu: Fraction = Field(0.8, description="memory-bandwidth utilization of decoding")
     sync_latency_s: NonNegativeFloat = Field(0.05, description="fixed cost of one weight sync besides the transfer")
     profile: Path | None = Field(None, description="measured cost profile; relative to the scenario file")
+    host_cores: PositiveInt | None = Field(
+        None,
+        description="cpu only: cores the run's processes share (scenarios/cores.py); unset: each device its own",
+    )
+
+    @model_validator(mode="after")
+    def _host_cores_on_cpu(self) -> HardwareSpec:
+        if self.host_cores is not None and self.device != "cpu":
+            raise ValueError(
+                f"host_cores: {self.host_cores} applies to the cpu device, whose devices are cores; "
+                f"device is {self.device} (remove host_cores)"
+            )
+        return self
 
     @field_validator("profile")
     @classmethod

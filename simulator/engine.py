@@ -32,6 +32,7 @@ from typing import Protocol
 import simpy
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.costs import CostModel
+from asyncrl.simulator.host import Host
 from asyncrl.simulator.rollouts import Rollouts
 
 _EPS = 1e-9
@@ -56,6 +57,7 @@ class Engine:
         costs: CostModel,
         rollouts: Rollouts,
         listener: Listener,
+        host: Host,
     ) -> None:
         self.env = env
         self.index = index
@@ -80,6 +82,9 @@ class Engine:
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._decode_step = costs.decode_step_table(self._capacity)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
+        self.host = host
+        self.rate = 1.0  # speed, 0-1: below 1 while the host's cores are oversubscribed
+        self._threads = scenario.cluster.devices_per_engine
         self.process = env.process(self._run())
 
     # What the simulation tells it.
@@ -93,10 +98,12 @@ class Engine:
         """Load weights ``version`` once the pauses already due have elapsed, then switch back to generating
         (colocated: the learner state leaves); (start, weights loaded, ready to decode)."""
         self.advance(self.env.now)
-        start = self.env.now + self._pause
-        loaded = start + self.costs.weight_sync(self.index)
-        ready = loaded + self.costs.switch_to_generation()
-        self._pause += ready - start
+        slowness = 1.0 / self.rate
+        start = self.env.now + self._pause * slowness
+        sync_s, switch_s = self.costs.weight_sync(self.index), self.costs.switch_to_generation()
+        loaded = start + sync_s * slowness
+        ready = loaded + switch_s * slowness
+        self._pause += sync_s + switch_s
         self.version = version
         self.loads.append((self.progress, ready, version))
         return start, loaded, ready
@@ -104,7 +111,10 @@ class Engine:
     def start(self, group: int, prompt: int, lengths: list[int]) -> tuple[float, float]:
         """Prefill ``group``'s prompt, then decode its samples alongside the others; the prefill's (start, end)."""
         self.advance(self.env.now)
-        prefill_start = self.env.now + self._pause
+        if not self.in_flight:
+            self.host.busy(self, self._threads)
+        slowness = 1.0 / self.rate
+        prefill_start = self.env.now + self._pause * slowness
         self._pause += self.costs.prefill(prompt, len(lengths))
         size, progress, heap = self._group_size, self.progress, self.in_flight
         sample = group * size
@@ -112,7 +122,13 @@ class Engine:
             heapq.heappush(heap, (progress + length, sample))
             sample += 1
         self._context_offset += size * (prompt - progress)
-        return prefill_start, self.env.now + self._pause
+        return prefill_start, self.env.now + self._pause * slowness
+
+    def rate_changed(self, rate: float) -> None:
+        """The host's cores are shared differently: account the time so far at the old rate, replan at ``rate``."""
+        self.prepare(self.env.now)
+        self.rate = rate
+        self.replan()
 
     def replan(self) -> None:
         """Re-evaluate now: the simulation changed this engine's weights, work or state."""
@@ -170,6 +186,9 @@ class Engine:
                         if not remaining[group]:
                             completed.append(group)
                     self._context_offset = offset if heap else 0.0  # no drift across busy periods
+                    if not heap:
+                        self.host.busy(self, 0)
+                        self.rate = 1.0  # a load while idle runs alone
                     listener.finished(self, retired, completed)
             except simpy.Interrupt:
                 self._interrupted = False
@@ -203,6 +222,7 @@ class Engine:
             self.rollouts.join,
         )
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
+        slowness = 1.0 / self.rate  # wall seconds per second of work
         # Finishes down to ``floor`` rollouts are quiet; below 3 the look-ahead needs a landing anyway.
         # Without room, the finish that brings room (batch ``capacity - size + 1`` → one fewer) is seen.
         self.refused = capacity - batch >= size  # room, and the last dispatch gave it nothing more
@@ -216,7 +236,7 @@ class Engine:
             compute = compute_base[batch] + compute_per_context * context
             memory = memory_base[batch] + memory_per_context * context
             step_s = compute if compute > memory else memory
-            finish_at = clock + pause + tokens * step_s
+            finish_at = clock + (pause + tokens * step_s) * slowness
             if batch <= floor:
                 break
             group = sample // size
@@ -280,7 +300,7 @@ class Engine:
 
     def advance(self, now: float) -> None:
         """Account the wall time since the last update: pauses first, then decoding."""
-        elapsed = now - self._clock
+        elapsed = (now - self._clock) * self.rate  # seconds of work done since
         self._clock = now
         if self._pause:
             used = min(self._pause, elapsed)

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 import simpy
 from asyncrl.scenarios import policy
+from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.record import DevicePools, summarize
 from asyncrl.scenarios.scenario import Scenario
@@ -37,6 +38,7 @@ from asyncrl.simulator.budget import plan
 from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import CostModel, cost_model
 from asyncrl.simulator.engine import Engine
+from asyncrl.simulator.host import Computation, Host
 from asyncrl.simulator.recorder import Recorder
 from asyncrl.simulator.rollouts import Rollouts
 
@@ -61,10 +63,12 @@ class Simulation:
         self.lengths = LengthStream(scenario)
         self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
         self.recorder = Recorder(self.rollouts)
+        self.host = Host(core_share(scenario))
         self.engines = [
-            Engine(self.env, index, scenario, self.costs, self.rollouts, self)
+            Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host)
             for index in range(scenario.cluster.engines)
         ]
+        self.learner = Computation(self.env, self.host, scenario.training_devices)
         self.learner_wake: simpy.Event | None = None
         self.done = self.env.event()
         self.steps = scenario.run.steps  # learner steps this run takes (fewer once ended early)
@@ -136,9 +140,10 @@ class Simulation:
             yield from self._switch_to_training()
             tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
             cost = self.costs.learner_step(tokens)
-            self.recorder.train(step, env.now, env.now + cost.total_s, tokens.actual, cost.communication_s)
             self.rollouts.trained(batch, step)
-            yield env.timeout(cost.total_s)
+            start = env.now
+            yield from self.learner.run(cost.total_s)
+            self.recorder.train(step, start, env.now, tokens.actual, cost.communication_s)
             if until_converged is not None and self.steady is None:
                 self._check_convergence(step, batch, until_converged)
             self._confirm_refused()

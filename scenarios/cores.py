@@ -1,0 +1,80 @@
+"""Cores a CPU run's processes share: processor sharing, the rule both backends read.
+
+    threads wanting a core:   engine-0 ████████████      ███████
+                              engine-1    ████████████████████
+                              learner        ██████████████
+    demand (threads)          1  2  3 ..............  2  1
+    speed of each (2 cores)   1  1  ⅔ ..............  1  1
+
+On a CPU run every process (each engine, the learner) computes with its own
+threads: an engine with ``devices_per_engine``, the learner with
+``training_devices`` (``torch.set_num_threads``). While the busy processes
+want more threads than the host has cores (``hardware.host_cores``), the
+operating system time-slices them, and each runs at ``cores / demand`` of its
+full speed; otherwise at full speed. That is the whole rule: it says nothing
+of caches or memory bandwidth, which the measurements did not show to matter
+consistently (README, "Predictions on scenarios nobody tuned").
+
+The simulator applies it forward: a busy engine or learner advances
+``rate × elapsed`` seconds of its work (``simulator.host``). The fit applies
+it backward: a step that took ``t`` seconds of wall time while the demand was
+``d`` did ``t · min(1, cores / d)`` seconds of full-speed work, which is what
+a profile charges (``full_speed_seconds``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from asyncrl.scenarios.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class CoreShare:
+    """How many cores the run's processes share and how many threads each busy one wants."""
+
+    cores: int
+    engine_threads: int
+    learner_threads: int
+
+    def rate(self, demand: int) -> float:
+        """Speed of each busy process, 0-1, while ``demand`` threads want a core."""
+        return 1.0 if demand <= self.cores else self.cores / demand
+
+
+def core_share(scenario: Scenario) -> CoreShare | None:
+    """The scenario's core sharing, or None when every device is its own (``hardware.host_cores`` unset)."""
+    cores = scenario.hardware.host_cores
+    if cores is None:
+        return None
+    return CoreShare(cores, scenario.cluster.devices_per_engine, scenario.training_devices)
+
+
+def full_speed_seconds(spans: np.ndarray, busy: list[tuple[np.ndarray, int]], share: CoreShare) -> np.ndarray:
+    """Seconds of full-speed work done in each of ``spans`` ((n, 2): start, end).
+
+    ``busy`` lists each process's busy spans ((m, 2) arrays) with its threads;
+    the demand at a moment is the threads of the processes busy then. Work is the
+    integral of ``share.rate(demand)`` over the span: exact, since the rate is
+    constant between the busy spans' edges.
+    """
+    edges, deltas = [], []
+    for intervals, threads in busy:
+        if len(intervals):
+            edges += [intervals[:, 0], intervals[:, 1]]
+            deltas += [np.full(len(intervals), threads), np.full(len(intervals), -threads)]
+    if not edges:
+        return spans[:, 1] - spans[:, 0]
+    times, changes = np.concatenate(edges), np.concatenate(deltas)
+    order = np.argsort(times, kind="stable")
+    times, demand = times[order], np.cumsum(changes[order])
+    rates = np.array([share.rate(int(d)) for d in demand[:-1]])
+    done = np.concatenate([[0.0], np.cumsum(rates * np.diff(times))])  # work at full speed up to each edge
+
+    def work_until(moments: np.ndarray) -> np.ndarray:
+        # Before the first edge and after the last nothing is busy: full speed.
+        inside = np.interp(moments, times, done)
+        return inside + np.clip(moments - times[-1], 0, None) + np.clip(moments - times[0], None, 0)
+
+    return work_until(spans[:, 1]) - work_until(spans[:, 0])

@@ -1,0 +1,87 @@
+"""The host's cores, shared by the busy engines and the learner of a CPU run (``scenarios.cores``).
+
+    engine-0 ──busy(2 threads)──►┐
+    engine-1 ──busy(1 thread)───►├─ Host: demand d ─► rate = min(1, cores / d) ─► rate_changed(rate)
+    learner  ──busy(1 thread)───►┘                                                  to every busy worker
+
+A worker tells the host when it starts and stops computing. When that changes
+the rate, every busy worker first accounts the time so far at the old rate,
+then goes on at the new one (an engine replans its next finish, the learner
+its step's end). Without ``hardware.host_cores`` the host does nothing and the
+rate stays 1: every device is its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Protocol
+
+import simpy
+from asyncrl.scenarios.cores import CoreShare
+
+_EPS = 1e-12  # seconds of work left that count as none (float residue of the interrupts)
+
+
+class Worker(Protocol):
+    rate: float  # the speed it computes at now, 0-1
+
+    def rate_changed(self, rate: float) -> None:
+        """Account the time so far at ``self.rate``, then compute at ``rate``."""
+
+
+class Host:
+    """Processor sharing among the workers busy at each moment."""
+
+    def __init__(self, share: CoreShare | None) -> None:
+        self.share = share
+        self.rate = 1.0
+        self._demand = 0  # threads of the busy workers
+        self._busy: dict[Worker, int] = {}
+
+    def busy(self, worker: Worker, threads: int) -> None:
+        """``worker`` now computes with ``threads`` threads (0: it stopped); it has accounted its time up to now."""
+        if self.share is None:
+            return
+        self._demand += threads - self._busy.pop(worker, 0)
+        if threads:
+            self._busy[worker] = threads
+        rate = self.share.rate(self._demand)
+        changed, self.rate = rate != self.rate, rate
+        for member in list(self._busy) if changed else [worker] if threads else []:
+            if member.rate != rate:
+                member.rate_changed(rate)
+
+
+class Computation:
+    """A worker that runs one piece of work at a time, a known number of full-speed seconds (the learner's step)."""
+
+    def __init__(self, env: simpy.Environment, host: Host, threads: int) -> None:
+        self.env = env
+        self.host = host
+        self.threads = threads
+        self.rate = 1.0
+        self._process: simpy.Process | None = None  # set while it computes
+
+    def run(self, seconds: float) -> Generator[simpy.Event, None, None]:
+        """Compute ``seconds`` of full-speed work; slower while the host's cores are oversubscribed."""
+        if self.host.share is None:
+            yield self.env.timeout(seconds)
+            return
+        self._process = self.env.active_process
+        self.host.busy(self, self.threads)
+        remaining = seconds
+        while remaining > _EPS:
+            start, rate = self.env.now, self.rate
+            try:
+                yield self.env.timeout(remaining / rate)
+                remaining = 0.0
+            except simpy.Interrupt:
+                remaining -= (self.env.now - start) * rate
+        self._process = None
+        self.host.busy(self, 0)
+
+    def rate_changed(self, rate: float) -> None:
+        self.rate = rate
+        process = self._process
+        if process is not None and process is not self.env.active_process:
+            process.interrupt()  # it accounts the time so far at the rate it started the wait with

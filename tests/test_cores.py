@@ -1,0 +1,123 @@
+"""Processor sharing of a CPU host's cores (``hardware.host_cores``), worked by hand.
+
+The rule (scenarios/cores.py): while the busy processes want more threads than
+the host has cores, each runs at cores / threads-wanted of its full speed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import simpy
+from asyncrl.analysis.fit import at_full_speed
+from asyncrl.scenarios.cores import CoreShare, core_share, full_speed_seconds
+from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.simulator.host import Computation, Host
+
+from tests.conftest import profile, run, small_scenario
+
+
+def test_rate_is_one_until_the_threads_outnumber_the_cores() -> None:
+    share = CoreShare(cores=2, engine_threads=1, learner_threads=1)
+    assert [share.rate(demand) for demand in (0, 1, 2, 3, 4)] == [1.0, 1.0, 1.0, pytest.approx(2 / 3), 0.5]
+
+
+def test_core_share_reads_threads_from_the_cluster() -> None:
+    scenario = small_scenario(hardware={"device": "cpu", "host_cores": 2})
+    assert core_share(scenario) == CoreShare(cores=2, engine_threads=1, learner_threads=2)
+    assert core_share(small_scenario()) is None
+
+
+def test_host_cores_is_refused_on_a_gpu() -> None:
+    with pytest.raises(ScenarioError, match="host_cores"):
+        small_scenario(hardware={"device": "h100", "host_cores": 2})
+
+
+def test_full_speed_seconds_integrates_the_rate_over_each_span() -> None:
+    # One core, A busy over [0, 2], B over [1, 3]: demand 1, 2, 1, so rate 1, 0.5, 1.
+    share = CoreShare(cores=1, engine_threads=1, learner_threads=1)
+    busy = [(np.array([[0.0, 2.0]]), 1), (np.array([[1.0, 3.0]]), 1)]
+    spans = np.array([[0.0, 2.0], [1.0, 3.0], [-1.0, 4.0], [1.5, 1.75]])
+    # [0, 2]: 1 + 0.5; [1, 3]: 0.5 + 1; [-1, 4]: 1 + 1 + 0.5 + 1 + 1; [1.5, 1.75]: 0.25 · 0.5.
+    assert full_speed_seconds(spans, busy, share) == pytest.approx([1.5, 1.5, 4.5, 0.125])
+
+
+def test_fit_counts_the_work_each_step_did_not_its_wall_time() -> None:
+    # Two cores; engine-0 (two steps) and engine-1 (one step) decode while the learner trains: 3 threads, rate 2/3.
+    steps = pd.DataFrame(
+        {
+            "worker": ["engine-0", "engine-0", "engine-1"],
+            "start": [0.0, 0.3, 0.0],
+            "end": [0.3, 0.6, 0.6],
+        }
+    )
+    events = pd.DataFrame({"kind": ["train", "sync"], "start": [0.0, 0.6], "end": [0.6, 0.7]})
+    steps, events = at_full_speed(steps, events, CoreShare(cores=2, engine_threads=1, learner_threads=1))
+    assert (steps["end"] - steps["start"]).tolist() == pytest.approx([0.2, 0.2, 0.4])
+    assert (events["end"] - events["start"]).tolist() == pytest.approx([0.4, 0.1])  # a sync is not rescaled
+
+
+def test_two_computations_share_one_core() -> None:
+    # A: 1 s of work from t = 0; B: 1 s from t = 0.5. A alone to 0.5 (half done), then both at half speed:
+    # A's other half takes 1 s (ends 1.5), when B has done 0.5; B alone does the rest by 2.0.
+    env = simpy.Environment()
+    host = Host(CoreShare(cores=1, engine_threads=1, learner_threads=1))
+    ends = {}
+
+    def work(name: str, delay: float) -> simpy.events.ProcessGenerator:
+        yield env.timeout(delay)
+        yield from Computation(env, host, threads=1).run(1.0)
+        ends[name] = env.now
+
+    env.process(work("A", 0.0))
+    env.process(work("B", 0.5))
+    env.run()
+    assert ends == {"A": pytest.approx(1.5), "B": pytest.approx(2.0)}
+
+
+def _train_spans(result) -> list[float]:
+    train = result.events[result.events["kind"] == "train"].sort_values("step")
+    return [time for span in train[["start", "end"]].to_numpy() for time in span]
+
+
+def test_pipelined_engine_and_learner_slow_each_other_on_two_cores() -> None:
+    """One engine (1 thread) and the learner (2 threads) on 2 cores: 3 threads, each at 2/3 while both compute.
+
+    Alone, a batch takes 1.02 s to generate and 0.22 s to train (tests/test_simulator_exact.py).
+    Batch 0 generates alone: 0–1.02. Then training batch 0 and generating batch 1 share the cores: the
+    learner's 0.22 s of work takes 0.33 s (1.02–1.35), in which the engine does 0.22 s of its 1.02 s;
+    it does the other 0.80 s alone, by 2.15. Batch 2 likewise from 2.15: training 2.15–2.48, generation
+    ends at 3.28; batch 2 trains alone, 3.28–3.50. Without sharing: 3 × 1.02 + 0.22 = 3.28.
+    """
+    schedule = {"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}
+    costs = profile(train_token_s=0.001, weight_sync_s=0.0)
+    shared = run(small_scenario(schedule=schedule, hardware={"device": "cpu", "host_cores": 2}), costs)
+    assert _train_spans(shared) == pytest.approx([1.02, 1.35, 2.15, 2.48, 3.28, 3.50], abs=1e-9)
+    assert shared.summary["wall_time_s"] == pytest.approx(3.50, abs=1e-9)
+    alone = run(small_scenario(schedule=schedule), costs)
+    assert alone.summary["wall_time_s"] == pytest.approx(3.28, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "cores"),
+    [
+        ({"kind": "sync", "max_concurrency": 4}, 2),  # engine and learner (2 threads) never compute at once
+        ({"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}, 3),  # enough cores for both
+        ({"kind": "streaming", "max_staleness": 2, "max_concurrency": 4}, 3),
+    ],
+)
+def test_sharing_changes_nothing_where_the_cores_suffice(schedule: dict, cores: int) -> None:
+    costs = profile(train_token_s=0.001)
+    workload = {"completion_tokens": {"kind": "pareto", "scale": 10, "alpha": 1.2, "max_tokens": 300}}
+    alone = run(small_scenario(schedule=schedule, workload=workload, run={"steps": 6, "seed": 3}), costs)
+    shared = run(
+        small_scenario(
+            schedule=schedule,
+            workload=workload,
+            run={"steps": 6, "seed": 3},
+            hardware={"device": "cpu", "host_cores": cores},
+        ),
+        costs,
+    )
+    pd.testing.assert_frame_equal(alone.events, shared.events)
