@@ -5,11 +5,16 @@
      batch, context, joins,   prefill: on steps that admit requests, the time beyond that decode
      prefill tokens,          = join_s · requests + prefill_token_s · prompt tokens
      retired)                 retire: on steps where rows finish, the time beyond the decode
-    events.parquet ────────► learner: least squares over train spans, time = overhead + per token · tokens
+    events.parquet ────────► learner: least squares over train spans, time = overhead + per token · tokens,
+                             tokens real (packed) or padded to each minibatch's longest row (longest),
+                             whichever line fits the spans better
                              weight sync: mean of the sync spans
                                  │
                                  ▼
-                        CostProfile (prefill_per: sample, train_padding: packed)
+                        CostProfile (prefill_per: sample)
+
+With ``hardware.host_cores`` every step and span first counts the work it did at
+full speed (``at_full_speed``; ``scenarios.cores``).
 
 Least squares fits the mean, not the median, on purpose: a run's wall time is
 the sum of its steps, stragglers included (a decode step that waited on the
@@ -21,13 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
-from asyncrl.scenarios.cores import CoreShare, full_speed_seconds
+from asyncrl.scenarios.cores import CoreShare, core_share, full_speed_seconds
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.profile import CostProfile, running_maximum
 from asyncrl.scenarios.record import read_events
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.workload import TrainTokens
 
 ENGINE_STEPS_FILE = "engine_steps.parquet"
 MIN_STEPS = 20  # decode-only steps needed to fit the decode line
@@ -40,18 +48,20 @@ class FitReport:
     phases: dict[str, tuple[float, float]]  # phase -> (measured s, charged s)
 
 
-def profile_from_runs(
-    runs: list[Path], training_devices: int, share: CoreShare | None = None
-) -> tuple[CostProfile, FitReport]:
-    """Fit one profile to the recorded engine steps and events of ``runs`` (executor run directories).
+def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile, FitReport]:
+    """Fit one profile to the recorded engine steps and events of ``runs`` (executor runs of ``scenario``'s
+    model, training devices, minibatches and host).
 
-    With ``share`` (the runs' processes shared that many cores), each step and train span counts
-    the full-speed seconds it did (``scenarios.cores``), not its wall time: the simulator slows
+    With ``hardware.host_cores`` (the runs' processes shared that many cores), each step and train span
+    counts the full-speed seconds it did (``scenarios.cores``), not its wall time: the simulator slows
     them down again wherever its own run oversubscribes the cores.
     """
+    training_devices, share = scenario.training_devices, core_share(scenario)
     recorded = [(_engine_steps(run), read_events(run)) for run in runs]
     if share is not None:
         recorded = [at_full_speed(steps, events, share) for steps, events in recorded]
+    minibatches = scenario.algorithm.updates_per_step
+    spans = pd.concat([train_spans(events, minibatches) for _, events in recorded], ignore_index=True)
     steps = pd.concat([steps for steps, _ in recorded], ignore_index=True)
     events = pd.concat([events for _, events in recorded], ignore_index=True)
     steps["seconds"] = steps["end"] - steps["start"]
@@ -60,7 +70,7 @@ def profile_from_runs(
     excess = (steps["seconds"] - predicted_decode).clip(lower=0)
     join_s, prefill_token_s = _fit_joins(steps, excess)
     retire_s = _fit_retire(steps, excess)
-    overhead, per_token = _fit_learner(events)
+    overhead, per_token, padding = _fit_learner(spans)
     syncs = events[events["kind"] == "sync"]
     largest = int(steps["batch"].max())
     profile = CostProfile(
@@ -72,27 +82,30 @@ def profile_from_runs(
         retire_s=retire_s,
         train_token_s=max(1e-12, per_token * training_devices),
         train_step_overhead_s=overhead,
-        train_padding="packed",
+        train_padding=padding,
         weight_sync_s=float((syncs["end"] - syncs["start"]).mean()) if len(syncs) else 0.0,
     )
-    return profile, fit_report(steps, events, profile, training_devices)
+    return profile, fit_report(steps, events, spans, profile, training_devices)
 
 
-def fit_report(steps: pd.DataFrame, events: pd.DataFrame, profile: CostProfile, devices: int) -> FitReport:
-    """What the run spent per phase against what ``profile`` charges for the same steps and spans."""
+def fit_report(
+    steps: pd.DataFrame, events: pd.DataFrame, spans: pd.DataFrame, profile: CostProfile, devices: int
+) -> FitReport:
+    """What the run spent per phase against what ``profile`` charges for the same steps and spans
+    (``spans``: ``train_spans``)."""
     decoding = np.array([profile.decode_step(int(b)) for b in steps["batch"]]) + (
         profile.decode_context_token_s * steps["context"].to_numpy()
     )
     joins = steps["joins"].to_numpy()
     charged_prefill = (joins * profile.join_s + steps["prefill_tokens"].to_numpy() * profile.prefill_token_s).sum()
     charged_retire = (steps["retired"].to_numpy() > 0).sum() * profile.retire_s
-    train = events[events["kind"] == "train"]
-    charged_train = (train["tokens"] * profile.train_token_s / devices + profile.train_step_overhead_s).sum()
+    charged_train = (spans[profile.train_padding] * profile.train_token_s / devices).sum()
+    charged_train += len(spans) * profile.train_step_overhead_s
     syncs = events[events["kind"] == "sync"]
     return FitReport(
         {
             "engine steps": (float(steps["seconds"].sum()), float(decoding.sum() + charged_prefill + charged_retire)),
-            "learner": (float((train["end"] - train["start"]).sum()), float(charged_train)),
+            "learner": (float(spans["seconds"].sum()), float(charged_train)),
             "weight sync": (float((syncs["end"] - syncs["start"]).sum()), len(syncs) * profile.weight_sync_s),
         }
     )
@@ -169,17 +182,55 @@ def _fit_retire(steps: pd.DataFrame, excess: pd.Series) -> float:
     return float(excess[retiring].mean()) if retiring.any() else 0.0
 
 
-def _fit_learner(events: pd.DataFrame) -> tuple[float, float]:
-    """(overhead s, s per token) of the learner's train spans; a single span or a flat line falls back."""
+def train_spans(events: pd.DataFrame, minibatches: int) -> pd.DataFrame:
+    """Per learner step: its seconds, and the tokens it trained, real (``packed``) and padded (``longest``).
+
+    The learner pads each minibatch to its longest row (``executor.learner``): ``minibatches`` runs of
+    whole groups in the order they finished (the queue's), each row prompt + completion. The record
+    keeps completion tokens per rollout and the step's total; each row is given the step's mean prompt
+    (exact for fixed prompts). A step without rollout rows (none recorded) counts its real tokens.
+    """
     train = events[events["kind"] == "train"]
-    if train.empty:
+    rollouts = events[events["kind"] == "generate"]
+    by_step = {step: rows for step, rows in rollouts.groupby("step")}
+    padded = []
+    for step, total in zip(train["step"], train["tokens"], strict=True):
+        rows = by_step.get(step)
+        if rows is None or rows.empty:
+            padded.append(int(total))
+            continue
+        prompt = round((total - rows["tokens"].sum()) / len(rows))
+        order = rows.groupby("group")["end"].max().sort_values().index
+        groups = [[prompt + int(n) for n in rows.loc[rows["group"] == group, "tokens"]] for group in order]
+        padded.append(TrainTokens.of(groups, minibatches).padded)
+    return pd.DataFrame(
+        {
+            "seconds": (train["end"] - train["start"]).to_numpy(float),
+            "packed": train["tokens"].to_numpy(float),
+            "longest": np.asarray(padded, float),
+        }
+    )
+
+
+def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "longest"]]:
+    """(overhead s, s per token, padding) of the learner's train spans: the line on real tokens or on
+    padded ones, whichever leaves the smaller squared error (a tie keeps real ones); a single span or a
+    flat line falls back to the mean per real token."""
+    if spans.empty:
         raise ScenarioError("--from-run: the run trained no step")
-    seconds, tokens = (train["end"] - train["start"]).to_numpy(), train["tokens"].to_numpy(float)
-    if len(train) > 2 and tokens.std() > 0:
-        overhead, per_token = _least_squares([np.ones(len(train)), tokens], seconds)
-        if overhead >= 0 and per_token > 0:
-            return float(overhead), float(per_token)
-    return 0.0, float(seconds.sum() / tokens.sum())
+    seconds = spans["seconds"].to_numpy()
+    best: tuple[float, float, float, Literal["packed", "longest"]] | None = None
+    padding: Literal["packed", "longest"]
+    for padding in ("packed", "longest"):
+        tokens = spans[padding].to_numpy()
+        if len(spans) > 2 and tokens.std() > 0:
+            overhead, per_token = _least_squares([np.ones(len(spans)), tokens], seconds)
+            error = float(((overhead + per_token * tokens - seconds) ** 2).sum())
+            if overhead >= 0 and per_token > 0 and (best is None or error < best[0] * (1 - 1e-9)):
+                best = (error, float(overhead), float(per_token), padding)
+    if best is not None:
+        return best[1], best[2], best[3]
+    return 0.0, float(seconds.sum() / spans["packed"].sum()), "packed"
 
 
 def _table_sizes(largest: int) -> list[int]:

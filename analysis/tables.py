@@ -317,7 +317,8 @@ def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
         f"+{profile.decode_context_token_s:.2e} s per context token\n"
         f"prefill      {profile.join_s * 1e3:.3f} ms per request + {profile.prefill_token_s:.2e} s per prompt token\n"
         f"retirement   {profile.retire_s * 1e3:.3f} ms per step where rollouts finish\n"
-        f"learner      {profile.train_step_overhead_s * 1e3:.1f} ms per step + {profile.train_token_s:.2e} s per token"
+        f"learner      {profile.train_step_overhead_s * 1e3:.1f} ms per step + {profile.train_token_s:.2e} s per "
+        f"{'token' if profile.train_padding == 'packed' else 'token padded to its minibatch longest row'}"
         f" (one device)\nweight sync  {profile.weight_sync_s * 1e3:.1f} ms"
     )
     header = ["phase", "run s", "profile s", "profile vs run"]

@@ -676,7 +676,6 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _calibrate_from_run(args: argparse.Namespace) -> int:
     from asyncrl.analysis.fit import profile_from_runs
     from asyncrl.analysis.tables import fit_lines
-    from asyncrl.scenarios.cores import core_share
     from asyncrl.scenarios.profile import save_profile
 
     runs = args.from_run
@@ -685,7 +684,7 @@ def _calibrate_from_run(args: argparse.Namespace) -> int:
             raise ScenarioError(f"--from-run: {run} is not a run directory (no scenario.yaml)")
     scenario = load_scenario(str(runs[0] / "scenario.yaml"))
     check_output_file(args.out)
-    profile, report = profile_from_runs(runs, scenario.training_devices, core_share(scenario))
+    profile, report = profile_from_runs(runs, scenario)
     save_profile(profile, args.out)
     from asyncrl.analysis.phases import contention_line, run_contention
 

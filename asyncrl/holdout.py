@@ -87,7 +87,6 @@ def check_holdout(
 
 def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path], work: Path) -> HeldOut:
     from asyncrl.analysis.fit import profile_from_runs
-    from asyncrl.scenarios.cores import core_share
     from asyncrl.scenarios.profile import save_profile
     from asyncrl.simulator.simulation import simulate
     from asyncrl.simulator.target import step_ends_of_events, time_to_target
@@ -96,7 +95,7 @@ def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path
     fit = fit_penalty(others).fit_for(str(first["loss"]), str(first["correction"]))
     scenario = _scenario(cell_dirs[str(first["cell"])])
     runs = [cell_dirs[str(cell)] for cell in others["cell"]]
-    profile, _ = profile_from_runs(runs, scenario.training_devices, core_share(scenario))
+    profile, _ = profile_from_runs(runs, scenario)
     profile_path = work / "profile.yaml"
     save_profile(profile, profile_path)
     result = simulate(_with_profile(scenario, profile_path))

@@ -135,14 +135,13 @@ def _calibrate(draw: Draw, kinds: list[str], directory: Path, options: ValidateO
         return path
     from asyncrl.analysis.fit import profile_from_runs
     from asyncrl.analysis.tables import fit_lines
-    from asyncrl.scenarios.cores import core_share
 
     seed = draw.scenario.run.seed + CALIBRATION_SEED_OFFSET
     runs = []
     for kind in kinds:
         runs.append(directory / f"calibration-{kind}")
         _execute(_variant(draw, kind, [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]), runs[-1])
-    profile, report = profile_from_runs(runs, draw.scenario.training_devices, core_share(draw.scenario))
+    profile, report = profile_from_runs(runs, draw.scenario)
     save_profile(profile, path)
     (directory / "fit.txt").write_text(fit_lines(", ".join(run.name for run in runs), profile, report) + "\n")
     return path

@@ -11,6 +11,7 @@ from asyncrl.analysis.fit import ENGINE_STEPS_FILE, profile_from_runs
 from asyncrl.scenarios.record import EVENT_COLUMNS, write_run
 
 from asyncrl.cli import main
+from tests.conftest import small_scenario
 
 # The costs the synthetic run is made of (seconds).
 DECODE_BASE, DECODE_PER_ROW, PER_CONTEXT = 0.002, 0.0001, 1e-6
@@ -47,7 +48,7 @@ def synthetic_run(path: Path, seed: int = 0) -> Path:
 
 
 def test_the_fit_recovers_every_cost_it_models(tmp_path: Path) -> None:
-    profile, report = profile_from_runs([synthetic_run(tmp_path / "run")], training_devices=2)
+    profile, report = profile_from_runs([synthetic_run(tmp_path / "run")], small_scenario())  # 2 training devices
     assert profile.decode_step(1) == pytest.approx(DECODE_BASE + DECODE_PER_ROW, rel=1e-6)
     assert profile.decode_step(16) == pytest.approx(DECODE_BASE + 16 * DECODE_PER_ROW, rel=1e-6)
     assert profile.decode_context_token_s == pytest.approx(PER_CONTEXT, rel=1e-6)
@@ -61,6 +62,45 @@ def test_the_fit_recovers_every_cost_it_models(tmp_path: Path) -> None:
     assert profile.weight_sync_s == pytest.approx(SYNC, rel=1e-6)
     for measured, charged in report.phases.values():
         assert charged == pytest.approx(measured, rel=1e-6)
+
+
+def padded_learner_run(path: Path, seed: int = 0) -> Path:
+    """A run whose learner steps cost 0.01 s + 1e-4 s per token once each of 2 minibatches is padded to
+    its longest row: groups of 2 rows, 10 prompt tokens, completions of 5-200 tokens."""
+    rng = np.random.default_rng(seed)
+    events, clock = [], 0.0
+    for step in range(10):
+        groups = [[int(n) for n in rng.integers(5, 200, size=2)] for _ in range(4)]
+        for group, lengths in enumerate(groups):  # groups finish in this order
+            for sample, n in enumerate(lengths):
+                end = clock + 0.1 * (group + 1)
+                events.append(("engine-0", "generation", "generate", clock, end, step, 0, group, sample, n, 0.0))
+        clock += 0.5
+        rows = [[10 + n for n in lengths] for lengths in groups]
+        real = sum(map(sum, rows))
+        # each minibatch: 2 groups of 2 rows, every row padded to the longest
+        padded = sum(2 * len(part) * max(max(r) for r in part) for part in (rows[:2], rows[2:]))
+        events.append(("learner", "training", "train", clock, clock + 0.01 + 1e-4 * padded, step, 0, -1, -1, real, 0.0))
+        clock += 1.0
+    steps = [("engine-0", 0.001 * i, 0.001 * (i + 1), 4, 100 + i, 0, 0, 0) for i in range(30)]
+    path.mkdir(parents=True)
+    columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
+    pd.DataFrame(steps, columns=columns).to_parquet(path / ENGINE_STEPS_FILE)
+    table = pd.DataFrame(events, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+    write_run(path, scenario_yaml=(Path("scenarios") / "cpu-timing.yaml").read_text(), events=table, summary={})
+    return path
+
+
+def test_the_fit_finds_a_learner_that_pads_each_minibatch_to_its_longest_row(tmp_path: Path) -> None:
+    scenario = small_scenario(
+        cluster={"generation_devices": 1, "training_devices": 1}, algorithm={"loss": "grpo", "updates_per_step": 2}
+    )
+    profile, report = profile_from_runs([padded_learner_run(tmp_path / "run")], scenario)
+    assert profile.train_padding == "longest"
+    assert profile.train_token_s == pytest.approx(1e-4, rel=1e-6)
+    assert profile.train_step_overhead_s == pytest.approx(0.01, abs=1e-9)
+    measured, charged = report.phases["learner"]
+    assert charged == pytest.approx(measured, rel=1e-6)
 
 
 def test_calibrate_from_run_writes_the_profile_and_rejects_a_directory_without_steps(tmp_path: Path, capsys) -> None:
