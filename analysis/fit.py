@@ -30,7 +30,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from asyncrl.scenarios.cores import CoreShare, core_share, full_speed_seconds
+from asyncrl.scenarios.cores import CoreShare, busy_seconds, core_share, full_speed_seconds
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.profile import CostProfile, running_maximum
 from asyncrl.scenarios.record import read_events
@@ -39,6 +39,7 @@ from asyncrl.scenarios.workload import TrainTokens
 
 ENGINE_STEPS_FILE = "engine_steps.parquet"
 MIN_STEPS = 20  # decode-only steps needed to fit the decode line
+ALONE = 0.05  # a train span with engines computing for less than this share of it ran alone
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     if share is not None:
         recorded = [at_full_speed(steps, events, share) for steps, events in recorded]
     minibatches = scenario.algorithm.updates_per_step
-    spans = pd.concat([train_spans(events, minibatches) for _, events in recorded], ignore_index=True)
+    spans = pd.concat([train_spans(events, minibatches, steps) for steps, events in recorded], ignore_index=True)
     steps = pd.concat([steps for steps, _ in recorded], ignore_index=True)
     events = pd.concat([events for _, events in recorded], ignore_index=True)
     steps["seconds"] = steps["end"] - steps["start"]
@@ -71,6 +72,7 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     join_s, prefill_token_s = _fit_joins(steps, excess)
     retire_s = _fit_retire(steps, excess)
     overhead, per_token, padding = _fit_learner(spans)
+    contention = _fit_contention(spans, overhead, per_token, padding)
     syncs = events[events["kind"] == "sync"]
     largest = int(steps["batch"].max())
     profile = CostProfile(
@@ -83,6 +85,7 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
         train_token_s=max(1e-12, per_token * training_devices),
         train_step_overhead_s=overhead,
         train_padding=padding,
+        train_contention=contention,
         weight_sync_s=float((syncs["end"] - syncs["start"]).mean()) if len(syncs) else 0.0,
     )
     return profile, fit_report(steps, events, spans, profile, training_devices)
@@ -99,8 +102,8 @@ def fit_report(
     joins = steps["joins"].to_numpy()
     charged_prefill = (joins * profile.join_s + steps["prefill_tokens"].to_numpy() * profile.prefill_token_s).sum()
     charged_retire = (steps["retired"].to_numpy() > 0).sum() * profile.retire_s
-    charged_train = (spans[profile.train_padding] * profile.train_token_s / devices).sum()
-    charged_train += len(spans) * profile.train_step_overhead_s
+    alone = spans[profile.train_padding] * profile.train_token_s / devices + profile.train_step_overhead_s
+    charged_train = (alone * (1 + profile.train_contention * spans["contended"])).sum()
     syncs = events[events["kind"] == "sync"]
     return FitReport(
         {
@@ -182,8 +185,9 @@ def _fit_retire(steps: pd.DataFrame, excess: pd.Series) -> float:
     return float(excess[retiring].mean()) if retiring.any() else 0.0
 
 
-def train_spans(events: pd.DataFrame, minibatches: int) -> pd.DataFrame:
-    """Per learner step: its seconds, and the tokens it trained, real (``packed``) and padded (``longest``).
+def train_spans(events: pd.DataFrame, minibatches: int, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per learner step: its seconds, the tokens it trained, real (``packed``) and padded (``longest``), and
+    the share of it during which an engine computed (``contended``, 0-1; 0 without ``steps``).
 
     The learner pads each minibatch to its longest row (``executor.learner``): ``minibatches`` runs of
     whole groups in the order they finished (the queue's), each row prompt + completion. The record
@@ -203,34 +207,65 @@ def train_spans(events: pd.DataFrame, minibatches: int) -> pd.DataFrame:
         order = rows.groupby("group")["end"].max().sort_values().index
         groups = [[prompt + int(n) for n in rows.loc[rows["group"] == group, "tokens"]] for group in order]
         padded.append(TrainTokens.of(groups, minibatches).padded)
+    bounds = train[["start", "end"]].to_numpy(float)
+    seconds = bounds[:, 1] - bounds[:, 0]
+    contended = np.zeros(len(train))
+    if steps is not None and len(train):
+        engines = [rows[["start", "end"]].to_numpy(float) for _, rows in steps.groupby("worker")]
+        contended = busy_seconds(bounds, engines) / np.maximum(seconds, 1e-12)
     return pd.DataFrame(
         {
-            "seconds": (train["end"] - train["start"]).to_numpy(float),
+            "seconds": seconds,
             "packed": train["tokens"].to_numpy(float),
             "longest": np.asarray(padded, float),
+            "contended": contended,
         }
     )
 
 
 def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "longest"]]:
-    """(overhead s, s per token, padding) of the learner's train spans: the line on real tokens or on
-    padded ones, whichever leaves the smaller squared error (a tie keeps real ones); a single span or a
-    flat line falls back to the mean per real token."""
+    """(overhead s, s per token, padding) of the learner's train spans. Padding: real tokens or padded
+    ones, whichever line leaves the smaller squared error over every span (a tie keeps real ones). The
+    line: fitted to the spans no engine overlapped (a sync run's) where there are at least three, so
+    that ``_fit_contention`` explains the rest, else to all; a flat line falls back to the mean."""
     if spans.empty:
         raise ScenarioError("--from-run: the run trained no step")
-    seconds = spans["seconds"].to_numpy()
-    best: tuple[float, float, float, Literal["packed", "longest"]] | None = None
-    padding: Literal["packed", "longest"]
-    for padding in ("packed", "longest"):
-        tokens = spans[padding].to_numpy()
-        if len(spans) > 2 and tokens.std() > 0:
-            overhead, per_token = _least_squares([np.ones(len(spans)), tokens], seconds)
-            error = float(((overhead + per_token * tokens - seconds) ** 2).sum())
-            if overhead >= 0 and per_token > 0 and (best is None or error < best[0] * (1 - 1e-9)):
-                best = (error, float(overhead), float(per_token), padding)
-    if best is not None:
-        return best[1], best[2], best[3]
-    return 0.0, float(seconds.sum() / spans["packed"].sum()), "packed"
+    lines = {padding: _line(spans, padding) for padding in ("packed", "longest")}
+    errors = {padding: line[2] for padding, line in lines.items() if line is not None}
+    padding: Literal["packed", "longest"] = (
+        "longest" if "longest" in errors and errors["longest"] < errors.get("packed", np.inf) * (1 - 1e-9) else "packed"
+    )
+    alone = spans[spans["contended"] < ALONE]
+    line = _line(alone, padding) if len(alone) >= 3 else lines[padding]
+    if line is None:
+        return 0.0, float(spans["seconds"].sum() / spans[padding].sum()), padding
+    return line[0], line[1], padding
+
+
+def _line(spans: pd.DataFrame, padding: str) -> tuple[float, float, float] | None:
+    """(overhead, per token, squared error) of seconds = overhead + per token · tokens, or None where the
+    spans cannot fix a line (fewer than three, one token count) or it comes out negative."""
+    seconds, tokens = spans["seconds"].to_numpy(), spans[padding].to_numpy()
+    if len(spans) < 3 or tokens.std() == 0:
+        return None
+    overhead, per_token = _least_squares([np.ones(len(spans)), tokens], seconds)
+    if overhead < 0 or per_token <= 0:
+        return None
+    return float(overhead), float(per_token), float(((overhead + per_token * tokens - seconds) ** 2).sum())
+
+
+def _fit_contention(
+    spans: pd.DataFrame, overhead: float, per_token: float, padding: Literal["packed", "longest"]
+) -> float:
+    """κ ≥ 0 in seconds = (overhead + per token · tokens) · (1 + κ · contended), least squares over the
+    spans an engine overlapped, given the line fitted to the spans it did not (0 without both kinds)."""
+    alone = spans["contended"] < ALONE
+    if alone.sum() < 3 or alone.all():
+        return 0.0
+    shared = spans[~alone]
+    line = overhead + per_token * shared[padding].to_numpy()
+    excess, share = shared["seconds"].to_numpy() / line - 1, shared["contended"].to_numpy()
+    return max(0.0, float((share * excess).sum() / (share * share).sum()))
 
 
 def _table_sizes(largest: int) -> list[int]:

@@ -24,6 +24,7 @@ a profile charges (``full_speed_seconds``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,22 +60,34 @@ def full_speed_seconds(spans: np.ndarray, busy: list[tuple[np.ndarray, int]], sh
     integral of ``share.rate(demand)`` over the span: exact, since the rate is
     constant between the busy spans' edges.
     """
+    return _integral(spans, busy, share.rate, idle=1.0)
+
+
+def busy_seconds(spans: np.ndarray, intervals: list[np.ndarray]) -> np.ndarray:
+    """Seconds of each of ``spans`` during which at least one of ``intervals`` ((m, 2) arrays) is under way."""
+    return _integral(spans, [(each, 1) for each in intervals], lambda demand: float(demand > 0), idle=0.0)
+
+
+def _integral(
+    spans: np.ndarray, busy: list[tuple[np.ndarray, int]], value: Callable[[int], float], idle: float
+) -> np.ndarray:
+    """∫ value(demand(t)) dt over each span, demand the summed weights of the ``busy`` intervals under way
+    at t; ``idle`` is the value where none is (before the first edge and after the last)."""
     edges, deltas = [], []
     for intervals, threads in busy:
         if len(intervals):
             edges += [intervals[:, 0], intervals[:, 1]]
             deltas += [np.full(len(intervals), threads), np.full(len(intervals), -threads)]
     if not edges:
-        return spans[:, 1] - spans[:, 0]
+        return (spans[:, 1] - spans[:, 0]) * idle
     times, changes = np.concatenate(edges), np.concatenate(deltas)
     order = np.argsort(times, kind="stable")
     times, demand = times[order], np.cumsum(changes[order])
-    rates = np.array([share.rate(int(d)) for d in demand[:-1]])
-    done = np.concatenate([[0.0], np.cumsum(rates * np.diff(times))])  # work at full speed up to each edge
+    values = np.array([value(int(d)) for d in demand[:-1]])
+    done = np.concatenate([[0.0], np.cumsum(values * np.diff(times))])  # the integral up to each edge
 
-    def work_until(moments: np.ndarray) -> np.ndarray:
-        # Before the first edge and after the last nothing is busy: full speed.
+    def integral_until(moments: np.ndarray) -> np.ndarray:
         inside = np.interp(moments, times, done)
-        return inside + np.clip(moments - times[-1], 0, None) + np.clip(moments - times[0], None, 0)
+        return inside + idle * (np.clip(moments - times[-1], 0, None) + np.clip(moments - times[0], None, 0))
 
-    return work_until(spans[:, 1]) - work_until(spans[:, 0])
+    return integral_until(spans[:, 1]) - integral_until(spans[:, 0])

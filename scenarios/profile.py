@@ -10,6 +10,7 @@
     train_token_square_s: 0.0     # optional: per row and squared row length (attention), ONE training device
     train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
     train_padding: packed         # optional: packed (cost per real token) | longest (per token once padded)
+    train_contention: 0.0         # optional: the learner's step takes (1 + this) as long while an engine computes
     weight_sync_s: 0.3            # one synchronization of one engine
 
 Between the measured batch sizes the decode-step time is interpolated
@@ -61,6 +62,10 @@ class CostProfile(BaseModel):
     train_step_overhead_s: NonNegativeFloat = Field(0.0, description="fixed learner time per step (optimizer, launch)")
     train_padding: Literal["packed", "longest"] = Field(
         "packed", description="packed: cost per real token; longest: minibatches padded to their longest row"
+    )
+    train_contention: NonNegativeFloat = Field(
+        0.0,
+        description="learner steps take (1 + this) as long while an engine computes on the same host (caches, memory)",
     )
     weight_sync_s: NonNegativeFloat
 

@@ -12,6 +12,9 @@
         measured: k · (join_s + n · prefill_token_s), k = 1 or G (``prefill_per``: group | sample)
     retirement (one engine, a decode step in which rollouts finish)
         analytic: 0                                     measured: retire_s
+    learner contention (a learner step while an engine computes on the same host)
+        analytic: none                                  measured: × (1 + train_contention)
+                  (simulator.host applies it, with the sharing of hardware.host_cores)
     learner step (n tokens, prompt + completion)
         analytic: compute + max(0, communication − compute)
                   compute = (6 + 2 · forward passes) · active · n / (training devices · peak · mfu)
@@ -121,6 +124,7 @@ class CostModel(Protocol):
     def weight_sync(self, engine: int) -> float: ...
     def switch_to_training(self) -> float: ...
     def switch_to_generation(self) -> float: ...
+    def learner_contention(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,9 @@ class AnalyticCosts:
     def switch_to_generation(self) -> float:
         return self._switch_s
 
+    def learner_contention(self) -> float:
+        return 0.0  # separate devices: none assumed
+
 
 def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
     """Two ring all-reduces per layer of b · hidden · dtype bytes, over the engine's devices and NVLink."""
@@ -324,6 +331,9 @@ class MeasuredCosts:
 
     def switch_to_generation(self) -> float:
         return 0.0
+
+    def learner_contention(self) -> float:
+        return self._profile.train_contention
 
 
 def cost_model(scenario: Scenario) -> CostModel:

@@ -84,6 +84,7 @@ class Engine:
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
         self.host = host
         self.rate = 1.0  # speed, 0-1: below 1 while the host's cores are oversubscribed
+        self.is_engine = True
         self._threads = scenario.cluster.devices_per_engine
         self.process = env.process(self._run())
 

@@ -5,9 +5,12 @@
     learner  ──busy(1 thread)───►┘                                                  to every busy worker
 
 A worker tells the host when it starts and stops computing. When that changes
-the rate, every busy worker first accounts the time so far at the old rate,
-then goes on at the new one (an engine replans its next finish, the learner
-its step's end). Without ``hardware.host_cores`` the host does nothing and the
+a busy worker's rate, the worker first accounts the time so far at the old
+rate, then goes on at the new one (an engine replans its next finish, the
+learner its step's end). Besides the sharing, the learner computes
+``1 + train_contention`` times slower while an engine computes (a measured
+profile's figure: on one CPU the two share caches and memory bandwidth).
+Without ``hardware.host_cores`` and contention the host does nothing and every
 rate stays 1: every device is its own.
 """
 
@@ -24,36 +27,51 @@ _EPS = 1e-12  # seconds of work left that count as none (float residue of the in
 
 class Worker(Protocol):
     rate: float  # the speed it computes at now, 0-1
+    is_engine: bool  # engines slow the learner by the profile's contention while they compute
 
     def rate_changed(self, rate: float) -> None:
         """Account the time so far at ``self.rate``, then compute at ``rate``."""
 
 
 class Host:
-    """Processor sharing among the workers busy at each moment."""
+    """Processor sharing among the workers busy at each moment, and the learner's contention with engines."""
 
-    def __init__(self, share: CoreShare | None) -> None:
+    def __init__(self, share: CoreShare | None, learner_contention: float = 0.0) -> None:
         self.share = share
-        self.rate = 1.0
+        self.learner_contention = learner_contention
+        self.active = share is not None or learner_contention > 0
         self._demand = 0  # threads of the busy workers
+        self._engines = 0  # busy engines
         self._busy: dict[Worker, int] = {}
+
+    def rate(self, worker: Worker) -> float:
+        """The speed ``worker`` computes at now: its share of the cores, less contention for a learner
+        while an engine computes."""
+        shared = self.share.rate(self._demand) if self.share is not None else 1.0
+        if self._engines and not worker.is_engine:
+            return shared / (1 + self.learner_contention)
+        return shared
 
     def busy(self, worker: Worker, threads: int) -> None:
         """``worker`` now computes with ``threads`` threads (0: it stopped); it has accounted its time up to now."""
-        if self.share is None:
+        if not self.active:
             return
-        self._demand += threads - self._busy.pop(worker, 0)
+        previous = self._busy.pop(worker, 0)
+        self._demand += threads - previous
+        if worker.is_engine:
+            self._engines += bool(threads) - bool(previous)
         if threads:
             self._busy[worker] = threads
-        rate = self.share.rate(self._demand)
-        changed, self.rate = rate != self.rate, rate
-        for member in list(self._busy) if changed else [worker] if threads else []:
+        for member in list(self._busy):
+            rate = self.rate(member)
             if member.rate != rate:
                 member.rate_changed(rate)
 
 
 class Computation:
     """A worker that runs one piece of work at a time, a known number of full-speed seconds (the learner's step)."""
+
+    is_engine = False
 
     def __init__(self, env: simpy.Environment, host: Host, threads: int) -> None:
         self.env = env
@@ -64,7 +82,7 @@ class Computation:
 
     def run(self, seconds: float) -> Generator[simpy.Event, None, None]:
         """Compute ``seconds`` of full-speed work; slower while the host's cores are oversubscribed."""
-        if self.host.share is None:
+        if not self.host.active:
             yield self.env.timeout(seconds)
             return
         self._process = self.env.active_process

@@ -121,3 +121,34 @@ def test_sharing_changes_nothing_where_the_cores_suffice(schedule: dict, cores: 
         costs,
     )
     pd.testing.assert_frame_equal(alone.events, shared.events)
+
+
+def test_the_learner_slows_by_the_profiles_contention_while_the_engine_computes() -> None:
+    """Pipelined as above, no core sharing, train_contention 0.5: a learner step that overlaps generation
+    takes 1.5 × 0.22 = 0.33 s (1.02–1.35, 2.04–2.37); the last one, alone, 0.22 s (3.06–3.28).
+    The engine is not slowed: batches end at 1.02, 2.04, 3.06."""
+    schedule = {"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}
+    result = run(
+        small_scenario(schedule=schedule), profile(train_token_s=0.001, weight_sync_s=0.0, train_contention=0.5)
+    )
+    assert _train_spans(result) == pytest.approx([1.02, 1.35, 2.04, 2.37, 3.06, 3.28], abs=1e-9)
+
+
+def test_the_fit_separates_contention_from_the_learners_own_cost() -> None:
+    # Train spans of 0.01 s + 1e-4 s per token; every other one half overlapped by an engine step and
+    # slowed by κ = 0.3 over that half: × (1 + 0.3 · 0.5).
+    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+
+    rows, steps, clock = [], [], 0.0
+    for step in range(8):
+        tokens = 500 + 100 * step
+        seconds = (0.01 + 1e-4 * tokens) * (1 + 0.3 * 0.5 * (step % 2))
+        rows.append({"kind": "train", "start": clock, "end": clock + seconds, "step": step, "tokens": tokens})
+        if step % 2:
+            steps.append({"worker": "engine-0", "start": clock, "end": clock + seconds / 2})
+        clock += 1.0
+    spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
+    assert spans["contended"].tolist() == pytest.approx([0, 0.5] * 4)
+    overhead, per_token, padding = _fit_learner(spans)
+    assert (overhead, per_token, padding) == (pytest.approx(0.01), pytest.approx(1e-4), "packed")
+    assert _fit_contention(spans, overhead, per_token, padding) == pytest.approx(0.3)
