@@ -39,9 +39,14 @@ def synthetic_run(path: Path, seed: int = 0) -> Path:
         seconds = TRAIN_OVERHEAD + TRAIN_PER_TOKEN * tokens
         events.append(("learner", "training", "train", step, step + seconds, step, step, -1, -1, tokens, 0.0))
         events.append(("engine-0", "generation", "sync", step, step + SYNC, -1, step + 1, -1, -1, 0, 0.0))
+    return _write_record(path, rows, events)
+
+
+def _write_record(path: Path, steps: list[tuple], events: list[tuple]) -> Path:
+    """An executor-like run directory: engine steps and events as given, cpu-timing's scenario."""
     path.mkdir(parents=True)
     columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
-    pd.DataFrame(rows, columns=columns).to_parquet(path / ENGINE_STEPS_FILE)
+    pd.DataFrame(steps, columns=columns).to_parquet(path / ENGINE_STEPS_FILE)
     table = pd.DataFrame(events, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
     write_run(path, scenario_yaml=(Path("scenarios") / "cpu-timing.yaml").read_text(), events=table, summary={})
     return path
@@ -83,12 +88,7 @@ def padded_learner_run(path: Path, seed: int = 0) -> Path:
         events.append(("learner", "training", "train", clock, clock + 0.01 + 1e-4 * padded, step, 0, -1, -1, real, 0.0))
         clock += 1.0
     steps = [("engine-0", 0.001 * i, 0.001 * (i + 1), 4, 100 + i, 0, 0, 0) for i in range(30)]
-    path.mkdir(parents=True)
-    columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
-    pd.DataFrame(steps, columns=columns).to_parquet(path / ENGINE_STEPS_FILE)
-    table = pd.DataFrame(events, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
-    write_run(path, scenario_yaml=(Path("scenarios") / "cpu-timing.yaml").read_text(), events=table, summary={})
-    return path
+    return _write_record(path, steps, events)
 
 
 def test_the_fit_finds_a_learner_that_pads_each_minibatch_to_its_longest_row(tmp_path: Path) -> None:
