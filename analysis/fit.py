@@ -6,8 +6,8 @@
      prefill tokens,          = join_s · requests + prefill_token_s · prompt tokens
      retired)                 retire: on steps where rows finish, the time beyond the decode
     events.parquet ────────► learner: least squares over train spans, time = overhead + per token · tokens,
-                             tokens real (packed) or padded to each minibatch's longest row (longest),
-                             whichever line fits the spans better
+                             tokens padded to each minibatch's longest row (longest), as the learner
+                             computes them; then how much longer spans an engine overlapped took
                              weight sync: mean of the sync spans
                                  │
                                  ▼
@@ -40,6 +40,7 @@ from asyncrl.scenarios.workload import TrainTokens
 ENGINE_STEPS_FILE = "engine_steps.parquet"
 MIN_STEPS = 20  # decode-only steps needed to fit the decode line
 ALONE = 0.05  # a train span with engines computing for less than this share of it ran alone
+MIN_SPREAD = 0.1  # the learner's token counts must vary by this much (std / mean) to fix an intercept
 
 
 @dataclass(frozen=True)
@@ -224,34 +225,26 @@ def train_spans(events: pd.DataFrame, minibatches: int, steps: pd.DataFrame | No
 
 
 def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "longest"]]:
-    """(overhead s, s per token, padding) of the learner's train spans. Padding: real tokens or padded
-    ones, whichever line leaves the smaller squared error over every span (a tie keeps real ones). The
-    line: fitted to the spans no engine overlapped (a sync run's) where there are at least three, so
-    that ``_fit_contention`` explains the rest, else to all; a flat line falls back to the mean."""
+    """(overhead s, s per token, padding) of the learner's train spans.
+
+    Tokens are counted padded (``longest``): the executor's learner pads each minibatch to its longest
+    row (``executor.learner.collate``) and computes on every position. Real tokens (``packed``) are
+    used only where no rollout rows were recorded (then the two columns are equal). The line is
+    fitted to the spans no engine overlapped (a sync run's) where there are at least three, so that
+    ``_fit_contention`` explains the rest, else to all; where the token counts barely vary (a long
+    tail's batches often all reach the cap) an intercept is not determined, and the line goes through 0.
+    """
     if spans.empty:
         raise ScenarioError("--from-run: the run trained no step")
-    lines = {padding: _line(spans, padding) for padding in ("packed", "longest")}
-    errors = {padding: line[2] for padding, line in lines.items() if line is not None}
-    padding: Literal["packed", "longest"] = (
-        "longest" if "longest" in errors and errors["longest"] < errors.get("packed", np.inf) * (1 - 1e-9) else "packed"
-    )
+    padding: Literal["packed", "longest"] = "longest" if (spans["longest"] != spans["packed"]).any() else "packed"
     alone = spans[spans["contended"] < ALONE]
-    line = _line(alone, padding) if len(alone) >= 3 else lines[padding]
-    if line is None:
-        return 0.0, float(spans["seconds"].sum() / spans[padding].sum()), padding
-    return line[0], line[1], padding
-
-
-def _line(spans: pd.DataFrame, padding: str) -> tuple[float, float, float] | None:
-    """(overhead, per token, squared error) of seconds = overhead + per token · tokens, or None where the
-    spans cannot fix a line (fewer than three, one token count) or it comes out negative."""
-    seconds, tokens = spans["seconds"].to_numpy(), spans[padding].to_numpy()
-    if len(spans) < 3 or tokens.std() == 0:
-        return None
-    overhead, per_token = _least_squares([np.ones(len(spans)), tokens], seconds)
-    if overhead < 0 or per_token <= 0:
-        return None
-    return float(overhead), float(per_token), float(((overhead + per_token * tokens - seconds) ** 2).sum())
+    fitted = alone if len(alone) >= 3 else spans
+    seconds, tokens = fitted["seconds"].to_numpy(), fitted[padding].to_numpy()
+    if len(fitted) >= 3 and tokens.std() > MIN_SPREAD * tokens.mean():
+        overhead, per_token = _least_squares([np.ones(len(fitted)), tokens], seconds)
+        if overhead >= 0 and per_token > 0:
+            return float(overhead), float(per_token), padding
+    return 0.0, float(seconds.sum() / tokens.sum()), padding
 
 
 def _fit_contention(
