@@ -152,3 +152,33 @@ def test_the_fit_separates_contention_from_the_learners_own_cost() -> None:
     overhead, per_token, padding = _fit_learner(spans)
     assert (overhead, per_token, padding) == (pytest.approx(0.01), pytest.approx(1e-4), "packed")
     assert _fit_contention(spans, overhead, per_token, padding) == pytest.approx(0.3)
+
+
+def test_a_rate_change_on_a_finish_leaves_no_negative_wait() -> None:
+    # A drawn validate scenario (two engines, fixed lengths, drain refresh) whose engines were replanned at
+    # the instant of a finish: rounding put that finish 2e-16 s in the past, and SimPy refused the wait.
+    scenario = small_scenario(
+        hardware={"device": "cpu", "host_cores": 2},
+        cluster={"generation_devices": 2, "training_devices": 1},
+        workload={
+            "prompts_per_step": 6,
+            "samples_per_prompt": 7,
+            "prompt_tokens": {"kind": "fixed", "value": 20},
+            "completion_tokens": {"kind": "fixed", "value": 59},
+        },
+        schedule={"kind": "streaming", "max_staleness": 1, "refresh": "drain", "max_concurrency": 7},
+        algorithm={"loss": "ppo"},
+        run={"steps": 30, "seed": 894715},
+    )
+    costs = profile(
+        decode_step_s={1: 0.00013935762306867825, 7: 0.0008709851441792385},
+        prefill_token_s=1.6932145140581004e-05,
+        prefill_per="sample",
+        join_s=8.466072570290499e-07,
+        retire_s=0.00015678276175353436,
+        train_token_s=4.5425741297746325e-05,
+        train_contention=0.0912560762527668,
+        weight_sync_s=0.002118532474224384,
+    )
+    result = run(scenario, costs)
+    assert result.summary["steps"] == 30

@@ -13,6 +13,11 @@ from hypothesis import strategies as st
 from tests.conftest import profile, run
 
 
+def _shared_cores(cores: int | None) -> dict[str, int]:
+    """``hardware.host_cores`` when drawn (engines and learner then share that many cores), else nothing."""
+    return {} if cores is None else {"host_cores": cores}
+
+
 @st.composite
 def scenarios(draw: st.DrawFn) -> Any:
     group = draw(st.integers(1, 3))
@@ -44,7 +49,7 @@ def scenarios(draw: st.DrawFn) -> Any:
         {
             "name": "random",
             "model": {"preset": "tiny"},
-            "hardware": {"device": "cpu"},
+            "hardware": {"device": "cpu"} | _shared_cores(draw(st.one_of(st.none(), st.integers(1, 3)))),
             "cluster": {"generation_devices": draw(st.integers(1, 3)), "training_devices": draw(st.integers(1, 2))},
             "workload": {
                 "prompts_per_step": batch,
@@ -59,14 +64,15 @@ def scenarios(draw: st.DrawFn) -> Any:
 
 
 costs = st.builds(
-    lambda d1, d8, p, t, s: profile(
-        decode_step_s={1: d1, 8: d1 + d8}, prefill_token_s=p, train_token_s=t, weight_sync_s=s
+    lambda d1, d8, p, t, s, c: profile(
+        decode_step_s={1: d1, 8: d1 + d8}, prefill_token_s=p, train_token_s=t, weight_sync_s=s, train_contention=c
     ),
     st.floats(0.001, 0.02),
     st.floats(0.0, 0.02),
     st.floats(0.0, 0.002),
     st.floats(0.0001, 0.01),
     st.floats(0.0, 0.3),
+    st.sampled_from([0.0, 0.0, 0.25]),  # the learner's contention with engines, mostly none
 )
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
