@@ -59,9 +59,10 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     them down again wherever its own run oversubscribes the cores.
     """
     training_devices, share = scenario.training_devices, core_share(scenario)
-    recorded = [(_engine_steps(run), read_events(run)) for run in runs]
-    if share is not None:
-        recorded = [at_full_speed(steps, events, share) for steps, events in recorded]
+    as_run = [(_engine_steps(run), read_events(run)) for run in runs]
+    wakes = np.concatenate([wake_delays(steps, events) for steps, events in as_run])  # latencies: wall time
+    starts = np.concatenate([train_start_delays(events) for _, events in as_run])
+    recorded = as_run if share is None else [at_full_speed(steps, events, share) for steps, events in as_run]
     minibatches = scenario.algorithm.updates_per_step
     spans = pd.concat([train_spans(events, minibatches, steps) for steps, events in recorded], ignore_index=True)
     steps = pd.concat([steps for steps, _ in recorded], ignore_index=True)
@@ -87,6 +88,8 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
         train_step_overhead_s=overhead,
         train_padding=padding,
         train_contention=contention,
+        wake_s=float(wakes.mean()) if len(wakes) else 0.0,
+        train_start_s=float(starts.mean()) if len(starts) else 0.0,
         weight_sync_s=float((syncs["end"] - syncs["start"]).mean()) if len(syncs) else 0.0,
     )
     return profile, fit_report(steps, events, spans, profile, training_devices)
@@ -259,6 +262,50 @@ def _fit_contention(
     line = overhead + per_token * shared[padding].to_numpy()
     excess, share = shared["seconds"].to_numpy() / line - 1, shared["contended"].to_numpy()
     return max(0.0, float((share * excess).sum() / (share * share).sum()))
+
+
+def train_start_delays(events: pd.DataFrame) -> np.ndarray:
+    """Per learner step: seconds from the moment it could start (its batch's last rollout finished and the
+    previous step ended) to its train span's start: the report's way to the learner and the batch's collation."""
+    train = events[events["kind"] == "train"].sort_values("step")
+    ready = events[events["kind"] == "generate"].groupby("step")["end"].max()
+    delays, free = [], 0.0
+    for step, start, end in zip(train["step"], train["start"], train["end"], strict=True):
+        if step in ready.index:
+            delays.append(max(0.0, start - max(float(ready[step]), free)))
+        free = end
+    return np.asarray(delays, float)
+
+
+def wake_delays(steps: pd.DataFrame, events: pd.DataFrame) -> np.ndarray:
+    """Seconds an idle engine took to act on new work, less the weight loads in between: from the decision
+    that gave it work (the latest publish, a train span's end, or finish, an engine step where rows retired,
+    before it) to its next step. An engine is idle after a step that retired every row it had; the run's
+    first start (process start-up, not modelled) is left out."""
+    decisions = np.sort(
+        np.concatenate(
+            [
+                events.loc[events["kind"] == "train", "end"].to_numpy(float),
+                steps.loc[steps["retired"] > 0, "end"].to_numpy(float),
+            ]
+        )
+    )
+    syncs = events[events["kind"] == "sync"]
+    delays = []
+    for worker, rows in steps.groupby("worker"):
+        rows = rows.sort_values("start")
+        emptied = (rows["batch"] == rows["retired"]).to_numpy()
+        starts, ends = rows["start"].to_numpy(float), rows["end"].to_numpy(float)
+        loads = syncs[syncs["worker"] == worker]
+        for index in np.flatnonzero(emptied[:-1]):
+            idle_from, resumed = ends[index], starts[index + 1]
+            before = decisions[(decisions >= idle_from - 1e-9) & (decisions <= resumed)]
+            if not len(before):
+                continue
+            decided = before[-1] if before[-1] < resumed else before[0]
+            between = loads[(loads["start"] >= decided) & (loads["end"] <= resumed)]
+            delays.append(max(0.0, resumed - decided - float((between["end"] - between["start"]).sum())))
+    return np.asarray(delays, float)
 
 
 def _table_sizes(largest: int) -> list[int]:

@@ -689,7 +689,7 @@ def _calibrate_from_run(args: argparse.Namespace) -> int:
     from asyncrl.analysis.phases import contention_line, run_contention
 
     print(fit_lines(", ".join(str(run) for run in runs), profile, report))
-    for run in runs:  # not in the profile: the simulator does not model it
+    for run in runs:  # decode steps during training: measured, not in the profile (no consistent sign)
         print(f"{run}: {contention_line(run_contention(run))}")
     print(f"wrote {args.out} (use it as hardware.profile)")
     return 0

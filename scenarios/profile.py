@@ -11,6 +11,8 @@
     train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
     train_padding: packed         # optional: packed (cost per real token) | longest (per token once padded)
     train_contention: 0.0         # optional: the learner's step takes (1 + this) as long while an engine computes
+    wake_s: 0.0                   # optional: an idle engine's delay before it acts on work handed to it (messages)
+    train_start_s: 0.0            # optional: delay between a batch being ready (learner free) and its step starting
     weight_sync_s: 0.3            # one synchronization of one engine
 
 Between the measured batch sizes the decode-step time is interpolated
@@ -66,6 +68,12 @@ class CostProfile(BaseModel):
     train_contention: NonNegativeFloat = Field(
         0.0,
         description="learner steps take (1 + this) as long while an engine computes on the same host (caches, memory)",
+    )
+    wake_s: NonNegativeFloat = Field(
+        0.0, description="seconds an idle engine takes to act on work handed to it (the command's delivery, its loop)"
+    )
+    train_start_s: NonNegativeFloat = Field(
+        0.0, description="seconds from a complete batch (learner free) to its step starting (the report, collation)"
     )
     weight_sync_s: NonNegativeFloat
 

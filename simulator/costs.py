@@ -12,6 +12,9 @@
         measured: k · (join_s + n · prefill_token_s), k = 1 or G (``prefill_per``: group | sample)
     retirement (one engine, a decode step in which rollouts finish)
         analytic: 0                                     measured: retire_s
+    orchestration (messages between the coordinator and the workers)
+        analytic: none                                  measured: wake_s before an idle engine's first
+                  action (a load or a prefill), train_start_s before each learner step
     learner contention (a learner step while an engine computes on the same host)
         analytic: none                                  measured: × (1 + train_contention)
                   (simulator.host applies it, with the sharing of hardware.host_cores)
@@ -125,6 +128,8 @@ class CostModel(Protocol):
     def switch_to_training(self) -> float: ...
     def switch_to_generation(self) -> float: ...
     def learner_contention(self) -> float: ...
+    def engine_wake(self) -> float: ...
+    def train_start(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -232,6 +237,12 @@ class AnalyticCosts:
     def learner_contention(self) -> float:
         return 0.0  # separate devices: none assumed
 
+    def engine_wake(self) -> float:
+        return 0.0
+
+    def train_start(self) -> float:
+        return 0.0
+
 
 def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
     """Two ring all-reduces per layer of b · hidden · dtype bytes, over the engine's devices and NVLink."""
@@ -334,6 +345,12 @@ class MeasuredCosts:
 
     def learner_contention(self) -> float:
         return self._profile.train_contention
+
+    def engine_wake(self) -> float:
+        return self._profile.wake_s
+
+    def train_start(self) -> float:
+        return self._profile.train_start_s
 
 
 def cost_model(scenario: Scenario) -> CostModel:

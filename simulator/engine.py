@@ -69,6 +69,7 @@ class Engine:
         self.progress = 0.0
         self._clock = 0.0  # wall time up to which progress is accounted
         self._pause = 0.0  # seconds of prefill / weight loading still to elapse
+        self._ready_at = 0.0  # when the last weight load ends
         self._step_s = 0.0  # decode-step time of the current segment
         self._context_offset = 0.0  # context tokens in flight = b · progress + offset
         self.loads: list[tuple[float, float, int]] = []  # (progress, wall time, version) of each load
@@ -95,6 +96,15 @@ class Engine:
         if self.process is not self.env.active_process and self.wake is None:
             self.settle(now)
 
+    def idle(self, now: float) -> bool:
+        """Nothing in flight and no weights still loading: work handed to it now must first reach it."""
+        return not self.in_flight and now >= self._ready_at
+
+    def wake_up(self, seconds: float) -> None:
+        """Act on the work handed to it now ``seconds`` later (the command's delivery, the actor's loop)."""
+        self.advance(self.env.now)
+        self._pause += seconds * self.rate
+
     def load(self, version: int) -> tuple[float, float, float]:
         """Load weights ``version`` once the pauses already due have elapsed, then switch back to generating
         (colocated: the learner state leaves); (start, weights loaded, ready to decode)."""
@@ -105,6 +115,7 @@ class Engine:
         loaded = start + sync_s * slowness
         ready = loaded + switch_s * slowness
         self._pause += sync_s + switch_s
+        self._ready_at = ready
         self.version = version
         self.loads.append((self.progress, ready, version))
         return start, loaded, ready

@@ -96,10 +96,12 @@ class Simulation:
 
     def dispatch(self) -> None:
         """Apply what the state says to do now: weight loads, then group starts (in that order)."""
-        now = self.env.now
+        now, wake_s = self.env.now, self.costs.engine_wake()
         for action in self.state.dispatch():
             engine = self.engines[action.engine]
             engine.prepare(now)
+            if wake_s and engine.idle(now):
+                engine.wake_up(wake_s)
             if isinstance(action, Load):
                 start, loaded, ready = engine.load(action.version)
                 self.recorder.sync(engine.index, start, loaded, action.version)
@@ -138,6 +140,8 @@ class Simulation:
         while step < self.steps:
             batch = yield from self._collect_batch(step)
             yield from self._switch_to_training()
+            if self.costs.train_start():
+                yield env.timeout(self.costs.train_start())  # the batch's report reaches the learner, which collates it
             tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
             cost = self.costs.learner_step(tokens)
             self.rollouts.trained(batch, step)

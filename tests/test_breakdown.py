@@ -167,7 +167,7 @@ def test_breakdown_adds_up_on_random_runs_and_all_reduces_match_the_decode_steps
     # Tensor-parallel engines are GPUs': without shared host cores (which stretch a decode step's wall time).
     scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"host_cores": None})})
     d = cost_profile.decode_step_s[1]
-    flat = cost_profile.model_copy(update={"decode_step_s": {1: d}})
+    flat = cost_profile.model_copy(update={"decode_step_s": {1: d}, "wake_s": 0.0})  # a wake counts as busy
     cost = AllReduceCost(per_step=0.002, per_rollout=0.0003)
     result = simulate(scenario, costs=WithAllReduces(scenario, flat, cost))
     summary, events = result.summary, result.events

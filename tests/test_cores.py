@@ -182,3 +182,41 @@ def test_a_rate_change_on_a_finish_leaves_no_negative_wait() -> None:
     )
     result = run(scenario, costs)
     assert result.summary["steps"] == 30
+
+
+def test_orchestration_delays_wake_an_idle_engine_and_start_each_learner_step_late() -> None:
+    """Sync, as in tests/test_simulator_exact.py (generation 1.02 s, training 0.44 s, sync 0.5 s), with
+    wake_s 0.01 and train_start_s 0.02: the idle engine acts on each dispatch 0.01 s late (before its load),
+    and each step starts 0.02 s after its batch is complete: train spans 1.05-1.49, 3.04-3.48, 5.03-5.47."""
+    result = run(small_scenario(), profile(train_token_s=0.002, wake_s=0.01, train_start_s=0.02))
+    assert _train_spans(result) == pytest.approx([1.05, 1.49, 3.04, 3.48, 5.03, 5.47], abs=1e-9)
+    syncs = result.events[result.events["kind"] == "sync"].sort_values("start")
+    assert syncs["start"].tolist() == pytest.approx([1.50, 3.49], abs=1e-9)  # publish + wake
+
+
+def test_the_fit_measures_the_orchestration_delays() -> None:
+    # One engine: step 0 retires everything at 1.0; the learner publishes at 1.5 (train 1.2-1.5, batch ready
+    # at 1.0, so it started 0.2 s late); the engine loads 1.6-1.8 and resumes at 2.0: 0.5 s after the
+    # publish, less the 0.2 s load, is a 0.3 s wake.
+    from asyncrl.analysis.fit import train_start_delays, wake_delays
+
+    steps = pd.DataFrame(
+        {
+            "worker": ["engine-0", "engine-0"],
+            "start": [0.5, 2.0],
+            "end": [1.0, 2.5],
+            "batch": [2, 2],
+            "retired": [2, 2],
+        }
+    )
+    events = pd.DataFrame(
+        {
+            "worker": ["engine-0", "engine-0", "learner", "engine-0"],
+            "kind": ["generate", "generate", "train", "sync"],
+            "start": [0.0, 0.0, 1.2, 1.6],
+            "end": [0.9, 1.0, 1.5, 1.8],
+            "step": [0, 0, 0, -1],
+        }
+    )
+    assert wake_delays(steps, events).tolist() == pytest.approx([0.3])
+    assert train_start_delays(events).tolist() == pytest.approx([0.2])
