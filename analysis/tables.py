@@ -318,7 +318,7 @@ def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
         f"prefill      {profile.join_s * 1e3:.3f} ms per request + {profile.prefill_token_s:.2e} s per prompt token\n"
         f"retirement   {profile.retire_s * 1e3:.3f} ms per step where rollouts finish\n"
         f"learner      {profile.train_step_overhead_s * 1e3:.1f} ms per step + {profile.train_token_s:.2e} s per "
-        f"{'token' if profile.train_padding == 'packed' else 'token padded to its minibatch's longest row'}"
+        f"{'token' if profile.train_padding == 'packed' else 'token padded to the longest row of its minibatch'}"
         f" (one device), x{1 + profile.train_contention:.2f} while an engine computes\n"
         f"messages     {profile.wake_s * 1e3:.2f} ms before an idle engine acts, "
         f"{profile.train_start_s * 1e3:.2f} ms before each learner step\n"
