@@ -41,6 +41,7 @@ ENGINE_STEPS_FILE = "engine_steps.parquet"
 MIN_STEPS = 20  # decode-only steps needed to fit the decode line
 ALONE = 0.05  # a train span with engines computing for less than this share of it ran alone
 MIN_SPREAD = 0.1  # the learner's token counts must vary by this much (std / mean) to fix an intercept
+STRAGGLER_MADS = 6  # a train span this many scaled MADs slower per token than the median is a straggler
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     excess = (steps["seconds"] - predicted_decode).clip(lower=0)
     join_s, prefill_token_s = _fit_joins(steps, excess)
     retire_s = _fit_retire(steps, excess)
-    overhead, per_token, padding = _fit_learner(spans)
-    contention = _fit_contention(spans, overhead, per_token, padding)
+    steady = without_stragglers(spans)
+    overhead, per_token, padding = _fit_learner(steady)
+    contention = _fit_contention(steady, overhead, per_token, padding)
     syncs = events[events["kind"] == "sync"]
     largest = int(steps["batch"].max())
     profile = CostProfile(
@@ -225,6 +227,18 @@ def train_spans(events: pd.DataFrame, minibatches: int, steps: pd.DataFrame | No
             "contended": contended,
         }
     )
+
+
+def without_stragglers(spans: pd.DataFrame) -> pd.DataFrame:
+    """The train spans less stragglers: seconds per padded token above the median by more than
+    ``STRAGGLER_MADS`` scaled median absolute deviations (a 6x step, one in a few hundred, would move an
+    8-step calibration's mean by 60%; a 30-step run seldom meets one). Overlapped spans, slower by the
+    contention, stay: it is a tenth or so, far inside the cut."""
+    rate = spans["seconds"] / spans["longest"].clip(lower=1)
+    median = rate.median()
+    spread = 1.4826 * (rate - median).abs().median()
+    keep = rate <= median + STRAGGLER_MADS * max(spread, 0.01 * median)
+    return spans[keep].reset_index(drop=True) if keep.sum() >= 3 else spans
 
 
 def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "longest"]]:

@@ -111,3 +111,20 @@ def test_calibrate_from_run_writes_the_profile_and_rejects_a_directory_without_s
     (run / ENGINE_STEPS_FILE).unlink()
     assert main(["calibrate", "--from-run", str(run), "--out", str(out)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_one_straggling_learner_step_does_not_move_the_fit() -> None:
+    # Eight steps of 1e-4 s per token, one of them 6x as long (an operating-system hiccup): the line keeps 1e-4.
+    from asyncrl.analysis.fit import _fit_learner, without_stragglers
+
+    tokens = np.array([1000.0, 1200, 900, 1100, 1000, 1300, 950, 1050])
+    seconds = 1e-4 * tokens
+    seconds[2] *= 6
+    spans = pd.DataFrame({"seconds": seconds, "packed": tokens, "longest": tokens, "contended": 0.0})
+    steady = without_stragglers(spans)
+    assert len(steady) == 7
+    overhead, per_token, _ = _fit_learner(steady)
+    assert (overhead, per_token) == (pytest.approx(0.0, abs=1e-9), pytest.approx(1e-4))
+    # Contended spans 20% slower are no stragglers.
+    spans.loc[[1, 3, 5], "seconds"] *= 1.2
+    assert len(without_stragglers(spans)) == 7
