@@ -1,7 +1,7 @@
 """``asyncrl validate``: predictions checked on scenarios nobody tuned.
 
     draws.draw_scenarios(N, seed) ─► for each scenario (and its sync variant):
-        calibrate  run:   execute a short run of each (another seed) ─► analysis.fit.profile_from_runs
+        calibrate  run:   execute a short run of each (another seed; R of each) ─► analysis.fit.profile_from_runs
                    bench: executor.calibrate.calibrate (micro-benchmarks)   ─► profile.yaml
         predict    simulate each with the profile, the full K steps          ─► predicted-<kind>/
         execute    each, K steps, R times                                    ─► measured-<kind>[-r]/
@@ -138,9 +138,11 @@ def _calibrate(draw: Draw, kinds: list[str], directory: Path, options: ValidateO
 
     seed = draw.scenario.run.seed + CALIBRATION_SEED_OFFSET
     runs = []
-    for kind in kinds:
-        runs.append(directory / f"calibration-{kind}")
-        _execute(_variant(draw, kind, [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]), runs[-1])
+    for repeat in range(1, options.repeat + 1):  # each execution's speed varies; so does each calibration's
+        for kind in kinds:
+            runs.append(directory / run_name("calibration", kind, repeat, options.repeat))
+            overrides = [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]
+            _execute(_variant(draw, kind, overrides), runs[-1])
     profile, report = profile_from_runs(runs, draw.scenario)
     save_profile(profile, path)
     (directory / "fit.txt").write_text(fit_lines(", ".join(run.name for run in runs), profile, report) + "\n")
