@@ -9,6 +9,9 @@
                              tokens padded to each minibatch's longest row (longest), as the learner
                              computes them; then how much longer spans an engine overlapped took
                              weight sync: mean of the sync spans
+    both, on the wall clock ► messages: an idle engine's delay from the decision that gave it work
+                             to its next step (wake_s); a learner step's from its batch being ready
+                             to its start (train_start_s); means
                                  │
                                  ▼
                         CostProfile (prefill_per: sample)
@@ -18,8 +21,12 @@ full speed (``at_full_speed``; ``scenarios.cores``).
 
 Least squares fits the mean, not the median, on purpose: a run's wall time is
 the sum of its steps, stragglers included (a decode step that waited on the
-learner's process for a core is a cost of that run). What the profile then
-charges is checked against what the run did in ``fit_report``.
+learner's process for a core is a cost of that run). The one exception is the
+learner's line: a short calibration has a few dozen train spans, and a single
+one six times as long (an operating-system hiccup, seen in validate) would move
+it by half, so spans far slower per token than the rest are left out of it
+(``without_stragglers``); thousands of engine steps need no such care. What the
+profile then charges is checked against what the run did in ``fit_report``.
 """
 
 from __future__ import annotations

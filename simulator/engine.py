@@ -15,6 +15,12 @@ which is applied ahead at its own time and undone if an interrupt comes first
 decoding: they accumulate in ``pause`` and elapse before progress moves again
 (so their spans, which the simulation records, never overlap).
 
+Where engines and the learner share a CPU host's cores (``simulator.host``),
+the engine computes at ``rate`` ≤ 1: wall time ``t`` does ``rate · t`` seconds
+of its work (pauses and decode steps alike). When the host changes the rate,
+the engine first settles at the old one, then replans. An idle engine given
+work acts on it ``wake_s`` later (``wake_up``: the command's delivery).
+
 The engine decides nothing about the schedule. It tells its ``Listener`` (the
 simulation) when samples finish; the simulation asks ``ScheduleState.dispatch``
 and hands the engine weights to load (``load``) and groups to start
@@ -68,7 +74,7 @@ class Engine:
         self.in_flight: list[tuple[float, int]] = []  # heap of (finish progress, sample id)
         self.progress = 0.0
         self._clock = 0.0  # wall time up to which progress is accounted
-        self._pause = 0.0  # seconds of prefill / weight loading still to elapse
+        self._pause = 0.0  # seconds of work (prefill, weight loading, a wake) still to elapse before decoding
         self._ready_at = 0.0  # when the last weight load ends
         self._step_s = 0.0  # decode-step time of the current segment
         self._context_offset = 0.0  # context tokens in flight = b · progress + offset
