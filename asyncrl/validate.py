@@ -1,11 +1,17 @@
 """``asyncrl validate``: predictions checked on scenarios nobody tuned.
 
-    draws.draw_scenarios(N, seed) ─► for each scenario (and its sync variant):
-        calibrate  run:   execute a short run of each (another seed; R of each) ─► analysis.fit.profile_from_runs
-                   bench: executor.calibrate.calibrate (micro-benchmarks)   ─► profile.yaml
+    draws.draw_scenarios(N, seed) ─► for each scenario (and its sync variant), R times:
+        calibrate  run:   execute a short run of each (another seed)        ─► calibration-<kind>[-r]/
+        execute    each, K steps                                             ─► measured-<kind>[-r]/
+    then
+        fit        run:   analysis.fit.profile_from_runs on the R·2 short runs ─► profile.yaml
+                   bench: executor.calibrate.calibrate (micro-benchmarks)
         predict    simulate each with the profile, the full K steps          ─► predicted-<kind>/
-        execute    each, K steps, R times                                    ─► measured-<kind>[-r]/
         compare    analysis.validation.validation_record                     ─► one row
+
+Calibrations and executions alternate, so that a machine whose speed drifts
+over minutes (a shared host; seen here: one scenario's six calibration runs
+all 10-20% slower than its six executions minutes later) weighs on both alike.
     ─► validate.csv, validate.png, table.txt under --out; the table printed
 
 It reports and asserts nothing: the exit status is 0, or 1 if a run failed
@@ -107,23 +113,38 @@ def _one_scenario(draw: Draw, options: ValidateOptions, stage: Any) -> dict[str,
     written = draw.scenario.schedule.kind
     kinds = [written] if written == "sync" else [written, "sync"]
     try:
-        stage("calibrating")
-        profile = _calibrate(draw, kinds, directory, options)
-        stage("simulating")
-        for kind in kinds:
-            _simulate(_variant(draw, kind, [f"hardware.profile={profile.resolve()}"]), directory / f"predicted-{kind}")
-        for repeat in range(1, options.repeat + 1):
+        calibration_runs = []
+        for repeat in range(1, options.repeat + 1):  # calibrations beside executions: the machine drifts
+            if options.calibration == "run":
+                stage(f"calibrating ({repeat}/{options.repeat})")
+                calibration_runs += _calibration_runs(draw, kinds, directory, options, repeat)
             for kind in kinds:
                 stage(f"executing {kind} ({repeat}/{options.repeat})")
                 _execute(_variant(draw, kind), directory / run_name("measured", kind, repeat, options.repeat))
+        stage("simulating")
+        profile = _profile(draw, calibration_runs, directory, options)
+        for kind in kinds:
+            _simulate(_variant(draw, kind, [f"hardware.profile={profile.resolve()}"]), directory / f"predicted-{kind}")
     except (RuntimeError, ValueError) as exc:  # a failed run (ScenarioError is a ValueError): say so, go on
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return failed_record(draw.name, draw.label, draw.settings, reason)
     return validation_record(draw.name, draw.label, draw.settings, directory, written, options.repeat)
 
 
-def _calibrate(draw: Draw, kinds: list[str], directory: Path, options: ValidateOptions) -> Path:
-    """Write the scenario's profile (from short runs, or from micro-benchmarks) and return its path."""
+def _calibration_runs(
+    draw: Draw, kinds: list[str], directory: Path, options: ValidateOptions, repeat: int
+) -> list[Path]:
+    """Execute a short run of each kind with another seed (``--calibration run``); their directories."""
+    seed = draw.scenario.run.seed + CALIBRATION_SEED_OFFSET
+    runs = []
+    for kind in kinds:
+        runs.append(directory / run_name("calibration", kind, repeat, options.repeat))
+        _execute(_variant(draw, kind, [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]), runs[-1])
+    return runs
+
+
+def _profile(draw: Draw, calibration_runs: list[Path], directory: Path, options: ValidateOptions) -> Path:
+    """Write the scenario's profile (fitted to the calibration runs, or from micro-benchmarks); its path."""
     from asyncrl.scenarios.profile import save_profile
 
     path = directory / "profile.yaml"
@@ -136,16 +157,10 @@ def _calibrate(draw: Draw, kinds: list[str], directory: Path, options: ValidateO
     from asyncrl.analysis.fit import profile_from_runs
     from asyncrl.analysis.tables import fit_lines
 
-    seed = draw.scenario.run.seed + CALIBRATION_SEED_OFFSET
-    runs = []
-    for repeat in range(1, options.repeat + 1):  # each execution's speed varies; so does each calibration's
-        for kind in kinds:
-            runs.append(directory / run_name("calibration", kind, repeat, options.repeat))
-            overrides = [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]
-            _execute(_variant(draw, kind, overrides), runs[-1])
-    profile, report = profile_from_runs(runs, draw.scenario)
+    profile, report = profile_from_runs(calibration_runs, draw.scenario)
     save_profile(profile, path)
-    (directory / "fit.txt").write_text(fit_lines(", ".join(run.name for run in runs), profile, report) + "\n")
+    text = fit_lines(", ".join(run.name for run in calibration_runs), profile, report)
+    (directory / "fit.txt").write_text(text + "\n")
     return path
 
 
