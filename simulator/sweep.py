@@ -29,6 +29,7 @@ the scenario rejects it.
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -234,13 +235,25 @@ def simulate_all(
     With ``until_converged``, each run ends once converged and its summary is extrapolated; with ``penalty``,
     each summary has its ``time_to_target``.
     """
-    workers = workers or os.cpu_count() or 1
+    workers = min(workers or os.cpu_count() or 1, max(1, len(variants)))
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
     task = partial(_summary_of, until_converged=until_converged, penalty=penalty)
-    with ProcessPoolExecutor(max_workers=min(workers, max(1, len(variants)))) as pool:
-        for variant, summary in zip(variants, pool.map(task, [v.scenario for v in variants]), strict=True):
-            bar.update()
-            yield variant, summary
+    scenarios = [v.scenario for v in variants]
+    if workers == 1:  # one run at a time: no pool to start
+        summaries: Iterator[dict[str, Any]] = map(task, scenarios)
+        yield from _with_bar(variants, summaries, bar)
+        return
+    # spawned, not forked: a fork of a process that holds threads (torch's, Ray's) can die in the child
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        yield from _with_bar(variants, pool.map(task, scenarios), bar)
+
+
+def _with_bar(variants: list[Variant], summaries: Iterable[dict[str, Any]], bar: tqdm) -> Iterator[Result]:
+    """Pairs each variant with its summary, in order, ticking the bar; closes it at the end."""
+    for variant, summary in zip(variants, summaries, strict=True):
+        bar.update()
+        yield variant, summary
     bar.close()
 
 
