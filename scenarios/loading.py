@@ -64,8 +64,25 @@ def load_scenario(name_or_path: str | Path, overrides: list[str] | tuple[str, ..
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario file is a mapping of sections (model, hardware, ...)")
     for override in overrides:
-        apply_override(data, override)
+        apply_override(data, _from_working_dir(override))
     return validate_scenario(data, base_dir=path.resolve().parent)
+
+
+# Path fields: written in a scenario file they are relative to that file; given with --set, to the working
+# directory, as every other path on a command line is. (model.path may also be a hub name: only an existing
+# directory is made absolute.)
+_PATH_KEYS = {"hardware.profile": False, "workload.prompts": False, "model.path": True}
+
+
+def _from_working_dir(override: str) -> str:
+    """``--set KEY=PATH`` with a relative PATH made absolute against the working directory."""
+    key, _, raw = override.partition("=")
+    if key not in _PATH_KEYS or not isinstance(_yaml_value(raw), str) or Path(raw).is_absolute():
+        return override  # not a path key, or null / a number: validation says what is wrong with it
+    path = Path.cwd() / raw
+    if _PATH_KEYS[key] and not path.exists():
+        return override
+    return f"{key}={path.resolve()}"
 
 
 def validate_scenario(data: dict[str, Any], base_dir: Path | None = None) -> Scenario:
@@ -165,6 +182,14 @@ def _kind_hint(loc: tuple[Any, ...]) -> str:
     return ""
 
 
+def _yaml_value(raw: str) -> Any:
+    """A ``--set`` value as YAML reads it; text that is not YAML stays text."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
 def apply_override(data: dict[str, Any], override: str) -> None:
     """Apply ``dotted.key=value`` in place; the value is parsed as YAML.
 
@@ -174,10 +199,7 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not all(key.split(".")):
         raise ScenarioError(f"--set {override}: expected dotted.key=value")
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
-        value = raw
+    value = _yaml_value(raw)
     *parents, leaf = key.split(".")
     node = data
     for part in parents:

@@ -117,7 +117,10 @@ class HardwareSpec(_Section):
     mfu: Fraction = Field(0.35, description="model-FLOPs utilization of training and prefill")
     mbu: Fraction = Field(0.8, description="memory-bandwidth utilization of decoding")
     sync_latency_s: NonNegativeFloat = Field(0.05, description="fixed cost of one weight sync besides the transfer")
-    profile: Path | None = Field(None, description="measured cost profile; relative to the scenario file")
+    profile: Path | None = Field(
+        None,
+        description="measured cost profile; relative to the scenario file (given with --set: to the working directory)",
+    )
     host_cores: PositiveInt | None = Field(
         None,
         description="cpu only: cores the run's processes share (scenarios/cores.py); unset: each device its own",

@@ -81,6 +81,21 @@ def test_json_output_and_overrides(tmp_path: Path, capsys) -> None:
     assert yaml.safe_load((tmp_path / "r" / "scenario.yaml").read_text())["cluster"]["generation_devices"] == 16
 
 
+def test_a_path_given_with_set_is_relative_to_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    from asyncrl.scenarios.profile import CostProfile, save_profile
+
+    profile = CostProfile(decode_step_s={1: 0.01}, prefill_token_s=1e-5, train_token_s=1e-4, weight_sync_s=0.1)
+    save_profile(profile, tmp_path / "p.yaml")
+    monkeypatch.chdir(tmp_path)
+    # a shipped scenario lives elsewhere: read beside it, "p.yaml" would not be found
+    assert load_scenario("quickstart", ["hardware.profile=p.yaml"]).hardware.profile == tmp_path / "p.yaml"
+    assert load_scenario("quickstart", ["hardware.profile=null"]).hardware.profile is None
+    # model.path may name a hub model: left as written unless the directory exists here
+    assert load_scenario("quickstart", ["model.path=org/model"]).model.path == Path("org/model")
+    (tmp_path / "ckpt").mkdir()
+    assert load_scenario("quickstart", ["model.path=ckpt"]).model.path == tmp_path / "ckpt"
+
+
 def test_speedup_compares_against_both_sync_baselines(capsys) -> None:
     assert main(["speedup", "quickstart", "--steps", "5", "--quiet"]) == 0
     table = capsys.readouterr().out
