@@ -16,8 +16,10 @@
                                  ▼
                         CostProfile (prefill_per: sample)
 
-With ``hardware.host_cores`` every step and span first counts the work it did at
-full speed (``at_full_speed``; ``scenarios.cores``).
+With ``hardware.host_cores`` the decode steps that ran while the busy threads
+outnumbered the cores first give ``time_slicing`` (``fit_time_slicing``: how much
+slower than their share they ran); then every step and span counts the work it
+did at full speed (``at_full_speed``; ``scenarios.cores``).
 
 Least squares fits the mean, not the median, on purpose: a run's wall time is
 the sum of its steps, stragglers included (a decode step that waited on the
@@ -31,13 +33,13 @@ profile then charges is checked against what the run did in ``fit_report``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import pandas as pd
-from asyncrl.scenarios.cores import CoreShare, busy_seconds, core_share, full_speed_seconds
+from asyncrl.scenarios.cores import CoreShare, busy_seconds, core_share, full_speed_seconds, unshared_seconds
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.profile import CostProfile, running_maximum
 from asyncrl.scenarios.record import read_events
@@ -70,6 +72,8 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     as_run = [(_engine_steps(run), read_events(run)) for run in runs]
     wakes = np.concatenate([wake_delays(steps, events) for steps, events in as_run])  # latencies: wall time
     starts = np.concatenate([train_start_delays(events) for _, events in as_run])
+    if share is not None:
+        share = replace(share, slicing=fit_time_slicing(as_run, share))
     recorded = as_run if share is None else [at_full_speed(steps, events, share) for steps, events in as_run]
     minibatches = scenario.algorithm.updates_per_step
     spans = pd.concat([train_spans(events, minibatches, steps) for steps, events in recorded], ignore_index=True)
@@ -97,6 +101,7 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
         train_step_overhead_s=overhead,
         train_padding=padding,
         train_contention=contention,
+        time_slicing=share.slicing if share is not None else 0.0,
         wake_s=float(wakes.mean()) if len(wakes) else 0.0,
         train_start_s=float(starts.mean()) if len(starts) else 0.0,
         weight_sync_s=float((syncs["end"] - syncs["start"]).mean()) if len(syncs) else 0.0,
@@ -139,10 +144,50 @@ def at_full_speed(steps: pd.DataFrame, events: pd.DataFrame, share: CoreShare) -
     ]
     busy.append((events.loc[train, ["start", "end"]].to_numpy(float), share.learner_threads))
     steps, events = steps.copy(), events.copy()
-    steps["end"] = steps["start"] + full_speed_seconds(steps[["start", "end"]].to_numpy(float), busy, share)
+    steps["end"] = steps["start"] + full_speed_seconds(steps[["start", "end"]].to_numpy(float), busy, share, True)
     spans = events.loc[train, ["start", "end"]].to_numpy(float)
     events.loc[train, "end"] = events.loc[train, "start"] + full_speed_seconds(spans, busy, share)
     return steps, events
+
+
+def fit_time_slicing(runs: list[tuple[pd.DataFrame, pd.DataFrame]], share: CoreShare) -> float:
+    """``time_slicing``: how much slower than their share of the cores oversubscribed decode steps ran.
+
+    The decode line fitted to the steps that ran with cores to spare in the same runs (``fit_decode``; runs
+    that never oversubscribed, as sync runs, are left out) says how much work each oversubscribed step had to do; processor sharing with slicing s says a step did
+    ``unshared + shared work / (1 + s)`` in its wall time (``shared work``: what the share alone would
+    give). Summed over the oversubscribed steps, the two agree for one s: that is the figure (0 where
+    either kind of step is too rare to tell, or the steps ran no slower than their share).
+    """
+    alone, over = [], []
+    for steps, events in runs:
+        train = events["kind"] == "train"
+        busy = [
+            (steps.loc[steps["worker"] == worker, ["start", "end"]].to_numpy(float), share.engine_threads)
+            for worker in steps["worker"].unique()
+        ]
+        busy.append((events.loc[train, ["start", "end"]].to_numpy(float), share.learner_threads))
+        plain = steps[(steps["joins"] == 0) & (steps["retired"] == 0)]
+        plain = plain.assign(seconds=plain["end"] - plain["start"])
+        spans = plain[["start", "end"]].to_numpy(float)
+        unshared = unshared_seconds(spans, busy, share)
+        shared_work = full_speed_seconds(spans, busy, share) - unshared  # the share's work: no slicing
+        oversubscribed = plain["seconds"].to_numpy() - unshared > 1e-9
+        if not oversubscribed.any():
+            continue  # a run that never oversubscribed (a sync run's): its steps ran on another timeline
+        alone.append(plain[~oversubscribed])
+        over.append(plain[oversubscribed].assign(unshared=unshared[oversubscribed], shared=shared_work[oversubscribed]))
+    if not over:
+        return 0.0
+    alone_steps, over_steps = pd.concat(alone), pd.concat(over)
+    if len(alone_steps) < MIN_STEPS or len(over_steps) < MIN_STEPS:
+        return 0.0
+    a, b, c = fit_decode(alone_steps)
+    work = (a + b * over_steps["batch"] + c * over_steps["context"]).sum()
+    left_for_shared = work - over_steps["unshared"].sum()  # the work done while oversubscribed
+    if left_for_shared <= 0:
+        return 0.0
+    return max(0.0, float(over_steps["shared"].sum() / left_for_shared) - 1)
 
 
 def _engine_steps(run: Path) -> pd.DataFrame:

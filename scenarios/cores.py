@@ -11,9 +11,14 @@ threads: an engine with ``devices_per_engine``, the learner with
 ``training_devices`` (``torch.set_num_threads``). While the busy processes
 want more threads than the host has cores (``hardware.host_cores``), the
 operating system time-slices them, and each runs at ``cores / demand`` of its
-full speed; otherwise at full speed. That is the whole rule: it says nothing
-of caches or memory bandwidth, which the measurements did not show to matter
-consistently (README, "Predictions on scenarios nobody tuned").
+full speed; otherwise at full speed. An engine, whose decode steps last a
+millisecond or two and which waits on messages between them, loses more than
+its share: it runs ``1 + time_slicing`` times slower still (a measured
+profile's figure; on two cores its oversubscribed steps took 30-40% longer than
+their share). The learner's own excess is the profile's ``train_contention``.
+That is the whole rule: it says nothing of caches or memory bandwidth, which
+the measurements did not show to matter consistently (README, "Predictions on
+scenarios nobody tuned").
 
 The simulator applies it forward: a busy engine or learner advances
 ``rate × elapsed`` seconds of its work (``simulator.host``). The fit applies
@@ -33,34 +38,47 @@ from asyncrl.scenarios.scenario import Scenario
 
 @dataclass(frozen=True)
 class CoreShare:
-    """How many cores the run's processes share and how many threads each busy one wants."""
+    """How many cores the run's processes share, how many threads each busy one wants, and what time slicing
+    costs beyond the share (``slicing``: a measured profile's ``time_slicing``)."""
 
     cores: int
     engine_threads: int
     learner_threads: int
+    slicing: float = 0.0
 
     def rate(self, demand: int) -> float:
-        """Speed of each busy process, 0-1, while ``demand`` threads want a core."""
+        """Speed of each busy process, 0-1, while ``demand`` threads want a core: its share."""
         return 1.0 if demand <= self.cores else self.cores / demand
 
+    def engine_rate(self, demand: int) -> float:
+        """Speed of a busy engine: its share, less the slicing's cost while the cores are oversubscribed."""
+        return 1.0 if demand <= self.cores else self.cores / demand / (1 + self.slicing)
 
-def core_share(scenario: Scenario) -> CoreShare | None:
+
+def core_share(scenario: Scenario, slicing: float = 0.0) -> CoreShare | None:
     """The scenario's core sharing, or None when every device is its own (``hardware.host_cores`` unset)."""
     cores = scenario.hardware.host_cores
     if cores is None:
         return None
-    return CoreShare(cores, scenario.cluster.devices_per_engine, scenario.training_devices)
+    return CoreShare(cores, scenario.cluster.devices_per_engine, scenario.training_devices, slicing)
 
 
-def full_speed_seconds(spans: np.ndarray, busy: list[tuple[np.ndarray, int]], share: CoreShare) -> np.ndarray:
-    """Seconds of full-speed work done in each of ``spans`` ((n, 2): start, end).
+def full_speed_seconds(
+    spans: np.ndarray, busy: list[tuple[np.ndarray, int]], share: CoreShare, engine: bool = False
+) -> np.ndarray:
+    """Seconds of full-speed work done in each of ``spans`` ((n, 2): start, end), an engine's or the learner's.
 
     ``busy`` lists each process's busy spans ((m, 2) arrays) with its threads;
     the demand at a moment is the threads of the processes busy then. Work is the
-    integral of ``share.rate(demand)`` over the span: exact, since the rate is
-    constant between the busy spans' edges.
+    integral of the rate (``share.engine_rate`` or ``share.rate``) over the span:
+    exact, since the rate is constant between the busy spans' edges.
     """
-    return _integral(spans, busy, share.rate, idle=1.0)
+    return _integral(spans, busy, share.engine_rate if engine else share.rate, idle=1.0)
+
+
+def unshared_seconds(spans: np.ndarray, busy: list[tuple[np.ndarray, int]], share: CoreShare) -> np.ndarray:
+    """Seconds of each of ``spans`` during which the busy threads did not outnumber the cores."""
+    return _integral(spans, busy, lambda demand: float(demand <= share.cores), idle=1.0)
 
 
 def busy_seconds(spans: np.ndarray, intervals: list[np.ndarray]) -> np.ndarray:

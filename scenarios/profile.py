@@ -11,6 +11,7 @@
     train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
     train_padding: packed         # optional: packed (cost per real token) | longest (per token once padded)
     train_contention: 0.0         # optional: the learner's step takes (1 + this) as long while an engine computes
+    time_slicing: 0.0             # optional: with host_cores, an oversubscribed engine runs (1 + this) slower than its share
     wake_s: 0.0                   # optional: an idle engine's delay before it acts on work handed to it (messages)
     train_start_s: 0.0            # optional: delay between a batch being ready (learner free) and its step starting
     weight_sync_s: 0.3            # one synchronization of one engine
@@ -68,6 +69,11 @@ class CostProfile(BaseModel):
     train_contention: NonNegativeFloat = Field(
         0.0,
         description="learner steps take (1 + this) as long while an engine computes on the same host (caches, memory)",
+    )
+    time_slicing: NonNegativeFloat = Field(
+        0.0,
+        description="with hardware.host_cores: while the busy threads outnumber the cores, an engine runs at "
+        "cores / threads / (1 + this) of its speed (what the operating system's time slicing costs it beyond its share)",
     )
     wake_s: NonNegativeFloat = Field(
         0.0, description="seconds an idle engine takes to act on work handed to it (the command's delivery, its loop)"

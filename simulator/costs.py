@@ -18,6 +18,8 @@
     learner contention (a learner step while an engine computes on the same host)
         analytic: none                                  measured: × (1 + train_contention)
                   (simulator.host applies it, with the sharing of hardware.host_cores)
+    time slicing (an engine while the busy threads outnumber hardware.host_cores)
+        analytic: none                                  measured: share / (1 + time_slicing)
     learner step (n tokens, prompt + completion)
         analytic: compute + max(0, communication − compute)
                   compute = (6 + 2 · forward passes) · active · n / (training devices · peak · mfu)
@@ -128,6 +130,7 @@ class CostModel(Protocol):
     def switch_to_training(self) -> float: ...
     def switch_to_generation(self) -> float: ...
     def learner_contention(self) -> float: ...
+    def time_slicing(self) -> float: ...
     def engine_wake(self) -> float: ...
     def train_start(self) -> float: ...
 
@@ -237,6 +240,9 @@ class AnalyticCosts:
     def learner_contention(self) -> float:
         return 0.0  # separate devices: none assumed
 
+    def time_slicing(self) -> float:
+        return 0.0
+
     def engine_wake(self) -> float:
         return 0.0
 
@@ -345,6 +351,9 @@ class MeasuredCosts:
 
     def learner_contention(self) -> float:
         return self._profile.train_contention
+
+    def time_slicing(self) -> float:
+        return self._profile.time_slicing
 
     def engine_wake(self) -> float:
         return self._profile.wake_s

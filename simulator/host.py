@@ -1,13 +1,14 @@
 """The host's cores, shared by the busy engines and the learner of a CPU run (``scenarios.cores``).
 
-    engine-0 ──busy(2 threads)──►┐
-    engine-1 ──busy(1 thread)───►├─ Host: demand d ─► rate = min(1, cores / d) ─► rate_changed(rate)
-    learner  ──busy(1 thread)───►┘                                                  to every busy worker
+    engine-0 ──busy(2 threads)──►┐                    engine:  min(1, cores / d / (1 + time_slicing))
+    engine-1 ──busy(1 thread)───►├─ Host: demand d ─► learner: min(1, cores / d) / (1 + contention)
+    learner  ──busy(1 thread)───►┘                    ─► rate_changed(rate) to every busy worker
 
 A worker tells the host when it starts and stops computing. When that changes
 a busy worker's rate, the worker first accounts the time so far at the old
 rate, then goes on at the new one (an engine replans its next finish, the
-learner its step's end). Besides the sharing, the learner computes
+learner its step's end). While the cores are oversubscribed an engine runs
+``1 + time_slicing`` times slower than its share (``scenarios.cores``). Besides the sharing, the learner computes
 ``1 + train_contention`` times slower while an engine computes (a measured
 profile's figure: on one CPU the two share caches and memory bandwidth).
 Without ``hardware.host_cores`` and contention the host does nothing and every
@@ -47,10 +48,10 @@ class Host:
     def rate(self, worker: Worker) -> float:
         """The speed ``worker`` computes at now: its share of the cores, less contention for a learner
         while an engine computes."""
+        if worker.is_engine:
+            return self.share.engine_rate(self._demand) if self.share is not None else 1.0
         shared = self.share.rate(self._demand) if self.share is not None else 1.0
-        if self._engines and not worker.is_engine:
-            return shared / (1 + self.learner_contention)
-        return shared
+        return shared / (1 + self.learner_contention) if self._engines else shared
 
     def busy(self, worker: Worker, threads: int) -> None:
         """``worker`` now computes with ``threads`` threads (0: it stopped); it has accounted its time up to now."""

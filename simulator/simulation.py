@@ -63,7 +63,7 @@ class Simulation:
         self.lengths = LengthStream(scenario)
         self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
         self.recorder = Recorder(self.rollouts)
-        self.host = Host(core_share(scenario), self.costs.learner_contention())
+        self.host = Host(core_share(scenario, self.costs.time_slicing()), self.costs.learner_contention())
         self.engines = [
             Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host)
             for index in range(scenario.cluster.engines)

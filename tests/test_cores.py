@@ -23,6 +23,12 @@ def test_rate_is_one_until_the_threads_outnumber_the_cores() -> None:
     assert [share.rate(demand) for demand in (0, 1, 2, 3, 4)] == [1.0, 1.0, 1.0, pytest.approx(2 / 3), 0.5]
 
 
+def test_an_engine_loses_the_slicing_beyond_its_share_and_only_while_oversubscribed() -> None:
+    share = CoreShare(cores=2, engine_threads=1, learner_threads=1, slicing=0.5)
+    assert [share.engine_rate(demand) for demand in (1, 2, 3, 4)] == [1.0, 1.0, pytest.approx(4 / 9), 1 / 3]
+    assert share.rate(3) == pytest.approx(2 / 3)  # the learner keeps its share
+
+
 def test_core_share_reads_threads_from_the_cluster() -> None:
     scenario = small_scenario(hardware={"device": "cpu", "host_cores": 2})
     assert core_share(scenario) == CoreShare(cores=2, engine_threads=1, learner_threads=2)
@@ -97,6 +103,54 @@ def test_pipelined_engine_and_learner_slow_each_other_on_two_cores() -> None:
     assert shared.summary["wall_time_s"] == pytest.approx(3.50, abs=1e-9)
     alone = run(small_scenario(schedule=schedule), costs)
     assert alone.summary["wall_time_s"] == pytest.approx(3.28, abs=1e-9)
+
+
+def test_an_oversubscribed_engine_runs_slower_than_its_share_by_the_profiles_slicing() -> None:
+    """As above (a batch: 1.02 s to generate, 0.22 s to train), with time_slicing 0.5: while all three threads
+    compute, the learner runs at 2/3 and the engine at 2/3 / 1.5 = 4/9. Training batch 0 takes 0.33 s
+    (1.02–1.35), in which the engine does 0.33 · 4/9 = 0.1467 s of batch 1; the other 0.8733 s alone, by
+    2.2233. Batch 2 likewise: training 2.2233–2.5533, generation ends 3.4267; batch 2 trains alone to 3.6467."""
+    schedule = {"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}
+    costs = profile(train_token_s=0.001, weight_sync_s=0.0, time_slicing=0.5)
+    shared = run(small_scenario(schedule=schedule, hardware={"device": "cpu", "host_cores": 2}), costs)
+    alone = 1.02 - 0.33 * 4 / 9  # batch 1's generation left once training batch 0 ends
+    generated_1 = 1.35 + alone  # batch 1 generated: it trains, and batch 2 generates, from here
+    expected = [
+        1.02,
+        1.35,
+        generated_1,
+        generated_1 + 0.33,
+        generated_1 + 0.33 + alone,
+        generated_1 + 0.33 + alone + 0.22,
+    ]
+    assert expected == pytest.approx([1.02, 1.35, 2.2233, 2.5533, 3.4267, 3.6467], abs=1e-4)
+    assert _train_spans(shared) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_fit_measures_the_slicing_from_oversubscribed_steps_against_the_alone_line() -> None:
+    """One core, one engine and the learner (one thread each); a decode step's work is 1 ms + 0.1 ms · batch.
+    Thirty steps run alone, then the learner computes over [1, 2]: share 1/2, slicing 0.25, so an engine
+    runs at 0.4 and a step of work w takes w / 0.4. The first overlapped step starts 0.5 ms before the
+    learner: 0.5 ms alone, the rest at 0.4."""
+    from asyncrl.analysis.fit import fit_time_slicing
+
+    rows, clock = [], 0.0
+    for index in range(30):
+        work = 1e-3 + 1e-4 * (1 + index % 4)
+        rows.append({"worker": "engine-0", "start": clock, "end": clock + work, "batch": 1 + index % 4})
+        clock += work
+    clock = 1.0 - 0.5e-3
+    for index in range(30):
+        work = 1e-3 + 1e-4 * (1 + index % 4)
+        seconds = 0.5e-3 + (work - 0.5e-3) / 0.4 if index == 0 else work / 0.4
+        rows.append({"worker": "engine-0", "start": clock, "end": clock + seconds, "batch": 1 + index % 4})
+        clock += seconds
+    steps = pd.DataFrame(rows).assign(context=0, joins=0, retired=0, prefill_tokens=0)
+    events = pd.DataFrame({"kind": ["train"], "start": [1.0], "end": [clock + 1.0]})
+    share = CoreShare(cores=1, engine_threads=1, learner_threads=1)
+    assert fit_time_slicing([(steps, events)], share) == pytest.approx(0.25)
+    alone = steps[steps["start"] < 0.5]
+    assert fit_time_slicing([(alone, events)], share) == 0.0  # never oversubscribed: nothing to tell
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,7 @@ def scenarios(draw: st.DrawFn) -> Any:
 
 
 costs = st.builds(
-    lambda d1, d8, p, t, s, c, w: profile(
+    lambda d1, d8, p, t, s, c, w, slicing: profile(
         decode_step_s={1: d1, 8: d1 + d8},
         prefill_token_s=p,
         train_token_s=t,
@@ -72,6 +72,7 @@ costs = st.builds(
         train_contention=c,
         wake_s=w,
         train_start_s=w,
+        time_slicing=slicing,
     ),
     st.floats(0.001, 0.02),
     st.floats(0.0, 0.02),
@@ -80,6 +81,7 @@ costs = st.builds(
     st.floats(0.0, 0.3),
     st.sampled_from([0.0, 0.0, 0.25]),  # the learner's contention with engines, mostly none
     st.sampled_from([0.0, 0.0, 0.003]),  # messages' delays (wake_s, train_start_s), mostly none
+    st.sampled_from([0.0, 0.0, 0.4]),  # engines' time slicing on oversubscribed cores, mostly none
 )
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
