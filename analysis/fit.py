@@ -132,17 +132,20 @@ def fit_report(
     )
 
 
-def at_full_speed(steps: pd.DataFrame, events: pd.DataFrame, share: CoreShare) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One run's engine steps and train spans shortened to the full-speed work each did (end = start + work).
-
-    A process is busy during its own spans: each engine during its steps, the learner during its train spans.
-    """
-    train = events["kind"] == "train"
-    busy = [
+def busy_spans(steps: pd.DataFrame, events: pd.DataFrame, share: CoreShare) -> list[tuple[np.ndarray, int]]:
+    """Each process's busy spans with its threads: each engine during its steps, the learner during its train spans."""
+    train = events.loc[events["kind"] == "train", ["start", "end"]].to_numpy(float)
+    engines = [
         (steps.loc[steps["worker"] == worker, ["start", "end"]].to_numpy(float), share.engine_threads)
         for worker in steps["worker"].unique()
     ]
-    busy.append((events.loc[train, ["start", "end"]].to_numpy(float), share.learner_threads))
+    return [*engines, (train, share.learner_threads)]
+
+
+def at_full_speed(steps: pd.DataFrame, events: pd.DataFrame, share: CoreShare) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One run's engine steps and train spans shortened to the full-speed work each did (end = start + work)."""
+    train = events["kind"] == "train"
+    busy = busy_spans(steps, events, share)
     steps, events = steps.copy(), events.copy()
     steps["end"] = steps["start"] + full_speed_seconds(steps[["start", "end"]].to_numpy(float), busy, share, True)
     spans = events.loc[train, ["start", "end"]].to_numpy(float)
@@ -153,20 +156,15 @@ def at_full_speed(steps: pd.DataFrame, events: pd.DataFrame, share: CoreShare) -
 def fit_time_slicing(runs: list[tuple[pd.DataFrame, pd.DataFrame]], share: CoreShare) -> float:
     """``time_slicing``: how much slower than their share of the cores oversubscribed decode steps ran.
 
-    The decode line fitted to the steps that ran with cores to spare in the same runs (``fit_decode``; runs
-    that never oversubscribed, as sync runs, are left out) says how much work each oversubscribed step had to do; processor sharing with slicing s says a step did
-    ``unshared + shared work / (1 + s)`` in its wall time (``shared work``: what the share alone would
-    give). Summed over the oversubscribed steps, the two agree for one s: that is the figure (0 where
+    The decode line fitted to the steps that ran with cores to spare in the same runs (``fit_decode``;
+    runs that never oversubscribed, as sync runs, are left out) says how much work each oversubscribed
+    step had to do; processor sharing with slicing s says a step did ``unshared + shared work / (1 + s)``
+    in its wall time (``shared work``: what the share alone would give). Summed over the oversubscribed steps, the two agree for one s: that is the figure (0 where
     either kind of step is too rare to tell, or the steps ran no slower than their share).
     """
     alone, over = [], []
     for steps, events in runs:
-        train = events["kind"] == "train"
-        busy = [
-            (steps.loc[steps["worker"] == worker, ["start", "end"]].to_numpy(float), share.engine_threads)
-            for worker in steps["worker"].unique()
-        ]
-        busy.append((events.loc[train, ["start", "end"]].to_numpy(float), share.learner_threads))
+        busy = busy_spans(steps, events, share)
         plain = steps[(steps["joins"] == 0) & (steps["retired"] == 0)]
         plain = plain.assign(seconds=plain["end"] - plain["start"])
         spans = plain[["start", "end"]].to_numpy(float)
