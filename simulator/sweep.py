@@ -32,6 +32,7 @@ import itertools
 import multiprocessing
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -243,10 +244,15 @@ def simulate_all(
         summaries: Iterator[dict[str, Any]] = map(task, scenarios)
         yield from _with_bar(variants, summaries, bar)
         return
-    # spawned, not forked: a fork of a process that holds threads (torch's, Ray's) can die in the child
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
         yield from _with_bar(variants, pool.map(task, scenarios), bar)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork, which starts workers at once and needs no ``if __name__ == "__main__"`` in a user's script; spawn
+    where the process has loaded torch or Ray, whose threads a forked child inherits half-made (CI saw one die)."""
+    threaded = any(name in sys.modules for name in ("torch", "ray"))
+    return multiprocessing.get_context("spawn" if threaded else "fork")
 
 
 def _with_bar(variants: list[Variant], summaries: Iterable[dict[str, Any]], bar: tqdm) -> Iterator[Result]:

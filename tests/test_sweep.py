@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import types
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from asyncrl.analysis import plots
 from asyncrl.analysis.tables import cost_cells, device_hours_per_1k
+from asyncrl.simulator import sweep
 from asyncrl.simulator.sweep import grid_points, parse_axis, parse_scalar
 
 from asyncrl.cli import main
@@ -225,3 +228,12 @@ def test_size_with_one_split_tries_the_middle_one(tmp_path: Path, capsys) -> Non
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "1", "--kind", "streaming", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "size.csv")]) == 0
     assert "8:8" in capsys.readouterr().out  # 16 devices at tp1: 1..15 generation devices, the middle is 8
+
+
+def test_the_pool_forks_unless_torch_or_ray_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork needs no main guard in a user's script; a process holding torch's or Ray's threads spawns instead."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    assert sweep._pool_context().get_start_method() == "fork"
+    monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
+    assert sweep._pool_context().get_start_method() == "spawn"
