@@ -192,13 +192,18 @@ def engine_budget_bytes(device_memory: float, devices_per_engine: int) -> float:
 
 
 def rollouts_that_fit(
-    weight_bytes: float, kv_bytes_per_token: float, device_memory: float, devices_per_engine: int, rollout_tokens: float
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    device_memory: float,
+    devices_per_engine: int,
+    rollout_tokens: float,
+    limit: int = ENGINE_MAX_BATCH,
 ) -> int:
-    """Rollouts whose KV cache fits in one engine next to its weights, at most ``ENGINE_MAX_BATCH``."""
+    """Rollouts whose KV cache fits in one engine next to its weights, at most ``limit`` (vLLM's max_num_seqs)."""
     free = engine_budget_bytes(device_memory, devices_per_engine) - weight_bytes
     if free <= 0:
         return 0
-    return min(ENGINE_MAX_BATCH, math.floor(free / (kv_bytes_per_token * rollout_tokens)))
+    return min(limit, math.floor(free / (kv_bytes_per_token * rollout_tokens)))
 
 
 def engine_memory(scenario: Scenario) -> PoolMemory:

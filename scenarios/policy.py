@@ -22,6 +22,12 @@ the engine holds a version ≥ ``i // B − η``:
   ``refresh: lazy`` lets it run on until its weights are too old to start
   anything, then it drains; ``refresh: drain`` stops it admitting as soon as it
   is ``refresh_every`` versions behind, so it drains and loads.
+* ``sync_every: k`` (verl's ``trigger_parameter_sync_step``): the learner's
+  versions reach the engines only every k steps, so engines hold multiples of k.
+* ``staleness_threshold: t`` (verl's rule instead of AReaL's): an engine holding
+  version v may start groups up to ⌊(v + k·(1 + t))·B⌋, a share t of a sync window
+  ahead of the batches the learner trains before the next sync; ``max_staleness``
+  then only drops stragglers.
 
 No SimPy, torch or Ray here: the state is a handful of integers.
 """
@@ -31,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.scenario import Scenario, verl_window_groups
 
 
 @dataclass(frozen=True)
@@ -106,8 +112,21 @@ def admission_limit(
         if queue_full or draining(scenario, engine_version=engine_version, latest_version=latest_version):
             return live_groups
     window_end = (engine_version + scenario.staleness_bound + 1) * scenario.batch_groups
+    if getattr(scenario.schedule, "staleness_threshold", None) is not None:
+        window_end = min(window_end, engine_version * scenario.batch_groups + verl_window(scenario))
     run_end = scenario.run.steps * scenario.batch_groups  # no group beyond what the run trains
     return min(window_end, run_end)
+
+
+def verl_window(scenario: Scenario) -> int:
+    """Groups past an engine's version that verl's rule admits: ⌊k·(1 + t)·B⌋ (``verl_window_groups``)."""
+    return verl_window_groups(scenario.schedule, scenario.batch_groups)  # type: ignore[arg-type]
+
+
+def reaches_engines(scenario: Scenario, version: int, first_version: int = 0) -> bool:
+    """Whether a newly published version is synced to the engines: every ``sync_every`` steps (and the
+    first weights of a run, always)."""
+    return version == first_version or version % getattr(scenario.schedule, "sync_every", 1) == 0
 
 
 def draining(scenario: Scenario, *, engine_version: int, latest_version: int) -> bool:

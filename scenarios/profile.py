@@ -1,4 +1,7 @@
-"""A measured cost profile: what calibration writes and the simulator reads.
+"""A measured cost profile: what calibration on the executor writes and the simulator reads.
+
+(A profile file with ``kind: efficiency`` holds the analytic model's efficiency terms instead:
+``scenarios.efficiency``. ``load_profile`` reads either.)
 
     decode_step_s: {1: 0.010, 16: 0.012, 64: 0.018}  # one decode step of one engine at batch b
     decode_context_token_s: 0.0   # optional: extra decode-step time per token of context in the batch
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from asyncrl.scenarios.efficiency import Efficiency
 from asyncrl.scenarios.limits import (
     MAX_CONCURRENCY,
     MAX_SCENARIO_FILE_BYTES,
@@ -113,11 +117,13 @@ class CostProfile(BaseModel):
         return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
 
 
-def load_profile(path: Path) -> CostProfile:
-    """Read a profile file; a ValueError names the file and the bad field."""
+def load_profile(path: Path) -> CostProfile | Efficiency:
+    """Read a profile file: measured costs, or (``kind: efficiency``) the analytic model's efficiency terms;
+    a ValueError names the file and the bad field."""
     data = parse_yaml(read_text(path, MAX_SCENARIO_FILE_BYTES, "a cost profile"), path)
+    kind = Efficiency if isinstance(data, dict) and data.get("kind") == "efficiency" else CostProfile
     try:
-        return CostProfile.model_validate(data)
+        return kind.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "profile"

@@ -13,12 +13,15 @@ numbers instead of re-deriving them.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
 from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
 from asyncrl.scenarios.distributions import Fixed, LengthDistribution
+from asyncrl.scenarios.efficiency import Efficiency
+from asyncrl.scenarios.efficiency import resolve as resolve_efficiency
 from asyncrl.scenarios.limits import (
     Concurrency,
     Devices,
@@ -114,8 +117,14 @@ class HardwareSpec(_Section):
     """The device kind, its efficiency, and optionally measured costs."""
 
     device: DeviceName = Field(description="catalog entry")
-    mfu: Fraction = Field(0.35, description="model-FLOPs utilization of training and prefill")
-    mbu: Fraction = Field(0.8, description="memory-bandwidth utilization of decoding")
+    mfu: Fraction | None = Field(
+        None,
+        description="model-FLOPs utilization of the learner and prefill; unset: the profile's, else the "
+        "catalogue's (scenarios/efficiency.py)",
+    )
+    mbu: Fraction | None = Field(
+        None, description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's"
+    )
     sync_latency_s: NonNegativeFloat = Field(0.05, description="fixed cost of one weight sync besides the transfer")
     profile: Path | None = Field(
         None,
@@ -150,7 +159,17 @@ class HardwareSpec(_Section):
         return DEVICES[self.device]
 
     def cost_profile(self) -> CostProfile | None:
-        return load_profile(self.profile) if self.profile is not None else None
+        """The measured profile ``profile`` names, if it is one (else the analytic model's, with efficiencies)."""
+        profile = load_profile(self.profile) if self.profile is not None else None
+        return profile if isinstance(profile, CostProfile) else None
+
+    def efficiency(self) -> Efficiency:
+        """The analytic model's efficiency terms: defaults, a ``kind: efficiency`` profile, explicit mfu/mbu."""
+        profile = load_profile(self.profile) if self.profile is not None else None
+        explicit = {"mbu": self.mbu} if self.mbu is not None else {}
+        if self.mfu is not None:  # the learner's utilization: its no-grad passes as well
+            explicit |= {"mfu": self.mfu, "forward_mfu": self.mfu}
+        return resolve_efficiency(profile if isinstance(profile, Efficiency) else None, explicit)
 
 
 class ClusterSpec(_Section):
@@ -290,6 +309,17 @@ class StreamingSchedule(_ScheduleBase):
     refresh_every: PositiveInt = Field(
         1, description="with refresh: drain, how many versions behind an engine may fall before it drains"
     )
+    sync_every: PositiveInt = Field(
+        1,
+        description="learner steps between two weight syncs to the engines: engines only ever hold versions that "
+        "are multiples of this (verl: async_training.trigger_parameter_sync_step)",
+    )
+    staleness_threshold: NonNegativeFloat | None = Field(
+        None,
+        description="verl's admission rule: an engine holding version v starts groups only up to "
+        "(v + sync_every · (1 + this)) batches, i.e. this share of a sync window ahead; max_staleness then only "
+        "drops stragglers (verl: async_training.staleness_threshold); none: AReaL's rule (max_staleness)",
+    )
 
     @cached_property
     def staleness_bound(self) -> int:
@@ -303,6 +333,12 @@ class StreamingSchedule(_ScheduleBase):
 
 
 Schedule = Annotated[SyncSchedule | PipelinedSchedule | StreamingSchedule, Field(discriminator="kind")]
+
+
+def verl_window_groups(schedule: StreamingSchedule, batch_groups: int) -> int:
+    """Groups one sync window lets generation start under verl's rule: ⌊sync_every · (1 + threshold) · B⌋
+    (verl's max_required_samples, in prompts)."""
+    return math.floor(schedule.sync_every * (1 + (schedule.staleness_threshold or 0.0)) * batch_groups + 1e-9)
 
 
 class AlgorithmSpec(_Section):
@@ -403,6 +439,16 @@ class LearnerSpec(_Section):
         description="tokens per micro-batch on one device, at least one whole rollout "
         "(verl: actor.ppo_max_token_len_per_gpu; OpenRLHF: --train_max_tokens_per_gpu)",
     )
+    shard_devices: PositiveInt | None = Field(
+        None,
+        description="devices one FSDP shard group spans; the groups replicate each other (HSDP); default: a node "
+        "when its devices hold the learner state, else all of them (verl: actor.fsdp_config.fsdp_size)",
+    )
+    model_parallel: PositiveInt = Field(
+        1,
+        description="training devices that hold one copy of a sequence (verl: actor.ulysses_sequence_parallel_size; "
+        "Megatron: tensor × pipeline × context parallel); the rest are data-parallel ranks",
+    )
 
 
 class RunSpec(_Section):
@@ -441,6 +487,11 @@ class Scenario(_Section):
                 f"{field}: an engine holds {self.engine_concurrency} rollouts{fits}, fewer than one group "
                 f"(samples_per_prompt = {group}); an engine generates whole groups"
             )
+        if self.training_devices % self.learner.model_parallel:
+            raise ValueError(
+                f"learner.model_parallel: {self.learner.model_parallel} does not divide cluster.training_devices "
+                f"({self.training_devices})"
+            )
         if self.queue_capacity < self.workload.prompts_per_step:
             raise ValueError(
                 f"schedule.queue_capacity: {self.queue_capacity} groups is below prompts_per_step "
@@ -465,9 +516,15 @@ class Scenario(_Section):
 
     @cached_property
     def queue_capacity(self) -> int:
-        """Finished groups the queue holds before its policy applies."""
+        """Finished groups the queue holds before its policy applies: one batch, or under verl's rule
+        (``staleness_threshold``) the whole window generation may run ahead (verl's max_queue_size)."""
         capacity = getattr(self.schedule, "queue_capacity", None)
-        return capacity if capacity is not None else self.workload.prompts_per_step
+        if capacity is not None:
+            return capacity
+        threshold = getattr(self.schedule, "staleness_threshold", None)
+        if threshold is None:
+            return self.workload.prompts_per_step
+        return max(self.workload.prompts_per_step, verl_window_groups(self.schedule, self.workload.prompts_per_step))
 
     @cached_property
     def training_devices(self) -> int:

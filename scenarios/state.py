@@ -89,7 +89,8 @@ class ScheduleState:
 
     def __init__(self, scenario: Scenario, engines: int, first_group: int = 0, first_version: int = 0) -> None:
         self.scenario = scenario
-        self.latest_version = first_version
+        self.first_version = first_version
+        self.latest_version = first_version  # the newest version synced to the engines
         self.live_groups = first_group  # started and not dropped: the next group's live index
         self.next_group = first_group  # id of the next group to start
         self.queue: list[FinishedGroup] = []
@@ -128,7 +129,10 @@ class ScheduleState:
         return dropped
 
     def publish(self, version: int) -> list[int]:
-        """The learner made ``version``; returns the versions no engine may load any more."""
+        """The learner made ``version``; returns the versions no engine may load any more (``version``
+        itself when it is not synced to the engines: ``policy.reaches_engines``)."""
+        if not policy.reaches_engines(self.scenario, version, self.first_version):
+            return [version]
         self.latest_version = version
         self.kept_versions.add(version)
         oldest_needed = version - self.scenario.staleness_bound

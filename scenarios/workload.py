@@ -84,21 +84,65 @@ class TrainTokens:
 
     ``padded`` counts each minibatch as its rows times its longest row (a learner
     without packing); the ``*_square`` sums add up each row's length squared,
-    which attention's cost follows.
+    which attention's cost follows. With several data-parallel ranks (``of(...,
+    ranks=R)``), the rows are dealt to the ranks as ``rank_loads`` does, and
+    ``update_imbalance`` is how much longer the minibatches take than if every
+    rank had the same work (each minibatch ends in a collective, so its busiest
+    rank sets its time); ``forward_imbalance`` the same for a no-grad pass over the
+    whole batch, which waits only once, at its end. Both are 1 with one rank.
     """
 
     actual: int
     padded: int
     actual_square: int = 0
     padded_square: int = 0
+    update_imbalance: float = 1.0
+    forward_imbalance: float = 1.0
 
     @classmethod
-    def of(cls, groups: Sequence[Sequence[int]], parts: int) -> TrainTokens:
-        """``groups``: per group, the prompt + completion length of each of its rows."""
+    def of(cls, groups: Sequence[Sequence[int]], parts: int, ranks: int = 1, square_weight: float = 0.0) -> TrainTokens:
+        """``groups``: per group, the prompt + completion length of each of its rows; ``square_weight``: the
+        work of a row of length L is L + square_weight · L² (attention's share, for dealing rows to ranks)."""
         padded = padded_square = 0
         for start, stop in minibatch_bounds(len(groups), parts):
             rows = [length for group in groups[start:stop] for length in group]
             padded += len(rows) * max(rows)
             padded_square += len(rows) * max(rows) ** 2
         rows = [length for group in groups for length in group]
-        return cls(sum(rows), padded, sum(length * length for length in rows), padded_square)
+        update, forward = (1.0, 1.0) if ranks == 1 else rank_imbalance(rows, parts, ranks, square_weight)
+        return cls(sum(rows), padded, sum(length * length for length in rows), padded_square, update, forward)
+
+
+def rank_loads(work: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Deal rows to ``ranks`` data-parallel ranks as verl's ``balance_batch`` does: equal counts, near-equal
+    work (here: heaviest first, in snake order 0…R−1, R−1…0, where verl solves the partition with
+    Karmarkar-Karp), each rank's rows then ordered light, heavy, light (verl puts the small ones at both ends).
+    Returns each row's rank and its position within the rank."""
+    order = np.argsort(-work, kind="stable")
+    lap = np.arange(len(work)) % (2 * ranks)
+    rank = np.empty(len(work), dtype=np.int64)
+    rank[order] = np.where(lap < ranks, lap, 2 * ranks - 1 - lap)
+    position = np.empty(len(work), dtype=np.int64)
+    for r in range(ranks):
+        mine = np.flatnonzero(rank == r)
+        ascending = mine[np.argsort(work[mine], kind="stable")]
+        arranged = np.concatenate([ascending[::2], ascending[1::2][::-1]])  # small ends, heavy middle
+        position[arranged] = np.arange(len(arranged))
+    return rank, position
+
+
+def rank_imbalance(rows: Sequence[int], parts: int, ranks: int, square_weight: float) -> tuple[float, float]:
+    """(update, forward) imbalance of ``rows`` dealt to ``ranks`` (``TrainTokens``): the summed busiest-rank
+    work of the ``parts`` minibatches each rank splits its rows into, and of the whole batch, over a
+    perfectly even share."""
+    lengths = np.asarray(rows, dtype=np.float64)
+    work = lengths + square_weight * lengths * lengths
+    rank, position = rank_loads(work, ranks)
+    per_rank = np.bincount(rank, minlength=ranks)
+    minibatch = position * parts // per_rank[rank]
+    loads = np.zeros((parts, ranks))
+    np.add.at(loads, (minibatch, rank), work)
+    even = work.sum() / ranks
+    if even <= 0:
+        return 1.0, 1.0
+    return float(loads.max(axis=1).sum() / even), float(loads.sum(axis=0).max() / even)

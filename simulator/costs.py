@@ -1,7 +1,8 @@
-"""How long each piece of work takes: analytic (roofline and topology) or measured (profile).
+"""How long each piece of work takes: analytic (roofline, topology and efficiencies) or measured (profile).
 
     decode step (one engine of tp devices, b rollouts, C context tokens in the batch)
-        analytic: max(FLOPs / peak, bytes read / (bandwidth · mbu)) + tensor-parallel all-reduces
+        analytic: decode_step_s + max(FLOPs / (peak · decode_mfu), bytes read / (bandwidth · mbu))
+                  + tensor-parallel all-reduces
                   FLOPs = 2 · active · b + 4 · layers · heads · head_dim · C
                   bytes = min(params, active · b) · dtype + C · kv_bytes_per_token
                   all-reduces = 2 per layer of b · hidden · dtype bytes over the engine's tp devices
@@ -20,14 +21,9 @@
                   (simulator.host applies it, with the sharing of hardware.host_cores)
     time slicing (an engine while the busy threads outnumber hardware.host_cores)
         analytic: none                                  measured: share / (1 + time_slicing)
-    learner step (n tokens, prompt + completion)
-        analytic: compute + max(0, communication − compute)
-                  compute = (6 + 2 · forward passes) · active · n / (training devices · peak · mfu)
-                  forward passes = extra_forward_passes + the share of the batch given a no-grad pass at the
-                  start of the step (decoupled's π_prox, PPO's old values: minibatches 2…updates)
-                  communication = FSDP's (2 · updates + extra_forward_passes + those minibatches) all-gathers and ``updates``
-                  reduce-scatters of the weights within each node's shard group, plus ``updates``
-                  all-reduces of each device's gradient shard across the nodes (``LearnerLayout``)
+    learner step (the batch's tokens, real and padded, and how they fall on the data-parallel ranks)
+        analytic: ``simulator.learner_costs``: no-grad passes at forward_mfu, the training pass at mfu,
+                  train_step_s + sample_overhead_s per sample, and FSDP's collectives where compute does not hide them
         measured: (n · train_token_s + Σ L² · train_token_square_s) / training devices
                   + train_step_overhead_s, with n the real tokens and L each row's length, or
                   with ``train_padding: longest`` both counted once every minibatch is padded
@@ -40,13 +36,16 @@
         measured: weight_sync_s
     phase switch (colocated only; once after generation, once after training)
         analytic: learner state per device / host link (PCIe) when it does not fit beside the
-                  engine's weights and KV cache, else nothing moves (0)
+                  engine's weights and KV cache, else nothing moves (0); back to generation
+                  also switch_s (a framework's wake-up and weight reload, fitted from its log)
         measured: 0 (calibration times no switch)
 
-An engine spans ``devices_per_engine`` devices: their peak and bandwidth add.
-For mixture-of-experts models a small batch reads only the experts it uses,
-hence ``min(params, active · b)`` weight bytes per decode step. Where the
-devices sit and what each link carries is ``simulator.topology``'s.
+The analytic efficiencies (mbu, decode_mfu, decode_step_s, mfu, forward_mfu and the fixed
+costs) are ``scenarios.efficiency``'s: catalogue defaults, or a profile fitted to a
+framework's metrics log. An engine spans ``devices_per_engine`` devices: their peak and
+bandwidth add. For mixture-of-experts models a small batch reads only the experts it
+uses, hence ``min(params, active · b)`` weight bytes per decode step. Where the devices
+sit and what each link carries is ``simulator.topology``'s.
 """
 
 from __future__ import annotations
@@ -55,24 +54,32 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from asyncrl.scenarios.catalog import DeviceSpec
+from asyncrl.scenarios.efficiency import Efficiency
 from asyncrl.scenarios.profile import CostProfile
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.workload import TrainTokens, forward_passes, start_of_step_minibatches
-from asyncrl.simulator.topology import (
-    Link,
-    Placement,
-    all_gather_s,
-    all_reduce_s,
-    broadcast_s,
-    intra_node_link,
-    network_link,
+from asyncrl.scenarios.workload import TrainTokens
+from asyncrl.simulator.learner_costs import (
+    AnalyticLearner,
+    LearnerLayout,
+    LearnerStep,
+    learner_communication_s,
+    learner_layout,
+    learner_state_bytes,
 )
+from asyncrl.simulator.topology import Placement, all_gather_s, all_reduce_s, broadcast_s, intra_node_link, network_link
 
-# Bytes the learner keeps per weight between steps, besides what the engine holds. scenarios/memory.py
-# counts the learner's whole memory; these are the three terms the colocated phase switch moves:
-MASTER_WEIGHT_BYTES = 4  # an fp32 master copy of each weight
-OPTIMIZER_BYTES = 8  # Adam's two fp32 moments
-# ... and one gradient of the model's dtype (model.dtype_bytes) per weight.
+__all__ = [
+    "AllReduceCost",
+    "AnalyticCosts",
+    "CostModel",
+    "DecodeTable",
+    "LearnerLayout",
+    "LearnerStep",
+    "MeasuredCosts",
+    "cost_model",
+    "learner_communication_s",
+    "learner_layout",
+]
 
 
 @dataclass(frozen=True)
@@ -106,18 +113,6 @@ class AllReduceCost:
         return self.per_step + self.per_rollout * batch if batch else 0.0
 
 
-@dataclass(frozen=True)
-class LearnerStep:
-    """One learner step's seconds: compute, and the communication compute did not hide."""
-
-    compute_s: float
-    communication_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.compute_s + self.communication_s
-
-
 class CostModel(Protocol):
     def decode_step(self, batch: int, context_tokens: float) -> float: ...
     def decode_step_table(self, max_batch: int) -> DecodeTable: ...
@@ -135,72 +130,46 @@ class CostModel(Protocol):
     def train_start(self) -> float: ...
 
 
-@dataclass(frozen=True)
-class LearnerLayout:
-    """How the learner shards its state: FSDP within each node it uses, one replica per node (HSDP),
-    when a node's devices hold the state; else FSDP over all its devices (then rings cross nodes)."""
-
-    shard_ranks: int  # devices of the largest shard group (its collectives take longest)
-    shard_link: Link
-    state_share: int  # devices of the smallest shard group (its devices hold the most state)
-    replicas: int  # shard groups, all-reducing their gradient shards
-    replica_link: Link
-
-
-def learner_state_bytes(scenario: Scenario) -> float:
-    """Master weights, optimizer moments and gradients of the whole model (bytes)."""
-    model = scenario.model
-    return float(model.params * (MASTER_WEIGHT_BYTES + OPTIMIZER_BYTES + model.dtype_bytes))
-
-
-def learner_layout(scenario: Scenario, placement: Placement) -> LearnerLayout:
-    """Shard within nodes (HSDP) when the smallest node group holds the state, else over every training device."""
-    device = scenario.hardware.spec
-    nvlink, network = intra_node_link(device), network_link(device)
-    smallest = placement.emptiest_training_node
-    if placement.training_nodes == 1 or learner_state_bytes(scenario) / smallest <= device.memory_bytes:
-        return LearnerLayout(placement.fullest_training_node, nvlink, smallest, placement.training_nodes, network)
-    devices = scenario.training_devices
-    return LearnerLayout(devices, network, devices, 1, network)
-
-
 class AnalyticCosts:
     """Roofline costs from datasheet figures, with the topology's transfers (see module docstring)."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, efficiency: Efficiency | None = None) -> None:
+        """``efficiency``: instead of the scenario's own (``hardware.efficiency()``), as calibration tries them."""
         model, device = scenario.model, scenario.hardware.spec
         tp = scenario.cluster.devices_per_engine
-        self._engine_flops = device.peak_flops * tp
-        self._engine_bytes_per_s = device.memory_bytes_per_s * tp * scenario.hardware.mbu
-        self._mfu = scenario.hardware.mfu
+        self.efficiency = efficiency = efficiency or scenario.hardware.efficiency()
+        self._engine_flops = device.peak_flops * tp * efficiency.decode_mfu
+        self._prefill_flops = device.peak_flops * tp * efficiency.mfu
+        self._engine_bytes_per_s = device.memory_bytes_per_s * tp * efficiency.mbu
+        self._step_s = efficiency.decode_step_s
         self._params, self._active, self._dtype = model.params, model.active_params, model.dtype_bytes
         self._attention_flops_per_context = 4 * model.layers * model.heads * model.head_dim
         self._kv_bytes_per_token = model.kv_bytes_per_token
-        self._train_flops_per_token = (6 + 2 * forward_passes(scenario)) * model.active_params
-        self._train_flops = scenario.training_devices * device.peak_flops * scenario.hardware.mfu
         self._tensor_parallel = tensor_parallel_cost(scenario)
         placement = Placement.of(scenario.cluster)
         layout = learner_layout(scenario, placement)
-        self._learner_communication_s = learner_communication_s(scenario, layout)
+        self._learner = AnalyticLearner(scenario, efficiency, learner_communication_s(scenario, layout))
         self._sync_s = weight_sync_seconds(scenario, placement, layout)
         self._switch_s = colocated_switch_s(scenario, layout)
+        self._wake_s = efficiency.switch_s if scenario.cluster.colocated else 0.0
         self._tables: dict[int, DecodeTable] = {}
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
         weights = min(self._params, self._active * batch) * self._dtype
         read = weights + self._kv_bytes_per_token * context_tokens
-        return max(flops / self._engine_flops, read / self._engine_bytes_per_s) + self._tensor_parallel(batch)
+        fixed = self._step_s + self._tensor_parallel(batch) if batch else 0.0
+        return max(flops / self._engine_flops, read / self._engine_bytes_per_s) + fixed
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
-        """The same roofline, with the batch-dependent terms (all-reduces included) precomputed for speed
-        (one table per batch limit, shared by the engines)."""
+        """The same roofline, with the batch-dependent terms (all-reduces and the fixed step time included)
+        precomputed for speed (one table per batch limit, shared by the engines)."""
         if max_batch in self._tables:
             return self._tables[max_batch]
-        comm = [self._tensor_parallel(b) for b in range(max_batch + 1)]
-        compute = [2.0 * self._active * b / self._engine_flops + comm[b] for b in range(max_batch + 1)]
+        fixed = [self._step_s + self._tensor_parallel(b) if b else 0.0 for b in range(max_batch + 1)]
+        compute = [2.0 * self._active * b / self._engine_flops + fixed[b] for b in range(max_batch + 1)]
         memory = [
-            min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s + comm[b]
+            min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s + fixed[b]
             for b in range(max_batch + 1)
         ]
         table = DecodeTable(
@@ -216,14 +185,13 @@ class AnalyticCosts:
         return self._tensor_parallel
 
     def prefill(self, prompt_tokens: int, samples: int) -> float:
-        return 2.0 * self._active * prompt_tokens / (self._engine_flops * self._mfu)
+        return 2.0 * self._active * prompt_tokens / self._prefill_flops
 
     def retire(self) -> float:
         return 0.0
 
     def learner_step(self, tokens: TrainTokens) -> LearnerStep:
-        compute = self._train_flops_per_token * tokens.actual / self._train_flops
-        return LearnerStep(compute, max(0.0, self._learner_communication_s - compute))
+        return self._learner.step(tokens)
 
     def train_step(self, tokens: TrainTokens) -> float:
         return self.learner_step(tokens).total_s
@@ -235,7 +203,7 @@ class AnalyticCosts:
         return self._switch_s
 
     def switch_to_generation(self) -> float:
-        return self._switch_s
+        return self._switch_s + self._wake_s
 
     def learner_contention(self) -> float:
         return 0.0  # separate devices: none assumed
@@ -258,17 +226,6 @@ def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
     latency = all_reduce_s(0.0, tp, link, "ll")
     per_rollout = all_reduce_s(model.hidden * model.dtype_bytes, tp, link, "ll") - latency
     return AllReduceCost(per_layer * latency, per_layer * per_rollout)
-
-
-def learner_communication_s(scenario: Scenario, layout: LearnerLayout) -> float:
-    """FSDP's collectives in one learner step, layer by layer (see module docstring)."""
-    model, algorithm = scenario.model, scenario.algorithm
-    layer_bytes = model.weight_bytes / model.layers
-    gather = model.layers * all_gather_s(layer_bytes, layout.shard_ranks, layout.shard_link)
-    gradients = model.layers * all_reduce_s(layer_bytes / layout.state_share, layout.replicas, layout.replica_link)
-    start_passes = len(start_of_step_minibatches(scenario))  # one no-grad forward per minibatch, each gathers
-    gathers = 2 * algorithm.updates_per_step + algorithm.extra_forward_passes + start_passes
-    return (gathers + algorithm.updates_per_step) * gather + algorithm.updates_per_step * gradients
 
 
 def weight_sync_seconds(scenario: Scenario, placement: Placement, layout: LearnerLayout) -> list[float]:
@@ -335,7 +292,7 @@ class MeasuredCosts:
         padded = profile.train_padding == "longest"
         linear = (tokens.padded if padded else tokens.actual) * profile.train_token_s
         square = (tokens.padded_square if padded else tokens.actual_square) * profile.train_token_square_s
-        return LearnerStep((linear + square) / self._training_devices + profile.train_step_overhead_s, 0.0)
+        return LearnerStep(0.0, (linear + square) / self._training_devices, profile.train_step_overhead_s)
 
     def train_step(self, tokens: TrainTokens) -> float:
         return self.learner_step(tokens).total_s

@@ -32,9 +32,10 @@ Load = tuple[float, float, int]  # (engine progress, wall time, version) of one 
 
 
 class Recorder:
-    def __init__(self, rollouts: Rollouts) -> None:
+    def __init__(self, rollouts: Rollouts, ranks: int = 1, square_weight: float = 0.0) -> None:
         self.rollouts = rollouts
         self.group_size = rollouts.group_size
+        self._ranks, self._square_weight = ranks, square_weight  # how the learner's rows fall on its ranks
         self._drops: list[tuple[int, float]] = []  # (group, time)
         self._syncs: list[tuple[int, float, float, int]] = []
         # Each group's prefill span, by group id (groups are numbered in start order). Plain floats, not
@@ -80,7 +81,7 @@ class Recorder:
         """Prompt plus completion tokens the learner trains on for these groups, real and padded."""
         size, prompts, tokens = self.group_size, self.rollouts.prompt, self.rollouts.tokens
         rows = [[prompts[g] + n for n in tokens[g * size : (g + 1) * size]] for g in groups]
-        return TrainTokens.of(rows, minibatches)
+        return TrainTokens.of(rows, minibatches, self._ranks, self._square_weight)
 
     def events(
         self,

@@ -39,6 +39,7 @@ from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import CostModel, cost_model
 from asyncrl.simulator.engine import Engine
 from asyncrl.simulator.host import Computation, Host
+from asyncrl.simulator.learner_costs import LearnerStep, attention_weight, data_parallel_ranks
 from asyncrl.simulator.recorder import Recorder
 from asyncrl.simulator.rollouts import Rollouts
 
@@ -62,7 +63,7 @@ class Simulation:
         self.state = ScheduleState(scenario, scenario.cluster.engines)
         self.lengths = LengthStream(scenario)
         self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
-        self.recorder = Recorder(self.rollouts)
+        self.recorder = Recorder(self.rollouts, data_parallel_ranks(scenario), attention_weight(scenario))
         self.host = Host(core_share(scenario, self.costs.time_slicing()), self.costs.learner_contention())
         self.engines = [
             Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host)
@@ -76,6 +77,7 @@ class Simulation:
         self._step_times: list[float] = []
         self._last_step_end = 0.0
         self._staleness: list[float] = []  # mean staleness of each step's batch
+        self.learner_steps: list[LearnerStep] = []  # what each learner step cost, by part (calibration reads it)
 
     # Engines report (the Listener protocol).
 
@@ -144,6 +146,7 @@ class Simulation:
                 yield env.timeout(self.costs.train_start())  # the batch's report reaches the learner, which collates it
             tokens = self.recorder.batch_tokens(batch, self.scenario.algorithm.updates_per_step)
             cost = self.costs.learner_step(tokens)
+            self.learner_steps.append(cost)
             self.rollouts.trained(batch, step)
             start = env.now
             yield from self.learner.run(cost.total_s)

@@ -3,10 +3,12 @@ NCCL's latencies (simulator/topology.py): each term alone, its arithmetic in a c
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.workload import TrainTokens, forward_passes, start_of_step_minibatches
 from asyncrl.simulator.costs import AnalyticCosts, MeasuredCosts, learner_communication_s, learner_layout
+from asyncrl.simulator.simulation import Simulation
 from asyncrl.simulator.topology import Placement
 
 from tests.conftest import profile, small_scenario
@@ -15,6 +17,9 @@ H100_PEAK, H100_BANDWIDTH = 989e12, 3350e9
 LLAMA_8B = 8_030_261_248
 BASE_SIMPLE, NETWORK_HOP = 8.4e-6, 14e-6  # NCCL's ring latencies, Simple protocol (src/graph/tuning.cc)
 SPLIT_4_4 = ["cluster.generation_devices=4", "cluster.training_devices=4"]
+# The catalogue's efficiencies (scenarios/efficiency.py): a fixed 3 ms per decode step, decode GEMMs at half of
+# peak; quickstart sets hardware.mfu: 0.35, the learner's utilization in its no-grad and training passes.
+STEP_S, DECODE_MFU, MFU, FORWARD_MFU = 0.003, 0.5, 0.35, 0.35
 COLOCATED_16 = [
     "schedule.kind=sync",
     "cluster.colocated=true",
@@ -26,32 +31,40 @@ COLOCATED_16 = [
 def test_decode_of_an_8b_model_is_bound_by_reading_its_weights() -> None:
     costs = AnalyticCosts(load_scenario("quickstart"))
     weights_s = LLAMA_8B * 2 / (H100_BANDWIDTH * 0.8)  # bf16 weights at 80% of 3.35 TB/s: ~6.0 ms
-    assert costs.decode_step(1, 0) == pytest.approx(weights_s)
+    assert costs.decode_step(1, 0) == pytest.approx(STEP_S + weights_s)  # + the engine's fixed 3 ms: ~9.0 ms
     kv_per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16
-    assert costs.decode_step(64, 100_000) == pytest.approx(weights_s + 100_000 * kv_per_token / (H100_BANDWIDTH * 0.8))
+    kv_s = 100_000 * kv_per_token / (H100_BANDWIDTH * 0.8)
+    assert costs.decode_step(64, 100_000) == pytest.approx(STEP_S + weights_s + kv_s)
+    assert costs.decode_step(0, 0) == 0.0  # an empty engine takes no step
 
 
 def test_decode_turns_compute_bound_at_large_batches() -> None:
     costs = AnalyticCosts(load_scenario("quickstart", ["schedule.max_concurrency=256"]))
-    flops = 2 * LLAMA_8B * 256
-    assert costs.decode_step(256, 0) == pytest.approx(max(flops / H100_PEAK, LLAMA_8B * 2 / (H100_BANDWIDTH * 0.8)))
+    # 2 · 8.03e9 · 256 = 4.11e12 FLOPs at half of 989 TFLOP/s: 8.31 ms, above the 5.99 ms of reading the weights.
+    flops_s = 2 * LLAMA_8B * 256 / (H100_PEAK * DECODE_MFU)
+    assert flops_s == pytest.approx(8.3144e-3, rel=1e-4)
+    assert costs.decode_step(256, 0) == pytest.approx(STEP_S + max(flops_s, LLAMA_8B * 2 / (H100_BANDWIDTH * 0.8)))
 
 
 def test_training_prefill_and_sync_formulas() -> None:
     costs = AnalyticCosts(load_scenario("quickstart"))
-    # (6 + 2 · 1 extra forward pass) · N · tokens / (8 devices · peak · 0.35 MFU); FSDP's collectives
-    # (about 0.13 s, worked out below) hide behind these 23 s, so nothing is added.
+    # One no-grad pass (2 · N per token, at forward_mfu) and the training pass with its recomputed forward
+    # ((6 + 2) · N per token, at mfu): 10 · N · tokens / (8 devices · peak · 0.35) = 29.00 s for a million tokens;
+    # FSDP's collectives (about 0.13 s, worked out below) hide behind them, so nothing is added.
     tokens = TrainTokens(actual=1_000_000, padded=3_000_000)  # a packed learner: the padding costs nothing
-    assert costs.train_step(tokens) == pytest.approx(8 * LLAMA_8B * 1e6 / (8 * H100_PEAK * 0.35))
+    step = costs.learner_step(tokens)
+    assert step.forward_s == pytest.approx(2 * LLAMA_8B * 1e6 / (8 * H100_PEAK * FORWARD_MFU))
+    assert step.update_s == pytest.approx(8 * LLAMA_8B * 1e6 / (8 * H100_PEAK * MFU))
+    assert costs.train_step(tokens) == pytest.approx(28.999, rel=1e-4)
     assert costs.prefill(256, samples=16) == pytest.approx(
-        2 * LLAMA_8B * 256 / (H100_PEAK * 0.35)
+        2 * LLAMA_8B * 256 / (H100_PEAK * MFU)
     )  # one prefill: the group shares its prompt
 
 
 def test_tensor_parallel_engines_add_bandwidth_and_split_the_sync() -> None:
     one = AnalyticCosts(load_scenario("quickstart"))
     two = AnalyticCosts(load_scenario("quickstart", ["cluster.devices_per_engine=2"]))
-    assert two.decode_step(1, 0) - two.tensor_parallel()(1) == pytest.approx(one.decode_step(1, 0) / 2)
+    assert two.decode_step(1, 0) - two.tensor_parallel()(1) - STEP_S == pytest.approx((one.decode_step(1, 0) - STEP_S) / 2)
     # Each device of a tp-2 engine receives half the weights; 4 engines, not 8, ride the network ring.
     assert two.weight_sync(0) - 0.05 - BASE_SIMPLE - 4 * NETWORK_HOP == pytest.approx(
         (one.weight_sync(0) - 0.05 - BASE_SIMPLE - 8 * NETWORK_HOP) / 2
@@ -94,7 +107,7 @@ def test_tensor_parallel_all_reduce_worked_by_hand() -> None:
     assert costs.tensor_parallel()(64) == pytest.approx(64 * per_all_reduce)
     assert costs.tensor_parallel()(64) == pytest.approx(0.57377e-3, rel=1e-4)
     roofline = LLAMA_8B * 2 / (2 * H100_BANDWIDTH * 0.8)  # two devices' bandwidth, memory-bound at b = 64
-    assert costs.decode_step(64, 0) == pytest.approx(roofline + 64 * per_all_reduce)
+    assert costs.decode_step(64, 0) == pytest.approx(STEP_S + roofline + 64 * per_all_reduce)
     assert costs.decode_step_table(64)(64, 0) == pytest.approx(costs.decode_step(64, 0))
     assert AnalyticCosts(load_scenario("quickstart")).tensor_parallel()(64) == 0.0  # one device: nothing to reduce
 
@@ -106,9 +119,9 @@ def test_learner_communication_shows_when_compute_cannot_hide_it() -> None:
     costs = AnalyticCosts(load_scenario("quickstart"))
     communication = 4 * (32 * (8.4e-6 + 7 * 3.4e-6) + 7 / 8 * LLAMA_8B * 2 / 450e9)
     assert communication == pytest.approx(0.12903, abs=1e-5)
-    # 1,000 tokens compute for 8 · N · 1000 / (8 · peak · 0.35) = 23.20 ms: 105.83 ms stay exposed.
+    # 1,000 tokens compute for 10 · N · 1000 / (8 · peak · 0.35) = 29.00 ms: 100.03 ms stay exposed.
     step = costs.learner_step(TrainTokens(actual=1000, padded=1000))
-    assert step.compute_s == pytest.approx(8 * LLAMA_8B * 1000 / (8 * H100_PEAK * 0.35))
+    assert step.compute_s == pytest.approx(10 * LLAMA_8B * 1000 / (8 * H100_PEAK * MFU))
     assert step.communication_s == pytest.approx(communication - step.compute_s)
     assert costs.train_step(TrainTokens(actual=1000, padded=1000)) == pytest.approx(communication)
     # 1,000,000 tokens: 23.2 s of compute hide it all.
@@ -125,7 +138,7 @@ def test_the_decoupled_correction_charges_a_forward_pass_over_all_minibatches_bu
     assert (forward_passes(clip), forward_passes(decoupled)) == (1.0, 1.75)
     tokens = TrainTokens(actual=1_000_000, padded=1_000_000)  # compute hides the communication
     ratio = AnalyticCosts(decoupled).learner_step(tokens).compute_s / AnalyticCosts(clip).learner_step(tokens).compute_s
-    assert ratio == pytest.approx((6 + 2 * 1.75) / (6 + 2 * 1))
+    assert ratio == pytest.approx((8 + 2 * 1.75) / (8 + 2 * 1))  # the training pass recomputes its forward
     gather = 32 * (8.4e-6 + 7 * 3.4e-6) + 7 / 8 * LLAMA_8B * 2 / 450e9
     layout = learner_layout(clip, Placement.of(clip.cluster))
     extra = learner_communication_s(decoupled, layout) - learner_communication_s(clip, layout)
@@ -184,8 +197,8 @@ def test_moe_reads_only_the_experts_a_small_batch_uses() -> None:
     costs = AnalyticCosts(load_scenario("moe-streaming"))
     active, total, bandwidth = 3_338_511_360, 30_532_122_624, 2 * 4800e9 * 0.8  # two H200s per engine
     all_reduces = costs.tensor_parallel()
-    assert costs.decode_step(1, 0) - all_reduces(1) == pytest.approx(active * 2 / bandwidth)
-    assert costs.decode_step(16, 0) - all_reduces(16) == pytest.approx(total * 2 / bandwidth)
+    assert costs.decode_step(1, 0) - all_reduces(1) - STEP_S == pytest.approx(active * 2 / bandwidth)
+    assert costs.decode_step(16, 0) - all_reduces(16) - STEP_S == pytest.approx(total * 2 / bandwidth)
 
 
 def test_measured_profile_interpolates_between_batch_sizes_and_stays_flat_beyond() -> None:
@@ -259,3 +272,53 @@ def test_a_retire_pause_follows_each_finish_in_the_simulator() -> None:
     result = run(scenario, profile(retire_s=0.005, weight_sync_s=0.0))
     train = result.events.query("kind == 'train'")
     assert float(train["start"].iloc[0]) == pytest.approx(2.025, abs=1e-9)
+
+
+def test_rows_are_dealt_to_data_parallel_ranks_heaviest_first_in_snake_order() -> None:
+    from asyncrl.scenarios.workload import rank_imbalance, rank_loads
+
+    # Works 9, 7, 5, 3, 2, 1 over 2 ranks, heaviest first in snake order 0, 1, 1, 0, 0, 1:
+    # rank 0 gets 9, 3, 2 (14), rank 1 gets 7, 5, 1 (13); each rank then lays its rows out light, heavy, light.
+    work = np.array([9.0, 7.0, 5.0, 3.0, 2.0, 1.0])
+    rank, position = rank_loads(work, 2)
+    assert rank.tolist() == [0, 1, 1, 0, 0, 1]
+    assert position.tolist() == [1, 1, 2, 2, 0, 0]  # rank 0: 2, 9, 3; rank 1: 1, 7, 5
+    # One minibatch: the busiest rank (14) against an even 13.5. Three: each rank's rows one by one,
+    # busiest per minibatch 2 | 9 | 5 = 16 against 13.5.
+    assert rank_imbalance([9, 7, 5, 3, 2, 1], parts=1, ranks=2, square_weight=0.0) == pytest.approx((14 / 13.5, 14 / 13.5))
+    assert rank_imbalance([9, 7, 5, 3, 2, 1], parts=3, ranks=2, square_weight=0.0)[0] == pytest.approx(16 / 13.5)
+    # Attention's share makes a long row heavier still: with weight 0.1 a row of 9 weighs 9 + 8.1.
+    assert rank_imbalance([9, 1], parts=1, ranks=2, square_weight=0.1)[0] == pytest.approx(17.1 / ((17.1 + 1.1) / 2))
+
+
+def test_the_learner_pays_attention_on_long_rows_and_its_busiest_rank() -> None:
+    # quickstart's 8B: a = 2 · 32 layers · 32 heads · 128 = 262,144 FLOPs per squared row length in a forward.
+    # One no-grad pass and the training pass with recompute (3 + 1 forwards of attention) over Σ L² = 10^9:
+    # (1 + 4) · a · 10^9 / (8 · peak · 0.35) = 0.4733 s on top of the weights' FLOPs.
+    costs = AnalyticCosts(load_scenario("quickstart"))
+    plain = costs.learner_step(TrainTokens(actual=1_000_000, padded=1_000_000))
+    squared = costs.learner_step(TrainTokens(actual=1_000_000, padded=1_000_000, actual_square=10**9))
+    attention = 5 * 2 * 32 * 32 * 128 * 1e9 / (8 * H100_PEAK * MFU)
+    assert squared.compute_s - plain.compute_s == pytest.approx(attention)
+    assert attention == pytest.approx(0.47331, rel=1e-4)
+    # A minibatch waits for its busiest rank: an imbalance of 1.25 makes the training pass 25% longer.
+    slow = costs.learner_step(TrainTokens(actual=1_000_000, padded=1_000_000, update_imbalance=1.25))
+    assert slow.update_s == pytest.approx(1.25 * plain.update_s)
+    assert slow.forward_s == pytest.approx(plain.forward_s)
+    # Without activation checkpointing the training pass is 6 · N per token, not 8.
+    light = AnalyticCosts(load_scenario("quickstart", ["learner.activation_checkpointing=false"]))
+    assert light.learner_step(TrainTokens(1_000_000, 1_000_000)).update_s == pytest.approx(plain.update_s * 6 / 8)
+
+
+def test_the_simulator_deals_the_batch_to_data_parallel_ranks() -> None:
+    # 16 training devices: one rank (all 16 share each sequence) trains evenly; 16 ranks wait on the busiest.
+    def update_s(model_parallel: int) -> list[float]:
+        scenario = load_scenario(
+            "quickstart", ["cluster.training_devices=16", f"learner.model_parallel={model_parallel}", "run.steps=2"]
+        )
+        sim = Simulation(scenario)
+        sim.run()
+        return [step.update_s for step in sim.learner_steps]
+
+    one_rank, sixteen_ranks = update_s(16), update_s(1)
+    assert all(busy > even for busy, even in zip(sixteen_ranks, one_rank, strict=True))

@@ -116,3 +116,33 @@ def test_drain_refresh_stops_admission_once_the_engine_is_behind() -> None:
     # Once empty it loads the latest version, under either rule.
     target = policy.sync_target(drain, engine_version=0, latest_version=1, live_groups=2, in_flight=0)
     assert target == 1
+
+
+def test_verls_rule_admits_a_share_of_a_sync_window_ahead() -> None:
+    # verl's fully async rollouter: sync every k = 2 steps, staleness_threshold t = 0.5, B = 2 groups a step:
+    # an engine holding version v may start groups up to ⌊(v + k · (1 + t)) · B⌋ = 2v + 6 (max_required_samples
+    # = ⌊B · (1 + t) · k⌋ = 6 prompts past the samples the trainer consumed by the last sync).
+    verl = scenario({"kind": "streaming", "max_staleness": 8, "sync_every": 2, "staleness_threshold": 0.5})
+    assert admissible(verl, version=0, live=5) == 1
+    assert admissible(verl, version=0, live=6) == 0
+    assert admissible(verl, version=2, live=6) == 4  # the next sync: up to 2 · 2 + 6 = 10
+    fractional = scenario({"kind": "streaming", "max_staleness": 8, "sync_every": 2, "staleness_threshold": 0.3})
+    assert admissible(fractional, version=0, live=0) == 5  # ⌊2 · 1.3 · 2⌋ = 5: a part of a batch ahead
+    on_policy = scenario({"kind": "streaming", "max_staleness": 8, "sync_every": 2, "staleness_threshold": 0.0})
+    assert admissible(on_policy, version=0, live=0) == 4  # t = 0: exactly the k batches trained before the sync
+    # The default queue holds the whole window (verl's max_queue_size = max_required_samples): 6 groups.
+    assert verl.queue_capacity == 6 and on_policy.queue_capacity == 4
+
+
+def test_versions_reach_the_engines_every_sync_every_steps() -> None:
+    from asyncrl.scenarios.state import ScheduleState
+
+    verl = scenario({"kind": "streaming", "max_staleness": 8, "sync_every": 2, "staleness_threshold": 0.5})
+    assert [policy.reaches_engines(verl, version) for version in range(5)] == [True, False, True, False, True]
+    state = ScheduleState(verl, engines=1)
+    assert state.publish(1) == [1]  # not synced: no engine may load it, the backend may free it now
+    assert state.latest_version == 0 and 1 not in state.kept_versions
+    state.publish(2)
+    assert state.latest_version == 2
+    resumed = ScheduleState(verl, engines=1, first_version=3)
+    assert resumed.publish(3) == []  # a resumed run's first weights always reach the engines
