@@ -327,3 +327,29 @@ def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
     )
     header = ["phase", "run s", "profile s", "profile vs run"]
     return f"fitted to {run}\n{figures}\n" + format_table(header, table)
+
+
+class PhaseRowLike(Protocol):
+    phase: str
+    logged_s: float | None
+    model_s: float
+    term: str
+
+
+def log_fit_lines(source: str, rows: Sequence[PhaseRowLike], undetermined: Sequence[str], notes: Sequence[str]) -> str:
+    """A profile fitted to a framework's metrics log: per phase, the log's seconds against the model's."""
+    table = [
+        [
+            row.phase,
+            "-" if row.logged_s is None else f"{row.logged_s:,.2f}",
+            f"{row.model_s:,.2f}",
+            f"{(row.model_s - row.logged_s) / row.logged_s:+.1%}" if row.logged_s else "-",
+            row.term,
+        ]
+        for row in rows
+    ]
+    lines = [f"fitted to {source} (seconds per step, means over the logged steps)"]
+    lines.append(format_table(["phase", "log s", "model s", "model vs log", "term"], table))
+    lines += [f"undetermined: {item}" for item in undetermined]
+    lines += [f"note: {item}" for item in notes]
+    return "\n".join(lines)

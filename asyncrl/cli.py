@@ -13,6 +13,7 @@
     asyncrl report   RUN [RUN ...] --out DIR                       figures, traces and index.html
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
     asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
+    asyncrl lengths  --from-log LOG [--max-tokens N]               a lognormal fitted to a verl metrics log
     asyncrl from-verl CONFIG.yaml [KEY=VALUE ...] --lengths L       a scenario from a verl trainer config
     asyncrl list                                                   presets, devices, shipped scenarios
 
@@ -170,6 +171,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RUN",
         help="fit the profile to executor runs' recorded steps instead of timing micro-benchmarks (repeatable)",
     )
+    calibrate.add_argument(
+        "--from-log",
+        type=Path,
+        action="append",
+        metavar="LOG",
+        help="fit the analytic model's efficiencies to a framework's metrics log of SCENARIO's run (verl's JSONL "
+        "file logger or a TensorBoard directory; repeatable): a profile that transfers to other splits and sizes",
+    )
     calibrate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     calibrate.add_argument("--quiet", action="store_true")
     calibrate.set_defaults(command=_calibrate)
@@ -320,9 +329,24 @@ def _parser() -> argparse.ArgumentParser:
     trace.set_defaults(command=_trace)
 
     lengths = commands.add_parser(
-        "lengths", help="completion lengths from a JSONL log: an empirical length file, fitted tails, a histogram"
+        "lengths",
+        help="completion lengths from a JSONL log (an empirical length file, fitted tails, a histogram), "
+        "or a lognormal fitted to a verl metrics log",
     )
-    lengths.add_argument("file", type=Path, metavar="FILE.jsonl", help="one JSON object per completion")
+    lengths.add_argument("file", type=Path, nargs="?", metavar="FILE.jsonl", help="one JSON object per completion")
+    lengths.add_argument(
+        "--from-log",
+        type=Path,
+        metavar="LOG",
+        help="instead of FILE: a verl metrics log (FileLogger JSONL, or a TensorBoard directory or event file); "
+        "fits a capped lognormal to its response_length/mean, /max, /clip_ratio",
+    )
+    lengths.add_argument(
+        "--samples-per-step",
+        type=_positive,
+        metavar="N",
+        help="with --from-log: responses per step (train_batch_size × rollout.n); needed when none hit the cap",
+    )
     lengths.add_argument(
         "--field",
         help="the key holding the completion: text, a token count or token ids (default: the first of "
@@ -340,7 +364,12 @@ def _parser() -> argparse.ArgumentParser:
         default="words",
         help="without --tokenizer, count text as whitespace-separated words (default) or characters",
     )
-    lengths.add_argument("--max-tokens", type=_positive, help="cap of the fits (default: the longest length seen)")
+    lengths.add_argument(
+        "--max-tokens",
+        type=_positive,
+        help="cap of the fits (default: the longest length seen; with --from-log, the longest logged where some "
+        "responses hit the cap)",
+    )
     lengths.add_argument("--out", type=Path, help="directory for lengths.txt, fits.json, lengths.png")
     lengths.add_argument("--json", action="store_true", help="print JSON instead of a table")
     lengths.set_defaults(command=_lengths)
@@ -357,8 +386,9 @@ def _parser() -> argparse.ArgumentParser:
     verl.add_argument(
         "--lengths",
         metavar="FILE|DIST",
-        help="completion lengths: a lengths file or JSONL log (see asyncrl lengths), or a distribution "
-        "such as '{kind: lognormal, median: 800, sigma: 1}'; capped at data.max_response_length",
+        help="completion lengths: a lengths file or JSONL log (see asyncrl lengths), a verl metrics log (a "
+        "lognormal fitted to its response_length/*), or a distribution such as '{kind: lognormal, median: 800, "
+        "sigma: 1}'; capped at data.max_response_length",
     )
     verl.add_argument("--prompt-lengths", metavar="FILE|DIST", help="prompt lengths (default: every prompt at the cap)")
     verl.add_argument("--device", help="the GPU (verl's config does not say): h100, a100-80g, h200, ...")
@@ -649,6 +679,10 @@ def _study(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.from_log is not None and args.from_run is not None:
+        raise ScenarioError("--from-log: give --from-log or --from-run, not both")
+    if args.from_log is not None:
+        return _calibrate_from_log(args)
     if args.from_run is not None:
         return _calibrate_from_run(args)
     from asyncrl.analysis.tables import calibration_lines
@@ -670,6 +704,24 @@ def _calibrate(args: argparse.Namespace) -> int:
     save_profile(result.profile, args.out)
     print(calibration_lines(scenario.model.label, args.device, args.repeats, result.profile, result.noise))
     print(f"wrote {args.out} (use it as hardware.profile)")
+    return 0
+
+
+def _calibrate_from_log(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.tables import log_fit_lines
+    from asyncrl.fit_log import fit_from_logs
+    from asyncrl.scenarios.efficiency import save_efficiency
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    check_output_file(args.out)
+    with _progress(3, "fitting", "phase", args.quiet) as bar:
+        fit = fit_from_logs(scenario, args.from_log, progress=lambda label: (bar.set_postfix_str(label), bar.update()))
+    source = ", ".join(str(path) for path in args.from_log)
+    save_efficiency(fit.efficiency, args.out, header=f"fitted by asyncrl calibrate {args.scenario} --from-log {source}")
+    print(log_fit_lines(source, fit.rows, fit.undetermined, fit.notes))
+    print(
+        f"wrote {args.out} (use it as hardware.profile: it holds efficiencies, so it also fits other splits and sizes)"
+    )
     return 0
 
 
@@ -829,7 +881,16 @@ def _report(args: argparse.Namespace) -> int:
 
 def _lengths(args: argparse.Namespace) -> int:
     from asyncrl.analysis.lengths import fit_all, lengths_lines, lengths_report, read_lengths, write_lengths
+    from asyncrl.analysis.metrics_log import is_metrics_log
 
+    if (args.file is None) == (args.from_log is None):
+        raise ScenarioError("give one of FILE.jsonl (a completions log) or --from-log LOG (a metrics log)")
+    if args.from_log is not None:
+        return _lengths_from_log(args)
+    if args.samples_per_step is not None:
+        raise ScenarioError("--samples-per-step: only with --from-log (a completions log has every length)")
+    if is_metrics_log(args.file):
+        raise ScenarioError(f"FILE.jsonl: {args.file} is a metrics log (a line per step); read it with --from-log")
     lengths = read_lengths(args.file, args.field, args.tokenizer, args.count)
     fits = fit_all(lengths.values, args.max_tokens)
     out = args.out or Path("runs") / f"lengths-{args.file.stem}"
@@ -847,27 +908,66 @@ def _lengths(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lengths_from_log(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.lengths import fit_from_metrics, metrics_fit_lines, metrics_fit_report
+    from asyncrl.analysis.metrics_log import MetricsLogError, is_metrics_log, read_metrics_log
+
+    if args.field is not None or args.tokenizer is not None:
+        raise ScenarioError("--field, --tokenizer: only for a completions log FILE.jsonl, not with --from-log")
+    if args.from_log.is_file() and not is_metrics_log(args.from_log):
+        raise ScenarioError(
+            f"--from-log: {args.from_log} is not a metrics log (a completions log is read as FILE.jsonl)"
+        )
+    try:
+        log = read_metrics_log(args.from_log)
+        fit = fit_from_metrics(log, samples_per_step=args.samples_per_step, max_tokens=args.max_tokens)
+    except MetricsLogError as exc:
+        raise ScenarioError(str(exc)) from None
+    out = args.out or Path("runs") / f"lengths-{args.from_log.stem}"
+    out.mkdir(parents=True, exist_ok=True)
+    report = metrics_fit_report(fit, log)
+    (out / "fits.json").write_text(json.dumps(report, indent=2) + "\n")
+    if args.json:
+        return _print_json(report)
+    print(metrics_fit_lines(fit, log, out / "fits.json"))
+    return 0
+
+
 def _from_verl(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.lengths import verl_metrics_fit
+    from asyncrl.analysis.metrics_log import MetricsLogError
     from asyncrl.scenarios.loading import validate_scenario
-    from asyncrl.scenarios.verl import VerlError, lengths_option, lookup, plan_from_verl, plan_lines, read_config
+    from asyncrl.scenarios.verl import (
+        VerlError,
+        lengths_option,
+        lookup,
+        plan_from_verl,
+        plan_lines,
+        read_config,
+        settle_concurrency,
+    )
 
     try:
         config = read_config(args.config, args.assignments)
         name = args.name or str(lookup(config, "trainer.experiment_name", "") or args.config.stem)
         out = args.out or Path(f"{name}.yaml")
-        completion = lengths_option(args.lengths, "--lengths", out.parent)
+        fit = verl_metrics_fit(args.lengths, config)  # --lengths names a metrics log: a lognormal fitted to it
+        completion = fit.completion_tokens() if fit else lengths_option(args.lengths, "--lengths", out.parent)
         prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
         plan = plan_from_verl(
             config,
             name=name,
             device=args.device,
             completion_tokens=completion,
-            prompt_tokens=prompt,
+            prompt_tokens=prompt or (fit.prompt_tokens() if fit else None),
             preset=args.preset,
         )
-    except VerlError as exc:
+        plan.notes += fit.verl_notes(prompt_from_log=prompt is None) if fit else []
+    except (VerlError, MetricsLogError) as exc:
         raise ScenarioError(str(exc)) from None
     scenario = validate_scenario(plan.scenario, base_dir=out.parent.resolve())
+    if settle_concurrency(plan, scenario):  # verl's max_num_seqs, down to what the KV cache holds
+        scenario = validate_scenario(plan.scenario, base_dir=out.parent.resolve())
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(f"# from {args.config} by asyncrl from-verl\n" + _yaml_dump(plan.scenario))
     print(plan_lines(plan))

@@ -17,6 +17,14 @@ Read from verl (the key names of ``verl/trainer/config/ppo_trainer.yaml`` and of
     actor_rollout_ref.hybrid_engine                             cluster.colocated, schedule sync
     async_training.* (fully async recipe)                       schedule streaming
     actor_rollout_ref.actor.ppo_epochs, ppo_mini_batch_size     algorithm.updates_per_step, extra_forward_passes
+    actor_rollout_ref.rollout.max_num_seqs                      schedule.max_concurrency (at most what fits)
+    async_training.concurrent_samples_per_replica × rollout.n   schedule.max_concurrency (fully async)
+    async_training.trigger_parameter_sync_step                  schedule.sync_every
+    async_training.staleness_threshold                          schedule.staleness_threshold (verl's rule)
+    async_training.partial_rollout                              schedule.in_flight_updates
+    actor.fsdp_config.fsdp_size, actor.ulysses_sequence_parallel_size   learner.shard_devices, model_parallel
+    model.enable_gradient_checkpointing, actor.ppo_max_token_len_per_gpu   learner.activation_checkpointing,
+                                                                 micro_batch_tokens
     algorithm.adv_estimator, actor.optim.lr, actor.clip_ratio, actor.kl_loss_coef, rollout.temperature
     actor.grad_clip, algorithm.gamma, algorithm.lam, algorithm.norm_adv_by_std_in_grpo   the loss settings of the same names
 
@@ -30,28 +38,31 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncrl.scenarios.catalog import MODEL_PRESETS
+from asyncrl.scenarios.memory import rollouts_that_fit
 
+if TYPE_CHECKING:
+    from asyncrl.scenarios.scenario import Scenario
+
+#: Prompts the fully async rollouter runs at once per replica (async_training.concurrent_samples_per_replica).
+ASYNC_PROMPTS_PER_REPLICA = 16
 #: verl's advantage estimators that have an asyncrl loss.
 LOSSES = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo"}
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "float32": "fp32", "fp32": "fp32"}
 #: verl settings that shape cost or behaviour but have no counterpart in a scenario.
 NO_COUNTERPART = {
-    "actor_rollout_ref.actor.strategy": "the learner's sharding: asyncrl charges FLOPs / (devices · mfu)",
-    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "sequence parallelism of the learner",
-    "actor_rollout_ref.actor.use_dynamic_bsz": "token-balanced micro-batches",
-    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "micro-batch token budget",
-    "actor_rollout_ref.actor.fsdp_config.param_offload": "parameter offload to CPU",
-    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "optimizer offload to CPU",
+    "actor_rollout_ref.actor.strategy": "FSDP or FSDP2 alike (a Megatron learner: set learner.model_parallel)",
+    "actor_rollout_ref.actor.fsdp_config.param_offload": "verl frees the weights only between phases: in the "
+    "calibrated colocated switch (switch_s), not in the memory check",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "verl frees the optimizer only between phases: in the "
+    "calibrated colocated switch (switch_s), not in the memory check",
     "actor_rollout_ref.actor.loss_agg_mode": "loss aggregation (the executor averages per token)",
     "actor_rollout_ref.actor.entropy_coeff": "entropy bonus",
-    "actor_rollout_ref.model.enable_gradient_checkpointing": "activation recomputation (a forward pass more)",
     "actor_rollout_ref.model.lora_rank": "LoRA",
-    "actor_rollout_ref.rollout.name": "the inference engine (vLLM, SGLang)",
+    "actor_rollout_ref.rollout.name": "the inference engine (vLLM, SGLang): its speed is the calibrated decode terms",
     "actor_rollout_ref.rollout.gpu_memory_utilization": "asyncrl gives an engine 90% of device memory",
-    "actor_rollout_ref.rollout.max_num_seqs": "asyncrl holds what fits in memory, at most 256 per engine",
     "actor_rollout_ref.rollout.max_num_batched_tokens": "prefill chunking",
     "actor_rollout_ref.rollout.free_cache_engine": "freeing the KV cache between phases",
     "reward_model.enable": "a reward model's forward pass",
@@ -133,6 +144,8 @@ def plan_from_verl(
     _cluster_and_schedule(plan, get)
     _workload(plan, get, completion_tokens, prompt_tokens)
     _algorithm(plan, get)
+    _learner(plan, get)
+    _concurrency(plan, get)
     _run(plan, get)
     plan.unmapped = [(key, lookup(config, key), why) for key, why in NO_COUNTERPART.items() if _matters(config, key)]
     return plan
@@ -187,14 +200,22 @@ def _missing_inputs(
     if completion_tokens is None:
         missing.append(
             "--lengths: verl's config gives only the cap (data.max_response_length); give the completion lengths "
-            "(a lengths file, a JSONL log, or e.g. '{kind: lognormal, median: 800, sigma: 1}')"
+            "(a lengths file, a JSONL log, a verl metrics log, or e.g. '{kind: lognormal, median: 800, sigma: 1}')"
         )
     return missing
 
 
+#: Words of a fine-tuned variant's name that leave its architecture as the base model's (Qwen2.5-Math-7B
+#: has Qwen2.5-7B's layers, widths and vocabulary).
+VARIANT_WORDS = ("-math", "-coder", "-instruct", "-chat", "-base")
+
+
 def guess_preset(model_path: str) -> str | None:
-    """The longest preset name inside the model's name (``Qwen/Qwen2.5-7B-Instruct`` → ``qwen2.5-7b``)."""
+    """The longest preset name inside the model's name, variant words left out
+    (``Qwen/Qwen2.5-7B-Instruct`` and ``Qwen/Qwen2.5-Math-7B`` → ``qwen2.5-7b``)."""
     name = Path(model_path.rstrip("/")).name.lower()
+    for word in VARIANT_WORDS:
+        name = name.replace(word, "")
     found = [preset for preset in MODEL_PRESETS if preset != "tiny" and preset in name]
     return max(found, key=len) if found else None
 
@@ -251,21 +272,33 @@ def _cluster_and_schedule(plan: VerlPlan, get: _Reader) -> None:
 
 
 def _fully_async(plan: VerlPlan, get: _Reader) -> dict[str, Any]:
-    """Streaming: a sync every trigger_parameter_sync_step updates; staleness bounded in versions."""
-    every = get.integer("schedule.refresh_every", "async_training.trigger_parameter_sync_step", 4)
-    threshold = float(get.into("schedule.max_staleness", "async_training.staleness_threshold", 0.1))
-    bound = max(1, math.ceil(every * (1 + threshold)))
+    """Streaming under verl's rules: weights reach the engines every trigger_parameter_sync_step local updates;
+    an engine starts groups up to (1 + staleness_threshold) sync windows past its weights; partial rollout
+    moves unfinished rollouts to the new weights (``verl/experimental/fully_async_policy``)."""
+    every = get.integer("schedule.sync_every", "async_training.trigger_parameter_sync_step", 4)
+    threshold = float(get.into("schedule.staleness_threshold", "async_training.staleness_threshold", 0.1))
+    if threshold < 0:
+        raise VerlError(f"async_training.staleness_threshold: {threshold} is negative")
+    bound = math.ceil(every * (1 + threshold)) + every
     plan.notes.append(
-        f"schedule.max_staleness = ⌈trigger_parameter_sync_step × (1 + staleness_threshold)⌉ = {bound}: verl bounds "
-        "the share of stale samples, asyncrl each sample's staleness in versions"
+        f"schedule.max_staleness = ⌈trigger_parameter_sync_step × (1 + staleness_threshold)⌉ + "
+        f"trigger_parameter_sync_step = {bound}: verl drops no sample; the bound only catches a straggler "
+        "a sync window late"
     )
-    if get.into("schedule.in_flight_updates", "async_training.partial_rollout", True):
-        plan.notes.append(
-            "async_training.partial_rollout: unfinished rollouts continue with new weights (in_flight_updates); "
-            f"asyncrl loads every version at once, verl every {every}"
-        )
-        return {"kind": "streaming", "max_staleness": bound, "in_flight_updates": True}
-    return {"kind": "streaming", "max_staleness": bound, "refresh": "drain", "refresh_every": every}
+    schedule: dict[str, Any] = {
+        "kind": "streaming",
+        "max_staleness": bound,
+        "sync_every": every,
+        "staleness_threshold": threshold,
+    }
+    partial = bool(get.into("schedule.in_flight_updates", "async_training.partial_rollout", True))
+    if partial and threshold > 0:  # verl: partial rollout only acts with a threshold
+        return {**schedule, "in_flight_updates": True}
+    plan.notes.append(
+        "no partial rollout: at each sync an engine stops starting groups, finishes what runs, then loads "
+        "(schedule.refresh: drain)"
+    )
+    return {**schedule, "refresh": "drain", "refresh_every": every}
 
 
 def _workload(plan: VerlPlan, get: _Reader, completion: dict[str, Any] | None, prompt: dict[str, Any] | None) -> None:
@@ -352,6 +385,93 @@ def _extra_forward_passes(plan: VerlPlan, get: _Reader, epochs: int, estimator: 
     return total
 
 
+def _learner(plan: VerlPlan, get: _Reader) -> None:
+    """How the learner shards and splits its work: FSDP's shard groups, sequence (or Megatron model)
+    parallelism, activation recomputation, the micro-batch token budget."""
+    learner: dict[str, Any] = {}
+    devices = plan.scenario["cluster"]["training_devices"]
+    fsdp = get.value("actor_rollout_ref.actor.fsdp_config.fsdp_size")
+    if isinstance(fsdp, int) and not isinstance(fsdp, bool):
+        get.into("learner.shard_devices", "actor_rollout_ref.actor.fsdp_config.fsdp_size")
+        learner["shard_devices"] = devices if fsdp <= 0 else min(fsdp, devices)  # -1: shard over every device
+    parallel = _model_parallel(get)
+    if parallel > 1:
+        learner["model_parallel"] = parallel
+    checkpointing = get.value("actor_rollout_ref.model.enable_gradient_checkpointing")
+    if isinstance(checkpointing, bool):
+        learner["activation_checkpointing"] = get.into(
+            "learner.activation_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing"
+        )
+    budget = get.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
+    if get.value("actor_rollout_ref.actor.use_dynamic_bsz") and isinstance(budget, int) and budget > 0:
+        learner["micro_batch_tokens"] = get.into(
+            "learner.micro_batch_tokens", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+        )
+    if learner:
+        plan.scenario["learner"] = learner
+
+
+def _model_parallel(get: _Reader) -> int:
+    """Devices sharing one sequence: Ulysses sequence parallelism (FSDP) or Megatron's TP × PP × CP."""
+    megatron = [
+        get.value(f"actor_rollout_ref.actor.megatron.{name}_model_parallel_size")
+        for name in ("tensor", "pipeline", "context")
+    ]
+    if str(get.value("actor_rollout_ref.actor.strategy", "")) == "megatron":
+        sizes = [size for size in megatron if isinstance(size, int) and size > 0]
+        for name in ("tensor", "pipeline", "context"):
+            get.into("learner.model_parallel", f"actor_rollout_ref.actor.megatron.{name}_model_parallel_size")
+        return math.prod(sizes) if sizes else 1
+    ulysses = get.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1)
+    if isinstance(ulysses, int) and ulysses > 1:
+        get.into("learner.model_parallel", "actor_rollout_ref.actor.ulysses_sequence_parallel_size")
+        return ulysses
+    return 1
+
+
+def _concurrency(plan: VerlPlan, get: _Reader) -> None:
+    """Rollouts an engine runs at once: vLLM's max_num_seqs, or the fully async rollouter's cap of
+    concurrent_samples_per_replica prompts per replica (``fully_async_rollouter``: 16 by default). What the
+    KV cache holds may be fewer: ``settle_concurrency`` lowers it once the scenario's lengths are known."""
+    if plan.scenario["schedule"].get("kind") == "streaming":
+        prompts = get.integer(
+            "schedule.max_concurrency", "async_training.concurrent_samples_per_replica", ASYNC_PROMPTS_PER_REPLICA
+        )
+        plan.scenario["schedule"]["max_concurrency"] = prompts * plan.scenario["workload"]["samples_per_prompt"]
+        return
+    sequences = get.value("actor_rollout_ref.rollout.max_num_seqs")
+    if isinstance(sequences, int) and not isinstance(sequences, bool) and sequences > 0:
+        plan.scenario["schedule"]["max_concurrency"] = get.into(
+            "schedule.max_concurrency", "actor_rollout_ref.rollout.max_num_seqs"
+        )
+
+
+def settle_concurrency(plan: VerlPlan, scenario: Scenario) -> bool:
+    """Lower ``schedule.max_concurrency`` to the rollouts whose KV cache fits (vLLM admits no more); True when
+    it changed the plan (validate the scenario again)."""
+    wanted = plan.scenario["schedule"].get("max_concurrency")
+    if wanted is None:
+        return False
+    model = scenario.model
+    fits = rollouts_that_fit(
+        model.weight_bytes,
+        model.kv_bytes_per_token,
+        scenario.hardware.spec.memory_bytes,
+        scenario.cluster.devices_per_engine,
+        scenario.expected_rollout_tokens,
+        limit=wanted,
+    )
+    if fits >= wanted:
+        return False
+    group = scenario.workload.samples_per_prompt
+    plan.scenario["schedule"]["max_concurrency"] = max(group, fits)
+    plan.notes.append(
+        f"schedule.max_concurrency = {max(group, fits)}: verl allows {wanted} rollouts per engine, its KV cache holds "
+        f"{fits} of {scenario.expected_rollout_tokens:,.0f} tokens on average"
+    )
+    return True
+
+
 def _run(plan: VerlPlan, get: _Reader) -> None:
     steps = get.value("trainer.total_training_steps")
     if isinstance(steps, int) and steps > 0:
@@ -400,7 +520,8 @@ def _override(config: dict[str, Any], override: str) -> None:
 
 def lengths_option(text: str | None, flag: str, out_dir: Path) -> dict[str, Any] | None:
     """``--lengths``: a lengths file or JSONL log (kind: empirical, its path relative to the scenario), or a
-    distribution written as YAML (``{kind: lognormal, median: 800, sigma: 1}``)."""
+    distribution written as YAML (``{kind: lognormal, median: 800, sigma: 1}``). A verl metrics log never
+    gets here: the command fits it first (``analysis.lengths.verl_metrics_fit``; scenarios imports no analysis)."""
     import os
 
     import yaml
