@@ -19,6 +19,7 @@ engine's fixed per-step latency (the long tail's speed) and its bandwidth (the b
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,8 +152,8 @@ def simulate_phases(scenario: Scenario, efficiency: Efficiency, steps: int = SIM
     sim.run()
     switch = costs.weight_sync(0) + costs.switch_to_generation()
     trains = sim.recorder.trains
-    gaps = [start - end - switch for (_, _, end, *_), (_, start, *_) in zip(trains, trains[1:], strict=False)]
-    intervals = [later[2] - earlier[2] for earlier, later in zip(trains, trains[1:], strict=False)]
+    gaps = [start - end - switch for (_, _, end, *_), (_, start, *_) in itertools.pairwise(trains)]
+    intervals = [later[2] - earlier[2] for earlier, later in itertools.pairwise(trains)]
     parts = sim.learner_steps[1:]
 
     def mean(values: Sequence[float]) -> float:

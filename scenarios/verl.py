@@ -46,6 +46,8 @@ from asyncrl.scenarios.memory import rollouts_that_fit
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
 
+#: Megatron's parallel sizes that split one sequence over devices (its expert parallelism does not).
+MEGATRON_PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
 #: Prompts the fully async rollouter runs at once per replica (async_training.concurrent_samples_per_replica).
 ASYNC_PROMPTS_PER_REPLICA = 16
 #: verl's advantage estimators that have an asyncrl loss.
@@ -413,15 +415,10 @@ def _learner(plan: VerlPlan, get: _Reader) -> None:
 
 def _model_parallel(get: _Reader) -> int:
     """Devices sharing one sequence: Ulysses sequence parallelism (FSDP) or Megatron's TP × PP × CP."""
-    megatron = [
-        get.value(f"actor_rollout_ref.actor.megatron.{name}_model_parallel_size")
-        for name in ("tensor", "pipeline", "context")
-    ]
     if str(get.value("actor_rollout_ref.actor.strategy", "")) == "megatron":
-        sizes = [size for size in megatron if isinstance(size, int) and size > 0]
-        for name in ("tensor", "pipeline", "context"):
-            get.into("learner.model_parallel", f"actor_rollout_ref.actor.megatron.{name}_model_parallel_size")
-        return math.prod(sizes) if sizes else 1
+        keys = [f"actor_rollout_ref.actor.megatron.{name}" for name in MEGATRON_PARALLEL]
+        sizes = [get.into("learner.model_parallel", key) for key in keys if get.value(key) is not None]
+        return math.prod(size for size in sizes if isinstance(size, int) and size > 0)
     ulysses = get.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1)
     if isinstance(ulysses, int) and ulysses > 1:
         get.into("learner.model_parallel", "actor_rollout_ref.actor.ulysses_sequence_parallel_size")

@@ -186,6 +186,24 @@ SCHEDULES = {
         "queue_capacity": 4,
         "queue_policy": "drop_oldest",
     },
+    # verl's fully async rules: weights every 2 steps, half a sync window ahead; partial rollout, or a drain.
+    "verl-partial": {
+        "kind": "streaming",
+        "max_staleness": 5,
+        "sync_every": 2,
+        "staleness_threshold": 0.5,
+        "in_flight_updates": True,
+        "max_concurrency": 6,
+    },
+    "verl-drain": {
+        "kind": "streaming",
+        "max_staleness": 5,
+        "sync_every": 2,
+        "staleness_threshold": 0.5,
+        "refresh": "drain",
+        "refresh_every": 2,
+        "max_concurrency": 6,
+    },
 }
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asyncrl.fit_log import fit_from_logs, simulate_phases
 from asyncrl.scenarios.efficiency import Efficiency, save_efficiency
 from asyncrl.scenarios.loading import ScenarioError, validate_scenario
 from asyncrl.scenarios.scenario import Scenario
@@ -19,6 +18,7 @@ from asyncrl.simulator.costs import AnalyticCosts
 from asyncrl.simulator.simulation import Simulation
 
 from asyncrl.cli import main
+from asyncrl.fit_log import fit_from_logs, simulate_phases
 
 #: What the "real" run reached: efficiencies away from the catalogue's, so that a fit left at the defaults fails.
 TRUE = Efficiency(decode_step_s=0.0065, mfu=0.52, forward_mfu=0.31, sample_overhead_s=0.004, switch_s=1.5)
@@ -115,7 +115,9 @@ def test_a_log_without_a_phase_is_a_one_line_error_naming_the_key(tmp_path: Path
     with pytest.raises(ScenarioError, match="timing_s/update_actor"):
         fit_from_logs(scenario, [log])
     (tmp_path / "scenario.yaml").write_text(json.dumps(scenario.model_dump(mode="json")))
-    status = main(["calibrate", str(tmp_path / "scenario.yaml"), "--from-log", str(log), "--out", str(tmp_path / "p.yaml")])
+    status = main(
+        ["calibrate", str(tmp_path / "scenario.yaml"), "--from-log", str(log), "--out", str(tmp_path / "p.yaml")]
+    )
     err = capsys.readouterr().err
     assert status == 2
     assert len(err.strip().splitlines()) == 1 and "timing_s/update_actor" in err
@@ -127,7 +129,7 @@ def test_no_grad_passes_in_the_log_but_not_in_the_scenario_name_the_field(tmp_pa
     log = write_log(scenario, TRUE, tmp_path / "log.jsonl")
     data = scenario.model_dump(mode="json")
     data["algorithm"]["extra_forward_passes"] = 0
-    with pytest.raises(ScenarioError, match="algorithm.extra_forward_passes"):
+    with pytest.raises(ScenarioError, match=r"algorithm\.extra_forward_passes"):
         fit_from_logs(validate_scenario(data), [log])
 
 
@@ -136,7 +138,9 @@ def test_calibrate_from_log_prints_each_phase_and_writes_the_profile(tmp_path: P
     log = write_log(scenario, TRUE, tmp_path / "log.jsonl")
     (tmp_path / "scenario.yaml").write_text(json.dumps(scenario.model_dump(mode="json")))
     out = tmp_path / "profile.yaml"
-    assert main(["calibrate", str(tmp_path / "scenario.yaml"), "--from-log", str(log), "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(["calibrate", str(tmp_path / "scenario.yaml"), "--from-log", str(log), "--out", str(out), "--quiet"]) == 0
+    )
     printed = capsys.readouterr().out
     for phase in ("generation (gen)", "no-grad passes", "training (update_actor", "switch (update_weights)", "step"):
         assert phase in printed

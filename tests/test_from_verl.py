@@ -49,7 +49,7 @@ def test_the_defaults_plan_a_colocated_sync_run(tmp_path: Path, capsys) -> None:
         "devices_per_engine": 2,
         "colocated": True,
     }
-    assert data["schedule"] == {"kind": "sync"}
+    assert data["schedule"] == {"kind": "sync", "max_concurrency": 1024}  # rollout.max_num_seqs (the KV cache holds it)
     workload = data["workload"]
     assert (workload["prompts_per_step"], workload["samples_per_prompt"]) == (1024, 1)
     assert workload["prompt_tokens"] == {"kind": "fixed", "value": 512, "max_tokens": 512}
@@ -107,10 +107,16 @@ def test_fully_async_recipe_is_streaming(tmp_path: Path, capsys) -> None:
     scenario = load_scenario(out)
     schedule = scenario.schedule
     assert schedule.kind == "streaming" and not schedule.in_flight_updates
-    assert (schedule.refresh, schedule.refresh_every, schedule.max_staleness) == ("drain", 2, 3)  # ⌈2 × 1.5⌉
+    # verl's rules: weights every trigger_parameter_sync_step = 2 steps, a staleness_threshold of 0.5 of a sync
+    # window ahead; without partial rollout each sync drains the engine. No sample is dropped in verl: the bound
+    # ⌈2 × 1.5⌉ + 2 = 5 only catches a straggler a sync window late.
+    assert (schedule.sync_every, schedule.staleness_threshold) == (2, 0.5)
+    assert (schedule.refresh, schedule.refresh_every, schedule.max_staleness) == ("drain", 2, 5)
     assert scenario.workload.prompts_per_step == 32  # require_batches × ppo_mini_batch_size
+    assert scenario.queue_capacity == 96  # verl's max_queue_size: ⌊32 × 1.5 × 2⌋ prompts
+    assert schedule.max_concurrency == 16 * scenario.workload.samples_per_prompt  # 16 prompts per replica
     assert scenario.algorithm.extra_forward_passes == 4  # rollout log-probs: none recomputed; critic 1 + 3
-    assert "verl bounds the share of stale samples" in capsys.readouterr().out
+    assert "verl drops no sample" in capsys.readouterr().out
     partial = from_verl(tmp_path, *FULLY_ASYNC, "+async_training.partial_rollout=true", "--device", "h100",
                         "--preset", "qwen2.5-1.5b", "--lengths", LENGTHS)  # fmt: skip
     assert partial[0] == 0 and load_scenario(partial[1]).schedule.in_flight_updates

@@ -1,0 +1,175 @@
+"""Predicted against published: verl's own tables of sync and async runs, one calibration per case.
+
+    benchmarks/published/<table>.yaml  source (repository, commit, file, table), every verl setting of the
+        │                              runs, the assumptions the source does not settle (lengths), and per
+        │                              case (a row pair) the published seconds per step
+        ├─ from-verl (scenarios.verl) ─► the sync and the async scenario, the same lengths for both
+        ├─ the sync run's metrics log, written from its published phase means (verl's JSONL layout)
+        ├─ calibrate --from-log (asyncrl.fit_log) ─► one efficiency profile, fitted to the sync run only
+        └─ simulate both runs, with the catalogue's efficiencies and with the profile ─► the table
+
+Nothing is fitted per case beyond that one calibration from the sync run: the async prediction is the
+profile used on another split, GPU count and schedule. Seconds per step are per *verl* step (a fully
+async run logs one step per parameter sync, ``learner_steps_per_step`` of asyncrl's learner steps), taken
+over the second half of the simulated run (the steady state a 400-step mean reports).
+
+    python benchmarks/published.py [FILE.yaml ...] [--steps N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from asyncrl.analysis.tables import format_table  # noqa: E402
+from asyncrl.scenarios.efficiency import save_efficiency  # noqa: E402
+from asyncrl.scenarios.loading import validate_scenario  # noqa: E402
+from asyncrl.scenarios.scenario import Scenario  # noqa: E402
+from asyncrl.scenarios.verl import plan_from_verl, read_config, settle_concurrency  # noqa: E402
+from asyncrl.simulator.simulation import Simulation  # noqa: E402
+
+from asyncrl.fit_log import fit_from_logs  # noqa: E402
+
+CASES = ROOT / "benchmarks" / "published"
+BASE_CONFIG = ROOT / "tests" / "data" / "verl_ppo_trainer.yaml"  # verl's trainer config layout, trimmed
+LOGGED_STEPS = 10  # lines of the written sync log (the same published means on each)
+VERL_TIMING = {"step": "timing_s/step", "gen": "timing_s/gen", "old_log_prob": "timing_s/old_log_prob"}
+VERL_TIMING |= {"ref": "timing_s/ref", "update_actor": "timing_s/update_actor"}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    case: str
+    run: str
+    published_s: float
+    catalogue_s: float
+    calibrated_s: float
+
+    def error(self, predicted: float) -> float:
+        return (predicted - self.published_s) / self.published_s
+
+
+def runs_of(source: dict[str, Any], case: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each run of one case: its verl overrides (the file's, the run's, the case's) and what was published."""
+    runs = {}
+    for run, shared in source["runs"].items():
+        overrides = [*source["common"], *shared["overrides"], *case[run].get("overrides", [])]
+        overrides.append(f"actor_rollout_ref.model.path={source['model_path']}")
+        steps = shared.get("learner_steps_per_step", 1)
+        runs[run] = {"overrides": overrides, "published": case[run]["published"], "learner_steps_per_step": steps}
+    return runs
+
+
+def scenario_of(source: dict[str, Any], run: dict[str, Any], name: str, steps: int) -> Scenario:
+    """The scenario ``from-verl`` writes for one run, with the source's lengths."""
+    plan = plan_from_verl(
+        read_config(BASE_CONFIG, run["overrides"]),
+        name=name,
+        device=source["device"],
+        completion_tokens=dict(source["lengths"]["completion"]),
+        prompt_tokens=dict(source["lengths"]["prompt"]),
+    )
+    plan.scenario["run"] = {"steps": steps * run["learner_steps_per_step"]}
+    scenario = validate_scenario(plan.scenario)
+    if settle_concurrency(plan, scenario):
+        scenario = validate_scenario(plan.scenario)
+    return scenario
+
+
+def write_sync_log(published: dict[str, float], path: Path) -> Path:
+    """verl's file-logger JSONL of the sync run: the published phase means, one line per step."""
+    data = {VERL_TIMING[phase]: seconds for phase, seconds in published.items() if phase in VERL_TIMING}
+    lines = [json.dumps({"step": step, "data": data}) for step in range(1, LOGGED_STEPS + 1)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def steady_step_s(scenario: Scenario, per_verl_step: int) -> float:
+    """Seconds per verl step over the second half of a simulated run."""
+    sim = Simulation(scenario)
+    ends: list[float] = []
+    sim.run(on_step=lambda step, now: ends.append(now))
+    half = len(ends) // 2
+    return (ends[-1] - ends[half - 1]) / (len(ends) - half) * per_verl_step
+
+
+def with_profile(scenario: Scenario, profile: Path) -> Scenario:
+    data = scenario.model_dump(mode="json")
+    data["hardware"]["profile"] = str(profile)
+    return validate_scenario(data)
+
+
+def predict_case(source: dict[str, Any], case: dict[str, Any], label: str, steps: int) -> list[Prediction]:
+    """Calibrate on the case's sync run (its published phases as a log), then predict both runs."""
+    runs = runs_of(source, case)
+    scenarios = {run: scenario_of(source, spec, f"{label} ({run})", steps) for run, spec in runs.items()}
+    with tempfile.TemporaryDirectory() as scratch:
+        log = write_sync_log(runs["sync"]["published"], Path(scratch) / "sync.jsonl")
+        profile = Path(scratch) / "profile.yaml"
+        save_efficiency(fit_from_logs(scenarios["sync"], [log]).efficiency, profile)
+        return [
+            Prediction(
+                case=label,
+                run=run,
+                published_s=float(spec["published"]["step"]),
+                catalogue_s=steady_step_s(scenarios[run], spec["learner_steps_per_step"]),
+                calibrated_s=steady_step_s(with_profile(scenarios[run], profile), spec["learner_steps_per_step"]),
+            )
+            for run, spec in runs.items()
+        ]
+
+
+def predict_file(path: Path, steps: int) -> list[Prediction]:
+    source = yaml.safe_load(path.read_text())
+    return [predict_case(source, case, f"{path.stem}: {case['label']}", steps) for case in source["cases"]]
+
+
+def table(predictions: list[Prediction]) -> str:
+    rows = []
+    for item in predictions:
+        rows.append(
+            [
+                item.case,
+                item.run,
+                f"{item.published_s:,.1f}",
+                f"{item.catalogue_s:,.1f} ({item.error(item.catalogue_s):+.0%})",
+                f"{item.calibrated_s:,.1f} ({item.error(item.calibrated_s):+.0%})",
+            ]
+        )
+    for case in dict.fromkeys(item.case for item in predictions):
+        sync, other = (next(i for i in predictions if i.case == case and i.run == run) for run in ("sync", "async"))
+        published = sync.published_s / other.published_s
+        calibrated = sync.calibrated_s / other.calibrated_s
+        catalogue = sync.catalogue_s / other.catalogue_s
+        rows.append([case, "speedup", f"{published:.2f}x", f"{catalogue:.2f}x", f"{calibrated:.2f}x"])
+    header = ["case", "run", "published s/step", "catalogue (error)", "calibrated on sync (error)"]
+    return format_table(header, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", type=Path, help="case files (default: benchmarks/published/*.yaml)")
+    parser.add_argument("--steps", type=int, default=20, help="verl steps simulated per run (default 20)")
+    parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
+    args = parser.parse_args(argv)
+    files = args.cases or sorted(CASES.glob("*.yaml"))
+    predictions = [item for path in files for case in predict_file(path, args.steps) for item in case]
+    if args.json:
+        print(json.dumps([item.__dict__ for item in predictions], indent=2))
+    else:
+        print(table(predictions))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
