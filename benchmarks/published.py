@@ -13,7 +13,7 @@ profile used on another split, GPU count and schedule. Seconds per step are per 
 async run logs one step per parameter sync, ``learner_steps_per_step`` of asyncrl's learner steps), taken
 over the second half of the simulated run (the steady state a 400-step mean reports).
 
-    python benchmarks/published.py [FILE.yaml ...] [--steps N] [--json]
+    python benchmarks/published.py [FILE.yaml ...] [--steps N] [--json] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from asyncrl.analysis.tables import format_table  # noqa: E402
 from asyncrl.scenarios.efficiency import save_efficiency  # noqa: E402
-from asyncrl.scenarios.loading import validate_scenario  # noqa: E402
+from asyncrl.scenarios.loading import dump_scenario, validate_scenario  # noqa: E402
 from asyncrl.scenarios.scenario import Scenario  # noqa: E402
 from asyncrl.scenarios.verl import plan_from_verl, read_config, settle_concurrency  # noqa: E402
 from asyncrl.simulator.simulation import Simulation  # noqa: E402
@@ -109,13 +109,20 @@ def with_profile(scenario: Scenario, profile: Path) -> Scenario:
     return validate_scenario(data)
 
 
-def predict_case(source: dict[str, Any], case: dict[str, Any], label: str, steps: int) -> list[Prediction]:
-    """Calibrate on the case's sync run (its published phases as a log), then predict both runs."""
+def predict_case(
+    source: dict[str, Any], case: dict[str, Any], label: str, steps: int, keep: Path | None = None
+) -> list[Prediction]:
+    """Calibrate on the case's sync run (its published phases as a log), then predict both runs; with
+    ``keep``, the scenarios, the log and the profile stay in that directory."""
     runs = runs_of(source, case)
     scenarios = {run: scenario_of(source, spec, f"{label} ({run})", steps) for run, spec in runs.items()}
     with tempfile.TemporaryDirectory() as scratch:
-        log = write_sync_log(runs["sync"]["published"], Path(scratch) / "sync.jsonl")
-        profile = Path(scratch) / "profile.yaml"
+        folder = keep or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        for run, scenario in scenarios.items():
+            (folder / f"{run}.yaml").write_text(dump_scenario(scenario))
+        log = write_sync_log(runs["sync"]["published"], folder / "sync.jsonl")
+        profile = folder / "profile.yaml"
         save_efficiency(fit_from_logs(scenarios["sync"], [log]).efficiency, profile)
         return [
             Prediction(
@@ -129,9 +136,18 @@ def predict_case(source: dict[str, Any], case: dict[str, Any], label: str, steps
         ]
 
 
-def predict_file(path: Path, steps: int) -> list[Prediction]:
+def predict_file(path: Path, steps: int, keep: Path | None = None) -> list[list[Prediction]]:
     source = yaml.safe_load(path.read_text())
-    return [predict_case(source, case, f"{path.stem}: {case['label']}", steps) for case in source["cases"]]
+    return [
+        predict_case(source, case, f"{path.stem}: {case['label']}", steps, keep and keep / _slug(path, case))
+        for case in source["cases"]
+    ]
+
+
+def _slug(path: Path, case: dict[str, Any]) -> str:
+    """A directory name for one case: the file's stem and the case's label, lowercase, words joined by -."""
+    words = "".join(char if char.isalnum() else " " for char in case["label"].lower()).split()
+    return "-".join([path.stem, *words])
 
 
 def table(predictions: list[Prediction]) -> str:
@@ -161,9 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cases", nargs="*", type=Path, help="case files (default: benchmarks/published/*.yaml)")
     parser.add_argument("--steps", type=int, default=20, help="verl steps simulated per run (default 20)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
+    parser.add_argument(
+        "--keep", type=Path, help="write each case's scenarios, sync log and profile under this directory"
+    )
     args = parser.parse_args(argv)
     files = args.cases or sorted(CASES.glob("*.yaml"))
-    predictions = [item for path in files for case in predict_file(path, args.steps) for item in case]
+    predictions = [item for path in files for case in predict_file(path, args.steps, args.keep) for item in case]
     if args.json:
         print(json.dumps([item.__dict__ for item in predictions], indent=2))
     else:
