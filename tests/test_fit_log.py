@@ -86,9 +86,9 @@ def test_the_fit_finds_the_efficiencies_the_log_was_made_with(tmp_path: Path) ->
     assert found.fitted_to["device"] == "h100"
 
 
-def test_a_profile_fitted_at_8_devices_gives_the_simulators_own_answer_at_16(tmp_path: Path) -> None:
-    fitted = fit_from_logs(colocated(8), [write_log(colocated(8), TRUE, tmp_path / "log.jsonl")]).efficiency
-    larger = colocated(16)
+def test_a_profile_fitted_at_32_devices_gives_the_simulators_own_answer_at_64(tmp_path: Path) -> None:
+    fitted = fit_from_logs(colocated(32), [write_log(colocated(32), TRUE, tmp_path / "log.jsonl")]).efficiency
+    larger = colocated(64)
     truth = Simulation(larger, AnalyticCosts(larger, TRUE))
     truth.run()
     predicted = Simulation(larger, AnalyticCosts(larger, fitted))
