@@ -38,8 +38,8 @@ EXAMPLES: dict[str, str] = {
         "    run the shipped CPU scenario for real (tiny model, two cores) and write runs/cpu-timing-executed/"
     ),
     "calibrate": (
-        "asyncrl calibrate --model tiny --out profiles/cpu-tiny.yaml\n"
-        "    time this machine's engine and learner; use the file as hardware.profile"
+        "asyncrl calibrate cpu-timing --out profiles/cpu-timing.yaml\n"
+        "    execute short runs of cpu-timing here, fit a profile to them; use the file as hardware.profile"
     ),
     "demo": "asyncrl demo --scenario cpu-timing --steps 20\n    the main job, shrunk to one scenario and 20 steps",
     "speedup": (

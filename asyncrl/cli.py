@@ -2,6 +2,7 @@
 
     asyncrl simulate SCENARIO [--out DIR] [--set key=value ...]   predict one schedule
     asyncrl execute  SCENARIO [--device cuda] [--resume RUN]       run it for real
+    asyncrl calibrate SCENARIO --out PROFILE                       fit a profile to short runs (--bench: benchmarks)
     asyncrl speedup  SCENARIO                                      as written vs sync baselines
     asyncrl size     SCENARIO --devices N                          rank generation:training splits
     asyncrl penalty  CELLS.csv [--out FILE]                        fit the staleness penalty to a study's runs
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
+BENCH_REPEATS = 5  # calibrate --bench: measurements per figure
+BENCH_BATCH_SIZES = "1,2,4,8,16,32"  # calibrate --bench: engine batch sizes timed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -149,19 +152,34 @@ def _parser() -> argparse.ArgumentParser:
     execute.set_defaults(command=_execute)
 
     calibrate = commands.add_parser(
-        "calibrate", help="measure the executor's costs; write a profile the simulator reads"
+        "calibrate",
+        help="execute short runs of a scenario (as written and sync) and fit a profile the simulator reads to them "
+        "(--bench: time micro-benchmarks instead)",
     )
     calibrate.add_argument(
         "scenario",
         nargs="?",
         default="cpu-timing",
-        help="whose model and learner settings to measure (default cpu-timing)",
+        help="what to run or measure: its model, learner settings, lengths and schedule (default cpu-timing)",
     )
     calibrate.add_argument("--model", help="a preset or a local checkpoint directory, instead of the scenario's model")
-    calibrate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    calibrate.add_argument("--repeats", type=_positive, default=5, help="measurements per figure; the median is kept")
     calibrate.add_argument(
-        "--batch-sizes", default="1,2,4,8,16,32", help="engine batch sizes to time (comma-separated)"
+        "--device", default="cpu", choices=["cpu", "cuda"], help="where the runs (or micro-benchmarks) execute"
+    )
+    calibrate.add_argument(
+        "--calibration-steps",
+        type=_positive,
+        metavar="N",
+        help="learner steps of each calibration run (default 8); the runs go to <profile stem>-runs/ beside --out",
+    )
+    calibrate.add_argument(
+        "--bench", action="store_true", help="time micro-benchmarks of the executor's engine and learner instead"
+    )
+    calibrate.add_argument(
+        "--repeats", type=_positive, help="with --bench: measurements per figure, the median kept (default 5)"
+    )
+    calibrate.add_argument(
+        "--batch-sizes", help="with --bench: engine batch sizes to time (comma-separated; default 1,2,4,8,16,32)"
     )
     calibrate.add_argument("--out", type=Path, required=True, help="profile file to write (YAML)")
     calibrate.add_argument(
@@ -169,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         action="append",
         metavar="RUN",
-        help="fit the profile to executor runs' recorded steps instead of timing micro-benchmarks (repeatable)",
+        help="fit the profile to executor runs already recorded instead of executing new ones (repeatable)",
     )
     calibrate.add_argument(
         "--from-log",
@@ -193,6 +211,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=_positive, help="learner steps per run (default: each scenario's own)")
     demo.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to calibrate and execute")
     demo.add_argument("--profile", type=Path, help="a measured profile to use instead of calibrating (one scenario)")
+    demo.add_argument(
+        "--calibration",
+        choices=["run", "bench"],
+        help="run: fit each scenario's profile to short executed runs of it (default); bench: time micro-benchmarks",
+    )
+    demo.add_argument(
+        "--calibration-steps", type=_positive, metavar="N", help="learner steps of each calibration run (default 8)"
+    )
     demo.set_defaults(command=_demo)
 
     validate = commands.add_parser(
@@ -627,10 +653,33 @@ def _demo(args: argparse.Namespace) -> int:
     for name in scenarios:
         load_scenario(name)  # bad names fail before anything runs
     check_device(args.device)
+    calibration, calibration_steps = _demo_calibration(args)
     if args.profile is not None:
         load_scenario(scenarios[0], [f"hardware.profile={args.profile.resolve()}"]).hardware.cost_profile()
-    run_demo(args.out, scenarios, args.steps, device=args.device, profile=args.profile)
+    run_demo(
+        args.out,
+        scenarios,
+        args.steps,
+        device=args.device,
+        profile=args.profile,
+        calibration=calibration,
+        calibration_steps=calibration_steps,
+    )
     return 0
+
+
+def _demo_calibration(args: argparse.Namespace) -> tuple[str, int]:
+    """``demo``'s calibration (run or bench) and calibration steps; ScenarioError naming a flag that does not apply."""
+    from asyncrl.calibration import CALIBRATION_STEPS, check_calibration_steps
+
+    given = "--calibration" if args.calibration else "--calibration-steps" if args.calibration_steps else None
+    if args.profile is not None and given:
+        raise ScenarioError(f"{given}: --profile uses a profile measured before; give one or the other")
+    calibration, steps = args.calibration or "run", args.calibration_steps or CALIBRATION_STEPS
+    if calibration == "bench" and args.calibration_steps:
+        raise ScenarioError("--calibration-steps: applies to --calibration run, not bench")
+    check_calibration_steps(steps)
+    return calibration, steps
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -681,28 +730,69 @@ def _study(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     if args.from_log is not None and args.from_run is not None:
         raise ScenarioError("--from-log: give --from-log or --from-run, not both")
+    _check_calibration_flags(args)
     if args.from_log is not None:
         return _calibrate_from_log(args)
     if args.from_run is not None:
         return _calibrate_from_run(args)
+    if args.bench:
+        return _calibrate_bench(args)
+    return _calibrate_by_running(args)
+
+
+def _check_calibration_flags(args: argparse.Namespace) -> None:
+    """ScenarioError naming a flag that the calibration asked for (short runs, ``--bench``, a fit) does not take."""
+    fitted = "--from-log" if args.from_log is not None else "--from-run" if args.from_run is not None else None
+    if args.bench and fitted:
+        raise ScenarioError(f"--bench: give --bench or {fitted}, not both")
+    if args.calibration_steps is not None and (args.bench or fitted):
+        raise ScenarioError(f"--calibration-steps: applies to the short runs, not with {fitted or '--bench'}")
+    if not args.bench:
+        for flag, value in (("--repeats", args.repeats), ("--batch-sizes", args.batch_sizes)):
+            if value is not None:
+                raise ScenarioError(f"{flag}: applies only with --bench (micro-benchmarks)")
+
+
+def _calibrate_by_running(args: argparse.Namespace) -> int:
+    """Execute short runs of the scenario beside the profile (``<stem>-runs/``), fit it to them, print the fit."""
+    from asyncrl.calibration import CALIBRATION_STEPS, calibrate_by_running, calibration_kinds, executor, runs_directory
+    from asyncrl.executor.calibrate import check_device
+
+    scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
+    steps, runs = args.calibration_steps or CALIBRATION_STEPS, runs_directory(args.out)
+    kinds = calibration_kinds(scenario)
+    check_device(args.device)
+    check_output_file(args.out)
+    with _progress(steps * len(kinds), "calibrating", "step", args.quiet) as bar:
+        execute = executor(args.device, on_step=lambda step, row: bar.update())
+        fitted = calibrate_by_running(scenario, args.out, runs, steps, execute)
+    print(fitted.lines())
+    print(f"wrote {args.out} (use it as hardware.profile), fitted to {steps}-step runs ({', '.join(kinds)}) in {runs}/")
+    return 0
+
+
+def _calibrate_bench(args: argparse.Namespace) -> int:
+    """``--bench``: time micro-benchmarks of the executor's engine, learner and weight sync; print their noise."""
     from asyncrl.analysis.tables import calibration_lines
     from asyncrl.executor.calibrate import calibrate, check_device
     from asyncrl.scenarios.profile import save_profile
 
     scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
-    batch_sizes = _batch_sizes(args.batch_sizes, scenario.engine_concurrency)
+    repeats = args.repeats or BENCH_REPEATS
+    sizes = BENCH_BATCH_SIZES if args.batch_sizes is None else args.batch_sizes
+    batch_sizes = _batch_sizes(sizes, scenario.engine_concurrency)
     check_device(args.device)
     check_output_file(args.out)
-    with _progress(args.repeats + 1, "calibrating", "round", args.quiet) as bar:  # warm-up, then repeats
+    with _progress(repeats + 1, "calibrating", "round", args.quiet) as bar:  # warm-up, then repeats
         result = calibrate(
             scenario,
             batch_sizes,
-            repeats=args.repeats,
+            repeats=repeats,
             progress=lambda label: (bar.set_postfix_str(label), bar.update()),
             device=args.device,
         )
     save_profile(result.profile, args.out)
-    print(calibration_lines(scenario.model.label, args.device, args.repeats, result.profile, result.noise))
+    print(calibration_lines(scenario.model.label, args.device, repeats, result.profile, result.noise))
     print(f"wrote {args.out} (use it as hardware.profile)")
     return 0
 

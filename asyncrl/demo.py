@@ -1,10 +1,24 @@
 """The main job: calibrate this machine, predict, execute, compare, report.
 
-    for each CPU scenario:  calibrate (the executor's code paths, its learner settings) ──► profile.yaml
-                            simulate sync + as written (with the profile) ──► predicted runs
-                            execute  sync + as written                     ──► measured runs
-                            compare predicted with measured (figures and speedup)
+    for each CPU scenario:  execute    sync                                          ──► measured-sync/
+                            calibrate  short runs of it, as written and sync (8 steps,
+                                       another seed), and a profile fitted to them   ──► calibration-*/, profile.yaml
+                            execute    as written                                    ──► measured-<kind>/
+                            simulate   sync + as written with the profile            ──► predicted-*/
+                            compare    predicted with measured (figures and speedup)
     report: plots and one page for the first scenario, a table for all
+
+Each scenario is calibrated on short runs of its own (``asyncrl.calibration``:
+its learner settings, lengths and schedule, and the messages between the
+processes), between its two measured runs, so that the three see the host in
+the same minutes (this machine's speed wanders by up to a third over tens of
+seconds; validate alternates its runs for the same reason).
+``--calibration bench`` times micro-benchmarks of the executor's engine and
+learner instead (``executor.calibrate``).
+
+A measured run during which other processes took a tenth of a core or more
+(the host's busy time in ``/proc/stat`` less the demo's own) gets a note under
+the table: such load slows a run beyond what its calibration saw.
 
 It needs no GPU and no download. ``--steps`` and ``--scenario`` shrink it (CI
 runs it on one scenario for a few steps). ``--device cuda`` runs the same job on
@@ -14,7 +28,12 @@ profile measured before instead of calibrating.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +41,13 @@ from tqdm import tqdm
 
 from asyncrl.analysis.compare import Comparison, compare_speedup, compare_summaries
 from asyncrl.analysis.tables import format_table
+from asyncrl.calibration import CALIBRATION_STEPS, calibrate_by_running, calibration_kinds, executor
 from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.record import read_summary, write_run
 from asyncrl.scenarios.scenario import Scenario
 
 DEMO_SCENARIOS = ("cpu-timing", "cpu-pareto", "cpu-light")
+BUSY_HOST = 0.1  # cores other processes (or the hypervisor) took during a measured run: worth a note
 
 
 @dataclass
@@ -35,6 +56,7 @@ class ScenarioOutcome:
     comparison: Comparison
     predicted: dict[str, dict[str, Any]]  # kind -> summary
     measured: dict[str, dict[str, Any]]
+    others: dict[str, float] = field(default_factory=dict)  # kind -> cores others took during its measured run
 
 
 def run_demo(
@@ -44,61 +66,173 @@ def run_demo(
     say: Any = print,
     device: str = "cpu",
     profile: Path | None = None,
+    calibration: str = "run",
+    calibration_steps: int = CALIBRATION_STEPS,
 ) -> list[ScenarioOutcome]:
-    from asyncrl.executor.calibrate import calibrate
-    from asyncrl.scenarios.profile import save_profile
+    """Calibrate (unless given ``profile``), predict, execute and compare each scenario; print the table.
 
+    ``calibration`` is ``run`` (short runs of each scenario) or ``bench`` (micro-benchmarks).
+    Returns each scenario's comparison and summaries; writes the runs and the report under ``out``.
+    """
     out.mkdir(parents=True, exist_ok=True)
+    calibrate = _Calibration(profile, calibration, calibration_steps, device)
     outcomes = []
     for index, name in enumerate(scenarios):
-        # Each scenario's learner differs (loss, minibatches, lengths), so each is calibrated.
-        profile_path = profile or out / name / "profile.yaml"
-        if profile is None:
-            say(
-                f"[{index + 1}/{len(scenarios)}] {name}: calibrating the executor's engine and learner -> {profile_path}"
-            )
-            calibration = calibrate(_load(name, steps, []), [1, 2, 4, 8, 16, 32], repeats=7, device=device)
-            save_profile(calibration.profile, profile_path)
-        say(f"[{index + 1}/{len(scenarios)}] {name}: simulating and executing sync and as written on {device}")
-        outcomes.append(_one_scenario(name, out / name, profile_path, steps, device))
+        stage = partial(_say_stage, say, f"[{index + 1}/{len(scenarios)}] {name}")
+        outcomes.append(_one_scenario(name, out / name, steps, device, calibrate, stage))
     say("writing the report")
     report = _report(out, outcomes[0])
     print(_table(outcomes))
+    for note in load_notes(outcomes):
+        print(note)
     print(f"report: {report / 'index.html'}   runs and comparisons: {out}/")
     return outcomes
+
+
+def _say_stage(say: Callable[[str], object], head: str, message: str) -> None:
+    say(f"{head}: {message}")
+
+
+@dataclass(frozen=True)
+class _Calibration:
+    """Where each scenario's profile comes from: a given file, or micro-benchmarks, or short runs of it."""
+
+    profile: Path | None
+    kind: str  # run | bench
+    steps: int
+    device: str
+
+    def profile_for(self, scenario: Scenario, directory: Path, say: Callable[[str], object]) -> Path:
+        """The profile to simulate ``scenario`` with: the given one, or one calibrated now into ``directory``.
+
+        Each scenario is calibrated: its learner (loss, minibatches, lengths) and schedule differ.
+        """
+        if self.profile is not None:
+            return self.profile
+        path = directory / "profile.yaml"
+        if self.kind == "bench":
+            say(f"calibrating the executor's engine and learner -> {path}")
+            _bench(scenario, path, self.device)
+        else:
+            say(f"calibrating from short runs ({self.steps} steps each) -> {path}")
+            _calibrate_by_running(scenario, directory, path, self.steps, self.device)
+        return path
+
+
+def _bench(scenario: Scenario, profile_path: Path, device: str) -> None:
+    """Write the profile micro-benchmarks of the executor's engine and learner measure (``--calibration bench``)."""
+    from asyncrl.executor.calibrate import calibrate
+    from asyncrl.scenarios.profile import save_profile
+
+    save_profile(calibrate(scenario, [1, 2, 4, 8, 16, 32], repeats=7, device=device).profile, profile_path)
+
+
+def _calibrate_by_running(scenario: Scenario, directory: Path, profile_path: Path, steps: int, device: str) -> None:
+    """Fit the profile to short runs of the scenario (``calibration-<kind>/`` in ``directory``); ``fit.txt`` says
+    what it charges against what they spent."""
+    total = steps * len(calibration_kinds(scenario))
+    with tqdm(total=total, desc="  calibrating", unit="step", leave=False, disable=None) as bar:
+        execute = executor(device, on_step=lambda step, row: bar.update())
+        fitted = calibrate_by_running(scenario, profile_path, directory, steps, execute)
+    (directory / "fit.txt").write_text(fitted.lines() + "\n")
 
 
 def _load(name: str, steps: int | None, overrides: list[str]) -> Scenario:
     return load_scenario(name, [*overrides, *([f"run.steps={steps}"] if steps else [])])
 
 
-def _one_scenario(name: str, out: Path, profile: Path, steps: int | None, device: str) -> ScenarioOutcome:
-    from asyncrl.executor.runtime import execute
-    from asyncrl.scenarios.loading import dump_scenario
-    from asyncrl.simulator.simulation import simulate
+def _one_scenario(
+    name: str, out: Path, steps: int | None, device: str, calibrate: _Calibration, say: Callable[[str], object]
+) -> ScenarioOutcome:
+    """Execute sync, calibrate, execute as written; then simulate both with the profile and compare.
 
-    predicted, measured = {}, {}
-    written = _load(name, steps, []).schedule.kind
-    for kind in ("sync", written):
-        kind_override = [] if kind == written else [f"schedule.kind={kind}"]
-        predicted_scenario = _load(name, steps, [*kind_override, f"hardware.profile={profile.resolve()}"])
-        result = simulate(predicted_scenario)
-        write_run(
-            out / f"predicted-{kind}",
-            scenario_yaml=dump_scenario(predicted_scenario.resolved()),
-            events=result.events,
-            summary=result.summary,
-        )
-        predicted[kind] = result.summary
-        executed = _load(name, steps, kind_override)
-        with tqdm(total=executed.run.steps, desc=f"  executing {kind}", unit="step", leave=False, disable=None) as bar:
-            execute(executed, out / f"measured-{kind}", device=device, on_step=lambda step, row: bar.update())
-        measured[kind] = read_summary(out / f"measured-{kind}")
+    The calibration sits between the two measured runs: a drift of the host's speed over the
+    scenario's minutes then weighs on the profile as on the measured runs, on average.
+    """
+    scenario = _load(name, steps, [])
+    written = scenario.schedule.kind
+    measured, others, profile = {}, {}, None
+    for kind in dict.fromkeys(("sync", written)):  # a sync scenario is its own baseline
+        if kind == written:  # calibrate between the measured runs: after sync's, before the one as written
+            profile = calibrate.profile_for(scenario, out, say)
+        say(f"executing {kind} on {device}")
+        measured[kind], others[kind] = _measure(_variant(name, steps, kind, written), out / f"measured-{kind}", device)
+    say("simulating sync and as written with the profile")
+    predicted = {
+        kind: _predict(_variant(name, steps, kind, written, profile), out / f"predicted-{kind}") for kind in measured
+    }
     speedup = compare_speedup(predicted["sync"], predicted[written], measured["sync"], measured[written])
     comparison = compare_summaries(
         predicted[written], measured[written], a_label="predicted", b_label="measured", speedup=speedup
     )
-    return ScenarioOutcome(name, comparison, predicted, measured)
+    return ScenarioOutcome(name, comparison, predicted, measured, {k: v for k, v in others.items() if v is not None})
+
+
+def _variant(name: str, steps: int | None, kind: str, written: str, profile: Path | None = None) -> Scenario:
+    """The shipped scenario as ``kind``, simulated with ``profile`` when given."""
+    overrides = [] if kind == written else [f"schedule.kind={kind}"]
+    return _load(name, steps, [*overrides, *([f"hardware.profile={profile.resolve()}"] if profile else [])])
+
+
+def _predict(scenario: Scenario, out: Path) -> dict[str, Any]:
+    """Simulate ``scenario`` into the run directory ``out``; its summary."""
+    from asyncrl.scenarios.loading import dump_scenario
+    from asyncrl.simulator.simulation import simulate
+
+    result = simulate(scenario)
+    write_run(out, scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
+    return result.summary
+
+
+def _measure(scenario: Scenario, out: Path, device: str) -> tuple[dict[str, Any], float | None]:
+    """Execute ``scenario`` into ``out``; its summary, and the cores other processes took meanwhile."""
+    from asyncrl.executor.runtime import execute
+
+    label = f"  executing {scenario.schedule.kind}"
+    bar = tqdm(total=scenario.run.steps, desc=label, unit="step", leave=False, disable=None)
+    with bar, _others_load() as load:
+        execute(scenario, out, device=device, on_step=lambda step, row: bar.update())
+    return read_summary(out), load[0]
+
+
+@contextmanager
+def _others_load() -> Iterator[list[float | None]]:
+    """Cores that other processes and the hypervisor (steal) took from this host while the block ran, on
+    average: the host's busy time (``/proc/stat``) less this process's and its finished children's.
+    Yields a one-item list, filled in at the end; None where ``/proc/stat`` is not there."""
+    load: list[float | None] = [None]
+    host, own, start = _host_busy_s(), _own_cpu_s(), time.monotonic()
+    yield load
+    wall = time.monotonic() - start
+    if host is not None and wall > 0:
+        load[0] = max(0.0, (_host_busy_s() or 0.0) - host - (_own_cpu_s() - own)) / wall
+
+
+def _host_busy_s() -> float | None:
+    """CPU seconds every core of the host has been busy since boot, steal included; None off Linux."""
+    try:
+        with open("/proc/stat") as stat:
+            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in stat.readline().split()[1:9])
+    except (OSError, ValueError):
+        return None
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (the run's engines and learner)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def load_notes(outcomes: list[ScenarioOutcome]) -> list[str]:
+    """One line per measured run during which other processes took a noticeable share of the host."""
+    return [
+        f"note: other processes took {cores:.2f} cores during {outcome.name}'s measured {kind} run: "
+        "its figures carry that load"
+        for outcome in outcomes
+        for kind, cores in outcome.others.items()
+        if cores >= BUSY_HOST
+    ]
 
 
 def _report(out: Path, outcome: ScenarioOutcome) -> Path:

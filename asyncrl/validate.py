@@ -14,6 +14,9 @@ over minutes (a shared host; seen here: one scenario's six calibration runs
 all 10-20% slower than its six executions minutes later) weighs on both alike.
     ─► validate.csv, validate.png, table.txt under --out; the table printed
 
+The calibration runs and their fit are ``asyncrl.calibration``'s, as for
+``asyncrl calibrate`` and ``asyncrl demo``.
+
 It reports and asserts nothing: the exit status is 0, or 1 if a run failed
 (that scenario's row says why). A sync scenario is its own sync variant, so it
 is calibrated, predicted and executed once per repeat, and has no speedup.
@@ -42,11 +45,18 @@ from asyncrl.analysis.validation import (
     validation_record,
     write_validation_csv,
 )
+from asyncrl.calibration import (
+    CALIBRATION_STEPS,
+    as_kind,
+    calibration_kinds,
+    check_calibration_steps,
+    execute_calibration_runs,
+    fit_calibration_runs,
+)
 from asyncrl.draws import Draw, draw_scenarios
-from asyncrl.scenarios.loading import ScenarioError, apply_override, dump_scenario, validate_scenario
+from asyncrl.scenarios.loading import ScenarioError, dump_scenario
 from asyncrl.scenarios.scenario import Scenario
 
-CALIBRATION_SEED_OFFSET = 1  # calibration runs use the scenario's seed + 1: other lengths than the measured runs
 BENCH_REPEATS = 5
 
 
@@ -56,7 +66,7 @@ class ValidateOptions:
     seed: int = 0
     steps: int = 30
     calibration: str = "run"  # run | bench
-    calibration_steps: int = 8
+    calibration_steps: int = CALIBRATION_STEPS
     repeat: int = 1
     out: Path = Path("runs/validate")
     quiet: bool = False
@@ -110,66 +120,49 @@ def _one_scenario(draw: Draw, options: ValidateOptions, stage: Any) -> dict[str,
     directory = options.out / draw.name
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "scenario.yaml").write_text(dump_scenario(draw.scenario))
-    written = draw.scenario.schedule.kind
-    kinds = [written] if written == "sync" else [written, "sync"]
+    scenario, written = draw.scenario, draw.scenario.schedule.kind
     try:
-        calibration_runs = []
-        for repeat in range(1, options.repeat + 1):  # calibrations beside executions: the machine drifts
-            if options.calibration == "run":
-                stage(f"calibrating ({repeat}/{options.repeat})")
-                calibration_runs += _calibration_runs(draw, kinds, directory, options, repeat)
-            for kind in kinds:
-                stage(f"executing {kind} ({repeat}/{options.repeat})")
-                _execute(_variant(draw, kind), directory / run_name("measured", kind, repeat, options.repeat))
+        calibration_runs = _calibrate_and_execute(scenario, directory, options, stage)
         stage("simulating")
         profile = _profile(draw, calibration_runs, directory, options)
-        for kind in kinds:
-            _simulate(_variant(draw, kind, [f"hardware.profile={profile.resolve()}"]), directory / f"predicted-{kind}")
+        for kind in calibration_kinds(scenario):
+            predicted = as_kind(scenario, kind, [f"hardware.profile={profile.resolve()}"])
+            _simulate(predicted, directory / f"predicted-{kind}")
     except (RuntimeError, ValueError) as exc:  # a failed run (ScenarioError is a ValueError): say so, go on
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return failed_record(draw.name, draw.label, draw.settings, reason)
     return validation_record(draw.name, draw.label, draw.settings, directory, written, options.repeat)
 
 
-def _calibration_runs(
-    draw: Draw, kinds: list[str], directory: Path, options: ValidateOptions, repeat: int
-) -> list[Path]:
-    """Execute a short run of each kind with another seed (``--calibration run``); their directories."""
-    seed = draw.scenario.run.seed + CALIBRATION_SEED_OFFSET
-    runs = []
-    for kind in kinds:
-        runs.append(directory / run_name("calibration", kind, repeat, options.repeat))
-        _execute(_variant(draw, kind, [f"run.steps={options.calibration_steps}", f"run.seed={seed}"]), runs[-1])
+def _calibrate_and_execute(scenario: Scenario, directory: Path, options: ValidateOptions, stage: Any) -> list[Path]:
+    """Each repeat's calibration runs (``--calibration run``), then its measured runs; the calibration runs.
+
+    Calibrations beside executions: a machine whose speed drifts over minutes weighs on both alike.
+    """
+    runs, repeats = [], options.repeat
+    for repeat in range(1, repeats + 1):
+        if options.calibration == "run":
+            stage(f"calibrating ({repeat}/{repeats})")
+            runs += execute_calibration_runs(scenario, directory, options.calibration_steps, _execute, repeat, repeats)
+        for kind in calibration_kinds(scenario):
+            stage(f"executing {kind} ({repeat}/{repeats})")
+            _execute(as_kind(scenario, kind), directory / run_name("measured", kind, repeat, repeats))
     return runs
 
 
 def _profile(draw: Draw, calibration_runs: list[Path], directory: Path, options: ValidateOptions) -> Path:
     """Write the scenario's profile (fitted to the calibration runs, or from micro-benchmarks); its path."""
-    from asyncrl.scenarios.profile import save_profile
-
     path = directory / "profile.yaml"
     if options.calibration == "bench":
         from asyncrl.executor.calibrate import calibrate
+        from asyncrl.scenarios.profile import save_profile
 
         scenario = draw.scenario
         save_profile(calibrate(scenario, _batch_sizes(scenario.engine_concurrency), BENCH_REPEATS).profile, path)
         return path
-    from asyncrl.analysis.fit import profile_from_runs
-    from asyncrl.analysis.tables import fit_lines
-
-    profile, report = profile_from_runs(calibration_runs, draw.scenario)
-    save_profile(profile, path)
-    text = fit_lines(", ".join(run.name for run in calibration_runs), profile, report)
-    (directory / "fit.txt").write_text(text + "\n")
+    calibration = fit_calibration_runs(draw.scenario, calibration_runs, path)
+    (directory / "fit.txt").write_text(calibration.lines() + "\n")
     return path
-
-
-def _variant(draw: Draw, kind: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """The drawn scenario as ``kind`` (its own kind: as written), with ``overrides``."""
-    data = _copy(draw.data)
-    for override in [*([] if kind == draw.scenario.schedule.kind else [f"schedule.kind={kind}"]), *overrides]:
-        apply_override(data, override)
-    return validate_scenario(data)
 
 
 def _simulate(scenario: Scenario, out: Path) -> None:
@@ -222,13 +215,9 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _copy(data: dict[str, Any]) -> dict[str, Any]:
-    return {key: _copy(value) if isinstance(value, dict) else value for key, value in data.items()}
-
-
 def check_options(options: ValidateOptions) -> None:
     """ScenarioError naming the flag for options no scenario could run with."""
     if options.calibration not in ("run", "bench"):
         raise ScenarioError(f"--calibration: {options.calibration!r}; use run or bench")
-    if options.calibration == "run" and options.calibration_steps < 2:
-        raise ScenarioError("--calibration-steps: give at least 2 (the fit needs several learner steps)")
+    if options.calibration == "run":
+        check_calibration_steps(options.calibration_steps)

@@ -96,7 +96,7 @@ esac
 command -v nvidia-smi > /dev/null && nvidia-smi > "$out/nvidia-smi.log" 2>&1
 
 asyncrl=("$python" -m asyncrl)
-if step calibrate 150 "${asyncrl[@]}" calibrate "$scenario" --device "$device" --repeats 3 --batch-sizes 1,8,32,64 \
+if step calibrate 150 "${asyncrl[@]}" calibrate "$scenario" --bench --device "$device" --repeats 3 --batch-sizes 1,8,32,64 \
     --out "$out/profile.yaml" --quiet; then
   step speedup 270 "${asyncrl[@]}" demo --device "$device" --scenario "$scenario" --profile "$out/profile.yaml" \
     --steps 4 --out "$out/speedup"
