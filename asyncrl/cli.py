@@ -999,7 +999,7 @@ def _lengths(args: argparse.Namespace) -> int:
 
 
 def _lengths_from_log(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.lengths import fit_from_metrics, metrics_fit_lines, metrics_fit_report
+    from asyncrl.analysis.log_lengths import fit_from_metrics, metrics_fit_lines, metrics_fit_report
     from asyncrl.analysis.metrics_log import MetricsLogError, is_metrics_log, read_metrics_log
 
     if args.field is not None or args.tokenizer is not None:
@@ -1024,7 +1024,7 @@ def _lengths_from_log(args: argparse.Namespace) -> int:
 
 
 def _from_verl(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.lengths import verl_metrics_fit
+    from asyncrl.analysis.log_lengths import verl_metrics_fit
     from asyncrl.analysis.metrics_log import MetricsLogError
     from asyncrl.scenarios.loading import validate_scenario
     from asyncrl.scenarios.verl import (

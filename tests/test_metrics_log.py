@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from asyncrl.analysis.lengths import (
+from asyncrl.analysis.log_lengths import (
     capped_mean,
     clip_probability,
     fit_from_metrics,

@@ -1,0 +1,431 @@
+"""Completion lengths from a training framework's metrics log: a capped lognormal pinned by per-step figures.
+
+    LOG (analysis.metrics_log) ─► per step: response_length/mean, /max, /clip_ratio, prompt_length/mean
+        ─► fit_from_metrics ─► LogNormal (median, sigma, the cap) + the fixed prompt length
+        ─► metrics_fit_lines / metrics_fit_report (``asyncrl lengths --from-log``), verl_metrics_fit (from-verl)
+
+A training framework's metrics log (``analysis.metrics_log``: verl's per-step
+``response_length/mean``, ``/max``, ``/clip_ratio``) holds no single length,
+only per-step figures of each batch; ``fit_from_metrics`` finds the lognormal
+whose *capped* draws reproduce two of them, in closed form for L = exp(mu + sigma Z)
+capped at c, solved by bisection on sigma:
+
+    E[min(L, c)] = exp(mu + sigma²/2) Φ((ln c − mu − sigma²)/sigma) + c (1 − Φ((ln c − mu)/sigma))  ◄ mean
+    P(L ≥ c)     = 1 − Φ((ln c − mu)/sigma)                                                      ◄ clip ratio
+    median of the longest of n draws = exp(mu + sigma Φ⁻¹(0.5^(1/n)))                            ◄ max, no clipping
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from asyncrl.analysis.lengths import significant
+from asyncrl.analysis.metrics_log import MetricsLog, MetricsLogError, require
+from asyncrl.scenarios.distributions import Fixed, LogNormal
+from asyncrl.scenarios.limits import MAX_SIGMA, MAX_TOKENS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+# ── from a metrics log: a capped lognormal pinned by two per-step figures ───────
+
+RESPONSE_MEAN, RESPONSE_MAX, CLIP_RATIO = "response_length/mean", "response_length/max", "response_length/clip_ratio"
+PROMPT_MEAN, PROMPT_MAX = "prompt_length/mean", "prompt_length/max"
+#: The sigmas searched: (0, MAX_SIGMA], the scenario's own bounds; the grid finds where the mean turns.
+SIGMA_GRID = np.linspace(MAX_SIGMA / 4000, MAX_SIGMA, 4000)
+#: The share of the steps at each end of the log whose mean lengths the drift compares.
+DRIFT_SHARE = 0.1
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class Target:
+    """One figure of the log against the fitted distribution's value of it."""
+
+    figure: str
+    key: str
+    logged_as: str  # how the steps' values make the log's figure: their mean or their median
+    logged: float | None
+    fitted: float | None
+    pins: bool  # one of the two figures the fit reproduces
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How response_length/mean moves over the log: the means of its first and last steps, and its range."""
+
+    window: int  # steps averaged at each end
+    first: float
+    last: float
+    lowest: float
+    highest: float
+
+
+@dataclass(frozen=True)
+class MetricsFit:
+    """The capped lognormal whose mean and clip ratio (or typical maximum) are a metrics log's."""
+
+    source: Path
+    steps: int  # steps with a response_length/mean
+    step_range: tuple[int, int]
+    distribution: LogNormal
+    cap_from: str
+    samples_per_step: int | None
+    targets: tuple[Target, ...]
+    drift: Drift
+    prompt: Fixed | None = None
+    prompt_max: float | None = None
+
+    def completion_tokens(self) -> dict[str, Any]:
+        """The scenario's ``completion_tokens``, rounded as the snippet is."""
+        lognormal = self.distribution
+        median, sigma = float(significant(lognormal.median)), float(significant(lognormal.sigma))
+        return {"kind": "lognormal", "median": median, "sigma": sigma, "max_tokens": lognormal.cap}
+
+    def prompt_tokens(self) -> dict[str, Any] | None:
+        return None if self.prompt is None else {"kind": "fixed", "value": self.prompt.value}
+
+    def snippet(self) -> str:
+        return "completion_tokens: " + _flow(self.completion_tokens())
+
+    def prompt_snippet(self) -> str | None:
+        prompt = self.prompt_tokens()
+        return None if prompt is None else "prompt_tokens: " + _flow(prompt)
+
+    def pinned_by(self) -> str:
+        """The two figures the fit reproduces, in words."""
+        return " and the ".join(target.figure for target in self.targets if target.pins)
+
+    def verl_notes(self, prompt_from_log: bool) -> list[str]:
+        """What from-verl says about the lengths it planned with (the prompts' only where they came from the log)."""
+        notes = [
+            f"workload.completion_tokens: lognormal fitted to {self.source}'s response_length/mean, /max, /clip_ratio "
+            f"over {self.steps} steps (it reproduces the {self.pinned_by()}; {self.drift_words()})"
+        ]
+        if prompt_from_log and self.prompt is not None:
+            longest = f", the longest {self.prompt_max:,.0f}" if self.prompt_max is not None else ""
+            notes.append(
+                f"workload.prompt_tokens: every prompt at {self.source}'s mean {PROMPT_MEAN}, {self.prompt.value}"
+                f"{longest}"
+            )
+        return notes
+
+    def drift_words(self) -> str:
+        drift = self.drift
+        steps = "step" if drift.window == 1 else f"{drift.window} steps"
+        return (
+            f"response_length/mean drifts from {drift.first:,.0f} (its first {steps}) to {drift.last:,.0f} "
+            f"(its last {steps}), per step {drift.lowest:,.0f} to {drift.highest:,.0f}: "
+            "one stationary distribution stands for all of them"
+        )
+
+
+def capped_mean(mu: float, sigma: float, cap: float) -> float:
+    """E[min(L, cap)] for L = exp(mu + sigma Z)."""
+    log_cap = math.log(cap)
+    below = math.exp(mu + sigma * sigma / 2) * _NORMAL.cdf((log_cap - mu - sigma * sigma) / sigma)
+    return below + cap * clip_probability(mu, sigma, cap)
+
+
+def clip_probability(mu: float, sigma: float, cap: float) -> float:
+    """P(L ≥ cap): the share of responses that stop at the cap (as Φ(−z), which keeps a tiny share's digits)."""
+    return _NORMAL.cdf((mu - math.log(cap)) / sigma)
+
+
+def typical_max(mu: float, sigma: float, cap: float, samples: int) -> float:
+    """The median of the longest of ``samples`` capped draws: the 0.5^(1/samples) quantile."""
+    return min(math.exp(mu + sigma * _max_quantile(samples)), cap)
+
+
+def _max_quantile(samples: int) -> float:
+    """z with Φ(z) = 0.5^(1/samples), written through 1 − Φ(z) so no precision is lost for large samples."""
+    return -_NORMAL.inv_cdf(-math.expm1(math.log(0.5) / samples))
+
+
+def fit_from_metrics(
+    log: MetricsLog,
+    *,
+    samples_per_step: int | None,
+    max_tokens: int | None,
+    cap_flag: str = "--max-tokens",
+    samples_flag: str = "--samples-per-step",
+) -> MetricsFit:
+    """The lognormal (median, sigma) whose capped draws have the log's mean response length and, where
+    responses were clipped, its mean clip ratio; where none were, the typical response_length/max of
+    ``samples_per_step`` draws. The cap: ``max_tokens``, else the longest response when some were clipped.
+    A MetricsLogError names what the log lacks, or the flag (``cap_flag``, ``samples_flag``) to give."""
+    require(log, [RESPONSE_MEAN])
+    rows = log.rows[log.rows[RESPONSE_MEAN].notna()]
+    mean, clip, maxima = rows[RESPONSE_MEAN], _column(rows, CLIP_RATIO), _column(rows, RESPONSE_MAX)
+    cap, cap_from = _cap(log, maxima, clip, max_tokens, cap_flag)
+    logged = _Logged(
+        float(mean.mean()), float(clip.mean()), CLIP_RATIO in log.keys, float(maxima.median()) if len(maxima) else None
+    )
+    if logged.clip > 0:
+        mu, sigma = _solve_with_clip(log.source, logged.mean, logged.clip, cap)
+    else:
+        maximum, samples = _max_and_samples(log, logged.max, samples_per_step, samples_flag)
+        mu, sigma = _solve_with_max(log.source, logged.mean, maximum, cap, samples)
+    if math.exp(mu) > cap:
+        raise MetricsLogError(
+            f"{log.source}: {logged.clip:.0%} of responses hit the cap of {cap:,}: a lognormal's median would lie "
+            "above it, which a scenario refuses; use {kind: fixed, value: CAP}"
+        )
+    distribution = LogNormal(kind="lognormal", median=math.exp(mu), sigma=sigma, max_tokens=cap)
+    targets = _targets(logged, mu, sigma, cap, samples_per_step)
+    prompt, prompt_max = _prompt(rows)
+    steps = (int(rows.index.min()), int(rows.index.max()))
+    drift = _drift(mean)
+    return MetricsFit(
+        log.source, len(rows), steps, distribution, cap_from, samples_per_step, targets, drift, prompt, prompt_max
+    )
+
+
+def _column(rows: pd.DataFrame, key: str) -> pd.Series:
+    """A key's values over the steps (NaN throughout where the log lacks it), NaN read as 0 for the clip ratio."""
+    import pandas as pd
+
+    values = rows[key] if key in rows else pd.Series(np.nan, index=rows.index)
+    return values.fillna(0.0) if key == CLIP_RATIO else values.dropna()
+
+
+@dataclass(frozen=True)
+class _Logged:
+    """The log's figures over its steps: the mean of the means and of the clip ratios, the median maximum."""
+
+    mean: float
+    clip: float  # 0 where the log has no clip ratio
+    has_clip: bool
+    max: float | None
+
+
+def _cap(log: MetricsLog, maxima: pd.Series, clip: pd.Series, max_tokens: int | None, flag: str) -> tuple[int, str]:
+    """``max_tokens`` when given; else the longest response when some step clipped (those reached the cap)."""
+    longest = float(maxima.max()) if len(maxima) else None
+    if max_tokens is not None:
+        if max_tokens > MAX_TOKENS:
+            raise MetricsLogError(
+                f"{flag}: {max_tokens:,} is above the longest length a scenario takes ({MAX_TOKENS:,})"
+            )
+        if longest is not None and longest > max_tokens:
+            raise MetricsLogError(
+                f"{flag}: {max_tokens} is below the longest response in {log.source} ({longest:,.0f})"
+            )
+        return max_tokens, flag
+    if longest is not None and (clip > 0).any():
+        return math.ceil(longest), f"the longest {RESPONSE_MAX}: the steps with {CLIP_RATIO} > 0 reached the cap"
+    raise MetricsLogError(
+        f"--max-tokens: no step of {log.source} shows the cap (no {CLIP_RATIO} above 0 with a {RESPONSE_MAX}); "
+        "give it (verl's data.max_response_length)"
+    )
+
+
+def _max_and_samples(
+    log: MetricsLog, maximum: float | None, samples_per_step: int | None, flag: str
+) -> tuple[float, int]:
+    """The typical maximum and the responses per step it is the longest of: with no clipping, they pin the tail."""
+    require(log, [RESPONSE_MAX])
+    if maximum is None:
+        raise MetricsLogError(f"{log.source}: no step with a {RESPONSE_MEAN} logged a {RESPONSE_MAX}")
+    if samples_per_step is None or samples_per_step < 2:
+        given = "unknown" if samples_per_step is None else f"{samples_per_step}, fewer than 2"
+        raise MetricsLogError(
+            f"{flag}: no response in {log.source} hit the cap, so its {RESPONSE_MAX} pins the tail, and the "
+            f"responses per step are {given} (verl: data.train_batch_size × actor_rollout_ref.rollout.n)"
+        )
+    return maximum, samples_per_step
+
+
+def _solve_with_clip(source: Path, mean: float, clip: float, cap: int) -> tuple[float, float]:
+    """P(L ≥ cap) = clip fixes (ln cap − mu) / sigma = z; the capped mean then falls as sigma grows, from cap to cap·clip."""
+    if clip >= 1:
+        raise MetricsLogError(f"{source}: every response hit the cap ({CLIP_RATIO} 1 in every step): no tail to fit")
+    z = -_NORMAL.inv_cdf(clip)
+
+    def mean_at(sigma: float) -> float:
+        return capped_mean(math.log(cap) - sigma * z, sigma, cap)
+
+    sigma = _bisect_falling(mean_at, mean, SIGMA_GRID[0], SIGMA_GRID[-1])
+    if sigma is None:
+        raise MetricsLogError(
+            f"{source}: no capped lognormal has a mean response length of {mean:,.1f} with a clip ratio of {clip:.4g} "
+            f"at a cap of {cap:,} (the mean must lie between cap × clip ratio, {cap * clip:,.1f}, and the cap)"
+        )
+    return math.log(cap) - sigma * z, sigma
+
+
+def _solve_with_max(source: Path, mean: float, maximum: float, cap: int, samples: int) -> tuple[float, float]:
+    """The 0.5^(1/n) quantile at the typical maximum fixes mu + sigma z_u = ln max; the capped mean falls with
+    sigma from the maximum until it turns (near sigma = z_u): the fit takes that branch, the narrower tail."""
+    z = _max_quantile(samples)
+
+    def mean_at(sigma: float) -> float:
+        return capped_mean(math.log(maximum) - sigma * z, sigma, cap)
+
+    means = np.array([mean_at(float(sigma)) for sigma in SIGMA_GRID])
+    rising = np.flatnonzero(np.diff(means) > 0)
+    widest = float(SIGMA_GRID[rising[0]]) if len(rising) else float(SIGMA_GRID[-1])
+    sigma = _bisect_falling(mean_at, mean, SIGMA_GRID[0], widest)
+    if sigma is None:
+        raise MetricsLogError(
+            f"{source}: no capped lognormal whose longest of {samples:,} responses is typically {maximum:,.0f} has a "
+            f"mean of {mean:,.1f} (it lies between {mean_at(widest):,.1f} and {maximum:,.0f})"
+        )
+    return math.log(maximum) - sigma * z, sigma
+
+
+def _bisect_falling(function: Callable[[float], float], target: float, low: float, high: float) -> float | None:
+    """The x in [low, high] where a falling function meets target; None when target is outside its range there."""
+    if not function(high) <= target <= function(low):
+        return None
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if function(middle) > target else (low, middle)
+        if high - low < 1e-12:
+            break
+    return (low + high) / 2
+
+
+def _targets(logged: _Logged, mu: float, sigma: float, cap: int, samples: int | None) -> tuple[Target, ...]:
+    """Each figure, logged and fitted; the clip ratio pins the fit where responses were clipped, else the maximum."""
+    clipped = logged.clip > 0
+    fitted_max = typical_max(mu, sigma, cap, samples) if samples is not None else None
+    return (
+        Target("mean", RESPONSE_MEAN, "mean", logged.mean, capped_mean(mu, sigma, cap), True),
+        Target(
+            "clip ratio",
+            CLIP_RATIO,
+            "mean",
+            logged.clip if logged.has_clip else None,
+            clip_probability(mu, sigma, cap),
+            clipped,
+        ),
+        Target("typical max", RESPONSE_MAX, "median", logged.max, fitted_max, not clipped),
+    )
+
+
+def _drift(mean: pd.Series) -> Drift:
+    window = max(1, int(len(mean) * DRIFT_SHARE))
+    values = mean.to_numpy(dtype=np.float64)
+    first, last = float(values[:window].mean()), float(values[-window:].mean())
+    return Drift(window, first, last, float(values.min()), float(values.max()))
+
+
+def _prompt(rows: pd.DataFrame) -> tuple[Fixed | None, float | None]:
+    """Every prompt at the logged mean prompt length (rounded), with the longest logged for context."""
+    if PROMPT_MEAN not in rows or rows[PROMPT_MEAN].isna().all():
+        return None, None
+    value = max(1, round(float(rows[PROMPT_MEAN].mean())))
+    longest = float(rows[PROMPT_MAX].max()) if PROMPT_MAX in rows and rows[PROMPT_MAX].notna().any() else None
+    return Fixed(kind="fixed", value=value), longest
+
+
+def _flow(mapping: dict[str, Any]) -> str:
+    """A mapping as a one-line YAML flow mapping, numbers as the snippets write them."""
+    shown = (f"{key}: {significant(value) if isinstance(value, float) else value}" for key, value in mapping.items())
+    return "{" + ", ".join(shown) + "}"
+
+
+def verl_metrics_fit(lengths: str | None, config: dict[str, Any]) -> MetricsFit | None:
+    """``from-verl --lengths LOG``'s fit where LOG is a metrics log (else None): the cap is
+    data.max_response_length, the responses per step data.train_batch_size × actor_rollout_ref.rollout.n."""
+    from asyncrl.analysis.metrics_log import is_metrics_log, read_metrics_log
+    from asyncrl.scenarios.verl import lookup
+
+    path = Path(lengths).expanduser() if lengths is not None else None
+    if path is None or not is_metrics_log(path):
+        return None
+    batch, group = lookup(config, "data.train_batch_size"), lookup(config, "actor_rollout_ref.rollout.n", 1)
+    cap = lookup(config, "data.max_response_length", 512)
+    if not _positive_int(cap):
+        raise MetricsLogError(f"data.max_response_length: expected a positive integer, got {cap!r}")
+    known = _positive_int(batch) and _positive_int(group)
+    return fit_from_metrics(
+        read_metrics_log(path),
+        samples_per_step=batch * group if known else None,
+        max_tokens=cap,
+        cap_flag="data.max_response_length",
+        samples_flag="data.train_batch_size",
+    )
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def metrics_fit_report(fit: MetricsFit, log: MetricsLog) -> dict[str, Any]:
+    """What ``asyncrl lengths --from-log`` found, as JSON."""
+    lognormal = fit.distribution
+    return {
+        "source": str(fit.source),
+        "format": log.format,
+        "steps": fit.steps,
+        "first_step": fit.step_range[0],
+        "last_step": fit.step_range[1],
+        "samples_per_step": fit.samples_per_step,
+        "fit": {"kind": "lognormal", "median": lognormal.median, "sigma": lognormal.sigma, "max_tokens": lognormal.cap},
+        "cap_from": fit.cap_from,
+        "targets": [
+            {"figure": t.figure, "key": t.key, "logged_as": t.logged_as, "logged": t.logged, "fitted": t.fitted}
+            | {"pins": t.pins}
+            for t in fit.targets
+        ],
+        "drift": vars(fit.drift),
+        "prompt_tokens": fit.prompt_tokens(),
+        "prompt_max": fit.prompt_max,
+        "snippet": fit.snippet(),
+        "prompt_snippet": fit.prompt_snippet(),
+    }
+
+
+def metrics_fit_lines(fit: MetricsFit, log: MetricsLog, fits_file: Path) -> str:
+    """The terminal's account: the steps read, logged against fitted, the drift, and the snippet."""
+    from asyncrl.analysis.tables import format_table
+
+    first, last = fit.step_range
+    rows = [
+        [f"{_figure(target, fit)} ({target.logged_as} of {target.key})", *_cells(target), _role(target)]
+        for target in fit.targets
+    ]
+    snippets = [fit.snippet()]
+    if fit.prompt is not None:
+        longest = f", longest {fit.prompt_max:,.0f}" if fit.prompt_max is not None else ""
+        snippets.append(f"{fit.prompt_snippet()}  # the mean {PROMPT_MEAN}{longest}")
+    return "\n".join(
+        [
+            f"{fit.source} ({log.format}): {fit.steps:,} steps with {RESPONSE_MEAN}, steps {first:,} to {last:,}; "
+            f"cap {fit.distribution.cap:,} ({fit.cap_from})",
+            format_table(["figure (over the steps)", "logged", "fitted", "role"], rows),
+            *(["(give --samples-per-step to check the typical max)"] if fit.samples_per_step is None else []),
+            fit.drift_words(),
+            "",
+            "scenario snippet (workload):",
+            *(f"  {snippet}" for snippet in snippets),
+            f"wrote {fits_file}",
+        ]
+    )
+
+
+def _figure(target: Target, fit: MetricsFit) -> str:
+    """The figure's name; the typical maximum says of how many responses."""
+    if target.key == RESPONSE_MAX and fit.samples_per_step is not None:
+        return f"{target.figure} of {fit.samples_per_step:,}"
+    return target.figure
+
+
+def _cells(target: Target) -> list[str | float]:
+    return ["-" if value is None else float(value) for value in (target.logged, target.fitted)]
+
+
+def _role(target: Target) -> str:
+    """A figure the fit reproduces (target), one it predicts (check), or one it cannot without the responses per step."""
+    if target.pins:
+        return "target"
+    return "check" if target.fitted is not None else "-"
