@@ -97,7 +97,7 @@ def read_lengths(path: Path, field: str | None, tokenizer: str | None, count: st
 def count_text(texts: list[str], tokenizer: str | None, count: str) -> tuple[np.ndarray, str, str]:
     """Lengths of texts: tokens of a local tokenizer, else whitespace-separated words or characters."""
     if tokenizer is not None:
-        from asyncrl.executor.hf_tokenizer import load_hf_tokenizer
+        from asyncrl.scenarios.checkpoints import load_hf_tokenizer
 
         try:
             loaded = load_hf_tokenizer(tokenizer)

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from asyncrl.executor.hf_tokenizer import HfTokenizer, load_hf_tokenizer
+from asyncrl.executor.hf_tokenizer import HfTokenizer
 from asyncrl.executor.tasks import Rng, TaskPrompt
+from asyncrl.scenarios.checkpoints import load_hf_tokenizer
 from asyncrl.scenarios.jsonl import read_records
 from asyncrl.scenarios.scenario import Scenario
 

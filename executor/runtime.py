@@ -126,7 +126,7 @@ def _check_task(scenario: Scenario) -> None:
         if scenario.workload.task:
             check_task_name(scenario.workload.task)
         if model.path is not None and not model.path.is_dir():
-            from asyncrl.executor.hf_tokenizer import cached_checkpoint
+            from asyncrl.scenarios.checkpoints import cached_checkpoint
 
             cached_checkpoint(model.path)  # a hub name resolves from the local cache only
         if model.path is None and model.preset is None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import yaml
+from asyncrl.scenarios.errors import ScenarioError
 from asyncrl.scenarios.limits import MAX_SCENARIO_FILE_BYTES
 from asyncrl.scenarios.scenario import PipelinedSchedule, Scenario, StreamingSchedule, SyncSchedule
 from asyncrl.scenarios.textfile import parse_yaml, read_text
@@ -30,10 +31,6 @@ _SCHEDULE_FIELDS = {
     cls.model_fields["kind"].annotation.__args__[0]: set(cls.model_fields)
     for cls in (SyncSchedule, PipelinedSchedule, StreamingSchedule)
 }
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be used, with a message that names the field."""
 
 
 def shipped_scenarios() -> dict[str, Path]:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from asyncrl.scenarios.catalog import DTYPE_BYTES
+from asyncrl.scenarios.errors import ScenarioError
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
@@ -248,8 +249,6 @@ def memory_problem(scenario: Scenario) -> str:
 
 def check_memory(scenario: Scenario) -> None:
     """Raise ScenarioError naming the pool and its figures when the plan does not fit."""
-    from asyncrl.scenarios.loading import ScenarioError  # loading imports scenario, which imports this module
-
     problem = memory_problem(scenario)
     if problem:
         raise ScenarioError(problem)

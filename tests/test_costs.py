@@ -64,7 +64,9 @@ def test_training_prefill_and_sync_formulas() -> None:
 def test_tensor_parallel_engines_add_bandwidth_and_split_the_sync() -> None:
     one = AnalyticCosts(load_scenario("quickstart"))
     two = AnalyticCosts(load_scenario("quickstart", ["cluster.devices_per_engine=2"]))
-    assert two.decode_step(1, 0) - two.tensor_parallel()(1) - STEP_S == pytest.approx((one.decode_step(1, 0) - STEP_S) / 2)
+    assert two.decode_step(1, 0) - two.tensor_parallel()(1) - STEP_S == pytest.approx(
+        (one.decode_step(1, 0) - STEP_S) / 2
+    )
     # Each device of a tp-2 engine receives half the weights; 4 engines, not 8, ride the network ring.
     assert two.weight_sync(0) - 0.05 - BASE_SIMPLE - 4 * NETWORK_HOP == pytest.approx(
         (one.weight_sync(0) - 0.05 - BASE_SIMPLE - 8 * NETWORK_HOP) / 2
@@ -285,7 +287,9 @@ def test_rows_are_dealt_to_data_parallel_ranks_heaviest_first_in_snake_order() -
     assert position.tolist() == [1, 1, 2, 2, 0, 0]  # rank 0: 2, 9, 3; rank 1: 1, 7, 5
     # One minibatch: the busiest rank (14) against an even 13.5. Three: each rank's rows one by one,
     # busiest per minibatch 2 | 9 | 5 = 16 against 13.5.
-    assert rank_imbalance([9, 7, 5, 3, 2, 1], parts=1, ranks=2, square_weight=0.0) == pytest.approx((14 / 13.5, 14 / 13.5))
+    assert rank_imbalance([9, 7, 5, 3, 2, 1], parts=1, ranks=2, square_weight=0.0) == pytest.approx(
+        (14 / 13.5, 14 / 13.5)
+    )
     assert rank_imbalance([9, 7, 5, 3, 2, 1], parts=3, ranks=2, square_weight=0.0)[0] == pytest.approx(16 / 13.5)
     # Attention's share makes a long row heavier still: with weight 0.1 a row of 9 weighs 9 + 8.1.
     assert rank_imbalance([9, 1], parts=1, ranks=2, square_weight=0.1)[0] == pytest.approx(17.1 / ((17.1 + 1.1) / 2))

@@ -1,41 +1,113 @@
-"""Fast start: the simulator, the run record, the CLI and the non-plotting analysis import no heavy library.
+"""Fast start and the direction of imports, over every module of every package (none listed by hand).
 
-matplotlib is for the plots alone; torch, transformers and ray for the executor alone.
+matplotlib is for the plots alone; torch, transformers and ray for the executor alone. analysis reads
+records: it imports neither the simulator nor the executor, not even inside a function. And no module
+imports one that imports it back, directly or around a loop (imports for type checking aside).
+
+    scenarios ◄── simulator          scenarios ◄── analysis
+        ▲                                ▲
+        └──────── executor               └──── asyncrl (the workflows, the CLI)
 """
 
 from __future__ import annotations
 
+import ast
+import pkgutil
 import subprocess
 import sys
+from pathlib import Path
+
+import asyncrl
 
 HEAVY = ("torch", "transformers", "ray", "matplotlib")
+PACKAGES = ("asyncrl", "asyncrl.scenarios", "asyncrl.simulator", "asyncrl.executor", "asyncrl.analysis")
+#: Modules that draw, and so import matplotlib (and nothing heavier).
+PLOTTING = {
+    "asyncrl.analysis.plots",
+    "asyncrl.analysis.report",
+    "asyncrl.analysis.study_plots",
+    "asyncrl.analysis.length_plots",
+}
+
+
+def package_dir(package: str) -> Path:
+    module = sys.modules.get(package) or __import__(package, fromlist=["_"])
+    return Path(next(iter(module.__path__)))
+
+
+def all_modules() -> dict[str, Path]:
+    """Every module of asyncrl's packages, by dotted name, with its file."""
+    assert asyncrl  # the packages resolve through asyncrl/__init__.py in a checkout
+    found = {}
+    for package in PACKAGES:
+        folder = package_dir(package)
+        for info in pkgutil.iter_modules([str(folder)]):
+            if not info.ispkg and info.name != "__main__":
+                found[f"{package}.{info.name}"] = folder / f"{info.name}.py"
+    return found
 
 
 def imported(modules: str, names: str) -> str:
-    """In a fresh interpreter, import ``modules``; print which of the expression ``names`` got imported."""
+    """In a fresh interpreter, import ``modules`` (comma-separated); print which of the expression ``names`` got imported."""
     code = f"import sys, {modules}; print(sorted(name for name in sys.modules if {names}))"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_simulator_and_cli_import_no_heavy_library() -> None:
-    modules = (
-        "asyncrl.cli, asyncrl.simulator.simulation, asyncrl.simulator.sweep, asyncrl.scenarios.loading, "
-        "asyncrl.scenarios.record, asyncrl.analysis.compare, asyncrl.analysis.sweep_table, asyncrl.analysis.trace, "
-        "asyncrl.analysis.phases, asyncrl.analysis.validation, asyncrl.draws, asyncrl.validate, "
-        "asyncrl.scenarios.penalty, asyncrl.simulator.target, asyncrl.analysis.penalty, "
-        "asyncrl.analysis.study, asyncrl.grid, asyncrl.study"
-    )
-    assert imported(modules, f"name in {HEAVY!r}") == "[]"
+def imports_of(path: Path) -> set[str]:
+    """The asyncrl modules a file imports when it runs: at module level or in a function, not for type checking."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            return
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("asyncrl"):
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("asyncrl"))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return names
 
 
-def test_analysis_reads_records_and_never_imports_the_simulator() -> None:
-    modules = (
-        "asyncrl.analysis.compare, asyncrl.analysis.plots, asyncrl.analysis.report, asyncrl.analysis.sizing, "
-        "asyncrl.analysis.sweep_table, asyncrl.analysis.tables, asyncrl.analysis.trace, asyncrl.analysis.phases, "
-        "asyncrl.analysis.validation, asyncrl.analysis.penalty, asyncrl.analysis.study, "
-        "asyncrl.analysis.study_plots"
-    )
-    assert imported(modules, "name.startswith('asyncrl.simulator')") == "[]"
+def test_every_module_but_the_executor_and_the_plots_imports_no_heavy_library() -> None:
+    light = [name for name in all_modules() if not name.startswith("asyncrl.executor.") and name not in PLOTTING]
+    assert len(light) > 50, light  # the walk found the packages
+    assert imported(", ".join(light), f"name in {HEAVY!r}") == "[]"
+
+
+def test_the_plots_import_matplotlib_but_not_torch_ray_or_transformers() -> None:
+    assert imported(", ".join(sorted(PLOTTING)), "name in ('torch', 'transformers', 'ray')") == "[]"
+
+
+def test_analysis_never_imports_the_simulator_or_the_executor() -> None:
+    analysis = {name: path for name, path in all_modules().items() if name.startswith("asyncrl.analysis.")}
+    assert len(analysis) > 15
+    for name, path in analysis.items():
+        reached = {m for m in imports_of(path) if m.startswith(("asyncrl.simulator", "asyncrl.executor"))}
+        assert not reached, f"{name} imports {sorted(reached)}"
+    assert imported(", ".join(sorted(analysis)), "name.startswith(('asyncrl.simulator', 'asyncrl.executor'))") == "[]"
+
+
+def test_no_two_modules_import_each_other() -> None:
+    modules = all_modules()
+    graph = {name: imports_of(path) & modules.keys() - {name} for name, path in modules.items()}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        for imported_name in sorted(graph[name]):
+            assert imported_name not in path, "import cycle: " + " → ".join(
+                [*path[path.index(imported_name) :], imported_name]
+            )
+            if imported_name not in done:
+                visit(imported_name, [*path, imported_name])
+        done.add(name)
+
+    for name in sorted(graph):
+        if name not in done:
+            visit(name, [name])
 
 
 def test_the_parts_are_installed_under_asyncrl_only() -> None:

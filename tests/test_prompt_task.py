@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.executor.hf_tokenizer import HfTokenizer, load_hf_tokenizer
+from asyncrl.executor.hf_tokenizer import HfTokenizer
 from asyncrl.executor.prompt_task import load_prompt_task
 from asyncrl.executor.tasks import TaskPrompt
+from asyncrl.scenarios.checkpoints import load_hf_tokenizer
 from asyncrl.scenarios.loading import load_scenario
 
 from asyncrl.cli import main
