@@ -3,5 +3,5 @@
     runtime (learner + coordinator) ──commands──► actors (continuous-batching engines)
             ◄──finished groups── actors           weights ──torch.distributed──► actors
 
-See ``executor/runtime.py`` for the process layout and ``README.md`` (The executor).
+See ``executor/runtime.py`` for the process layout and ``docs/executor.md``.
 """

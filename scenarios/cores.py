@@ -17,8 +17,7 @@ its share: it runs ``1 + time_slicing`` times slower still (a measured
 profile's figure; on two cores its oversubscribed steps took 10-54% longer than
 their share). The learner's own excess is the profile's ``train_contention``.
 That is the whole rule: it says nothing of caches or memory bandwidth, which
-the measurements did not show to matter consistently (README, "Predictions on
-scenarios nobody tuned").
+the measurements did not show to matter consistently (docs/validation.md).
 
 The simulator applies it forward: a busy engine or learner advances
 ``rate × elapsed`` seconds of its work (``simulator.host``). The fit applies

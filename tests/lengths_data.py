@@ -1,4 +1,4 @@
-"""Completion logs the tests (and the README's `asyncrl lengths` example) read: JSONL written in code.
+"""Completion logs the tests (and docs/lengths.md's `asyncrl lengths` example) read: JSONL written in code.
 
     python -m tests.lengths_data runs/completions.jsonl
 

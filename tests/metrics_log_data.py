@@ -1,4 +1,4 @@
-"""verl metrics logs the tests (and the README's `asyncrl lengths --from-log` example) read, written in code.
+"""verl metrics logs the tests (and docs/lengths.md's `asyncrl lengths --from-log` example) read, written in code.
 
     python -m tests.metrics_log_data runs/verl-metrics.jsonl
 

@@ -5,7 +5,7 @@ Nothing is downloaded: the tokenizer is a ``tokenizers`` WordLevel model over a 
 ``PreTrainedTokenizerFast``; the model is ``LlamaForCausalLM`` from a small config. Both are saved
 with ``save_pretrained``, so ``AutoTokenizer`` and ``AutoModelForCausalLM`` load the directory.
 
-    python -m tests.tiny_checkpoint runs/tiny-ckpt      (what the README's task-mode example uses)
+    python -m tests.tiny_checkpoint runs/tiny-ckpt      (what docs/executor.md's task-mode example uses)
 """
 
 from __future__ import annotations
