@@ -15,11 +15,16 @@ fi
 transformers_version=5.17.0
 venv=${1:-.venv-gpu-mimic}
 python=${PYTHON:-python3}
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+# The image's packages are .venv's (torch, numpy, pandas, pyarrow, pyyaml, matplotlib, tqdm), seen through an
+# overlay without simpy and pydantic (scripts/overlay-venv.sh), with the image's transformers installed over them.
+pydantic_family=(simpy pydantic pydantic_core annotated_types typing_inspection)
+bash scripts/overlay-venv.sh "$venv" transformers tokenizers huggingface_hub "${pydantic_family[@]}"
 pip() { "$venv/bin/python" -m pip "$@"; }
-pip install --quiet "torch==${TORCH_VERSION:-2.13.0}" "transformers==$transformers_version" safetensors \
-  numpy pandas pyarrow pyyaml matplotlib tqdm
-pip uninstall --quiet --yes simpy pydantic pydantic_core 2>/dev/null || true  # left by an earlier test run
+pip install --quiet "transformers==$transformers_version" safetensors numpy pandas pyarrow pyyaml matplotlib tqdm
+# typer (transformers' CLI) pulls pydantic in; the image has none, and an earlier test run leaves simpy: out again
+pip uninstall --quiet --yes simpy pydantic pydantic_core 2>/dev/null || true
+"$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ('simpy', 'pydantic')))" || {
+  echo "gpu-mimic: the venv sees simpy or pydantic before gpu.sh installs them"; exit 1; }
 wheels=(--wheels ../shared/wheels-gpu)
 tag=$("$venv/bin/python" -c "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
 if [ "$tag" != cp312 ]; then
