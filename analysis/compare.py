@@ -32,9 +32,7 @@ from typing import Any
 
 import pandas as pd
 from asyncrl.analysis.tables import format_table
-from asyncrl.scenarios.record import RunRecordError, read_events, read_summary
-
-Summary = Mapping[str, Any]
+from asyncrl.scenarios.record import RunRecordError, RunSummary, read_events, read_summary
 
 # (key in comparison.json, label for tables, path in summary.json)
 FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -109,11 +107,8 @@ def relative_error(a: float, b: float) -> float:
     return (b - a) / abs(a)
 
 
-def figure_value(summary: Summary, path: tuple[str, ...]) -> float:
-    value: Any = summary
-    for key in path:
-        value = value[key]
-    return float(value)
+def figure_value(summary: RunSummary, path: tuple[str, ...]) -> float:
+    return summary.figure(path)
 
 
 def normalized_histogram(histogram: Mapping[str, int]) -> dict[int, float]:
@@ -131,7 +126,7 @@ def total_variation(a: Mapping[str, int], b: Mapping[str, int]) -> float:
 
 
 def compare_summaries(
-    a: Summary, b: Summary, *, a_label: str = "A", b_label: str = "B", speedup: SpeedupComparison | None = None
+    a: RunSummary, b: RunSummary, *, a_label: str = "A", b_label: str = "B", speedup: SpeedupComparison | None = None
 ) -> Comparison:
     """Every figure of B against A, the staleness histogram distance, and the speedup comparison if given."""
     figures = [
@@ -141,20 +136,20 @@ def compare_summaries(
         a_label=a_label,
         b_label=b_label,
         figures=figures,
-        staleness_tv=total_variation(a["staleness"]["histogram"], b["staleness"]["histogram"]),
+        staleness_tv=total_variation(a.staleness.histogram, b.staleness.histogram),
         speedup=speedup,
         a_run=_run_identity(a),
         b_run=_run_identity(b),
     )
 
 
-def compare_speedup(sync_a: Summary, async_a: Summary, sync_b: Summary, async_b: Summary) -> SpeedupComparison:
+def compare_speedup(sync_a: RunSummary, async_a: RunSummary, sync_b: RunSummary, async_b: RunSummary) -> SpeedupComparison:
     """Predicted speedup wall(sync A)/wall(async A) against measured wall(sync B)/wall(async B)."""
     return SpeedupComparison(
-        sync_a_s=float(sync_a["wall_time_s"]),
-        async_a_s=float(async_a["wall_time_s"]),
-        sync_b_s=float(sync_b["wall_time_s"]),
-        async_b_s=float(async_b["wall_time_s"]),
+        sync_a_s=sync_a.wall_time_s,
+        async_a_s=async_a.wall_time_s,
+        sync_b_s=sync_b.wall_time_s,
+        async_b_s=async_b.wall_time_s,
     )
 
 
@@ -198,7 +193,7 @@ def write_comparison(comparison: Comparison, out: Path, tolerance: float | None 
     return path
 
 
-def load_summary(run_dir: Path) -> dict[str, Any]:
+def load_summary(run_dir: Path) -> RunSummary:
     """``summary.json`` of a run directory, checked field by field (``scenarios.record.RunSummary``);
     RunRecordError naming the directory, the file or the field when it is missing or malformed."""
     return read_summary(run_dir)
@@ -296,8 +291,8 @@ def _speedup_dict(speedup: SpeedupComparison) -> dict[str, Any]:
     }
 
 
-def _run_identity(summary: Summary) -> dict[str, str]:
-    return {"backend": str(summary.get("backend", "?")), "scenario": str(summary.get("scenario", "?"))}
+def _run_identity(summary: RunSummary) -> dict[str, str]:
+    return {"backend": summary.backend, "scenario": summary.scenario}
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -55,7 +55,7 @@ from asyncrl.analysis.fit import ENGINE_STEPS_FILE, fit_decode
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.record import read_events, read_summary, union_length
+from asyncrl.scenarios.record import RunSummary, read_events, read_summary, union_length
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.workload import LengthStream
 
@@ -106,9 +106,9 @@ def run_phases(run: Path) -> Phases:
     """The phases of an executor or simulator run directory; BreakdownUnavailable says what is missing."""
     summary = _summary(run)
     events = read_events(run)
-    wall = float(summary["wall_time_s"])
+    wall = summary.wall_time_s
     scenario = _scenario(run)
-    if summary.get("backend") == "executor":
+    if summary.backend == "executor":
         return executor_phases(_steps(run), events, scenario.cluster.engines, wall)
     profile = scenario.hardware.cost_profile()
     if profile is None:
@@ -338,7 +338,7 @@ def _relative(a: Phases, b: Phases, phase: str) -> str:
     return format_relative(relative_error(a.seconds[phase], b.seconds[phase]))
 
 
-def _summary(run: Path) -> dict[str, Any]:
+def _summary(run: Path) -> RunSummary:
     try:
         return read_summary(run)
     except ScenarioError as exc:

@@ -32,6 +32,7 @@ from asyncrl.analysis.sweep_table import METRICS, short_names
 from asyncrl.analysis.trace import natural_key
 from asyncrl.analysis.validation import FIGURES as VALIDATION_FIGURES
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.record import RunSummary
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -375,12 +376,12 @@ def throughput_and_queue_figure(runs: Sequence[LabelledEvents], context: str = "
 # ── where device time goes ──────────────────────────────────────────────────────
 
 
-def breakdown(runs: Sequence[tuple[str, Mapping]], out: Path, context: str = "") -> Path:
+def breakdown(runs: Sequence[tuple[str, RunSummary]], out: Path, context: str = "") -> Path:
     """Write ``breakdown_figure(runs, context)`` to ``out`` as PNG."""
     return _save(breakdown_figure(runs, context), out)
 
 
-def breakdown_figure(runs: Sequence[tuple[str, Mapping]], context: str = "") -> Figure:
+def breakdown_figure(runs: Sequence[tuple[str, RunSummary]], context: str = "") -> Figure:
     """One stacked bar per run: its device-hours per learner step, split by role and what they went to.
 
     ``runs`` are (label, summary) pairs whose summaries have a ``breakdown``; the legend lists the
@@ -403,9 +404,9 @@ def breakdown_figure(runs: Sequence[tuple[str, Mapping]], context: str = "") -> 
     return figure
 
 
-def _per_step_hours(summary: Mapping, role: str, category: str) -> float:
-    seconds = float(summary["breakdown"][role][category])
-    return seconds / SECONDS_PER_HOUR / summary["steps"] if summary["steps"] else 0.0
+def _per_step_hours(summary: RunSummary, role: str, category: str) -> float:
+    seconds = summary.figure(("breakdown", role, category))
+    return seconds / SECONDS_PER_HOUR / summary.steps if summary.steps else 0.0
 
 
 # ── predicted vs measured ───────────────────────────────────────────────────────

@@ -48,13 +48,14 @@ from asyncrl.analysis.essentials import essentials, essentials_rows, run_scenari
 from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.tables import format_cell
 from asyncrl.analysis.trace import write_chrome_trace
+from asyncrl.scenarios.record import RunSummary
 
 
 @dataclass(frozen=True)
 class Run:
     label: str
     path: Path
-    summary: dict[str, Any]
+    summary: RunSummary
     events: pd.DataFrame
     scenario: Any = None  # the run's resolved Scenario, None where its scenario.yaml is unreadable
 
@@ -154,7 +155,7 @@ def _draw_figures(
 ) -> list[tuple[Path, str]]:
     """Each applicable figure as (PNG path, caption)."""
     events = [(run.label, run.events) for run in runs]
-    histograms = [(run.label, run.summary["staleness"]["histogram"]) for run in runs]
+    histograms = [(run.label, run.summary.staleness.histogram) for run in runs]
     context = figure_context(runs)
     timeline = plots.timeline(events, out / "timeline.png", window, [run.essentials for run in runs])
     captions = [
@@ -162,7 +163,7 @@ def _draw_figures(
         (plots.staleness_histogram(histograms, out / "staleness.png", context), STALENESS_TEXT),
         (plots.throughput_and_queue(events, out / "throughput.png", context), THROUGHPUT_TEXT),
     ]
-    broken_down = [(run.label, run.summary) for run in runs if run.summary.get("breakdown")]
+    broken_down = [(run.label, run.summary) for run in runs if run.summary.breakdown is not None]
     if broken_down:
         captions.append((plots.breakdown(broken_down, out / "breakdown.png", context), BREAKDOWN_TEXT))
     if comparison is not None:
@@ -265,24 +266,26 @@ def _page(
 def _scenario_rows(runs: Sequence[Run]) -> list[list[Any]]:
     """The essentials of each run's scenario, one field per row."""
     fields = [essentials_rows(run.scenario) for run in runs]
-    rows: list[list[Any]] = [["scenario", *(run.summary.get("scenario", "?") for run in runs)]]
+    rows: list[list[Any]] = [["scenario", *(run.summary.scenario for run in runs)]]
     rows += [[name, *(field[name] for field in fields)] for name in fields[0]]
     return rows
 
 
 def _summary_rows(runs: Sequence[Run]) -> list[list[Any]]:
     rows: list[list[Any]] = [
-        ["backend", *(run.summary.get("backend", "?") for run in runs)],
-        ["scenario", *(run.summary.get("scenario", "?") for run in runs)],
-        ["steps", *(run.summary["steps"] for run in runs)],
+        ["backend", *(run.summary.backend for run in runs)],
+        ["scenario", *(run.summary.scenario for run in runs)],
+        ["steps", *(run.summary.steps for run in runs)],
     ]
     rows += [[label, *(figure_value(run.summary, path) for run in runs)] for _, label, path in FIGURES]
-    rows.append(["weight sync per engine (s)", *(float(run.summary["weight_sync_s"]) for run in runs)])
-    hours = [run.summary.get("device_hours") or {} for run in runs]
-    rows.append(["device-hours per step", *(figures.get("per_step", "-") for figures in hours)])
-    rows.append(["device-hours per 1,000 samples", *(figures.get("per_1k_samples", "-") for figures in hours)])
-    for key in ("generated", "trained", "dropped"):
-        rows.append([f"samples {key}", *(run.summary["samples"][key] for run in runs)])
+    rows.append(["weight sync per engine (s)", *(run.summary.weight_sync_s for run in runs)])
+    hours = [run.summary.device_hours for run in runs]
+    rows.append(["device-hours per step", *(figures.per_step if figures else "-" for figures in hours)])
+    rows.append(["device-hours per 1,000 samples", *(figures.per_1k_samples if figures else "-" for figures in hours)])
+    samples = [run.summary.samples for run in runs]
+    rows.append(["samples generated", *(counts.generated for counts in samples)])
+    rows.append(["samples trained", *(counts.trained for counts in samples)])
+    rows.append(["samples dropped", *(counts.dropped for counts in samples)])
     return rows
 
 

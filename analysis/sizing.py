@@ -30,7 +30,6 @@ from asyncrl.analysis.tables import (
     FIGURE_HEADER,
     NOT_PREDICTED,
     Labelled,
-    Summary,
     cost_cells,
     cost_header,
     device_hours_per_1k,
@@ -39,11 +38,12 @@ from asyncrl.analysis.tables import (
 )
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.memory import GB, PoolMemory, misfit
+from asyncrl.scenarios.record import RunSummary
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
 
-SizingResult = tuple[Labelled, Summary | None]  # None: the row does not fit in memory, not simulated
+SizingResult = tuple[Labelled, RunSummary | None]  # None: the row does not fit in memory, not simulated
 TABLE_HEADER = ["schedule split tp", *FIGURE_HEADER]
 SIZING_COLUMNS = (
     "label",
@@ -85,7 +85,7 @@ def schedule_label(schedule: str, bound: int) -> str:
     return f"{schedule} {name}={bound}" if name else schedule
 
 
-def sizing_record(variant: Labelled, summary: Summary | None) -> dict[str, Any]:
+def sizing_record(variant: Labelled, summary: RunSummary | None) -> dict[str, Any]:
     """One row of the CSV: the variant's schedule and split, and its figures or why it has none."""
     scenario, cluster = variant.scenario, variant.scenario.cluster
     pool = misfit(scenario) if summary is None else None
@@ -103,21 +103,21 @@ def sizing_record(variant: Labelled, summary: Summary | None) -> dict[str, Any]:
     }
 
 
-def _figures(summary: Summary) -> dict[str, Any]:
+def _figures(summary: RunSummary) -> dict[str, Any]:
     return {
-        "samples_per_s": summary["throughput"]["samples_per_s"],
-        "step_s": summary["step_time_s"]["mean"],
-        "staleness_mean": summary["staleness"]["mean"],
-        "staleness_max": summary["staleness"]["max"],
-        "generation_utilization": summary["utilization"]["generation"],
-        "training_utilization": summary["utilization"]["training"],
-        "dropped": summary["samples"]["dropped"],
-        "steps_simulated": summary.get("steps_simulated", summary["steps"]),
+        "samples_per_s": summary.throughput.samples_per_s,
+        "step_s": summary.step_time_s.mean,
+        "staleness_mean": summary.staleness.mean,
+        "staleness_max": summary.staleness.max,
+        "generation_utilization": summary.utilization.generation,
+        "training_utilization": summary.utilization.training,
+        "dropped": summary.samples.dropped,
+        "steps_simulated": summary.steps_run,
     }
 
 
 def cost_record(
-    scenario: Scenario, summary: Summary | None, price_per_device_hour: float | None
+    scenario: Scenario, summary: RunSummary | None, price_per_device_hour: float | None
 ) -> dict[str, float | None]:
     """The cost columns of one row: device-hours per 1,000 trained samples, and USD when priced
     (empty for a plan that was not simulated because it does not fit)."""
@@ -129,12 +129,14 @@ def cost_record(
     return {COST_COLUMNS[0]: hours, COST_COLUMNS[1]: hours * price_per_device_hour}
 
 
-def target_record(summary: Summary | None) -> dict[str, float | None]:
+def target_record(summary: RunSummary | None) -> dict[str, float | None]:
     """The time-to-target columns of one row (empty for a plan that was not simulated)."""
     if summary is None:
         return dict.fromkeys(TARGET_COLUMNS)
-    reached = summary["time_to_target"]
-    return {"steps_to_target": reached["steps"], "time_to_target_s": reached["time_s"]}
+    reached = summary.time_to_target
+    if reached is None:
+        return dict.fromkeys(TARGET_COLUMNS)
+    return {"steps_to_target": reached.steps, "time_to_target_s": reached.time_s}
 
 
 def write_sizing_csv(
@@ -198,7 +200,7 @@ def table_rows(
         [
             variant.label,
             *figure_cells(summary),
-            *([summary["time_to_target"]["time_s"]] if with_target else []),
+            *([summary.time_to_target.time_s if summary.time_to_target else "-"] if with_target else []),
             *cost_cells(variant.scenario, summary, price_per_device_hour),
         ]
         for variant, summary in ranked
@@ -264,7 +266,7 @@ def _spread(values: Sequence[float]) -> str:
 
 def _steps_line(steps: int, ranked: Sequence[SizingResult]) -> str:
     """How many steps each row stands for, and how many were simulated where runs ended once converged."""
-    simulated = [summary.get("steps_simulated", summary["steps"]) for _, summary in ranked if summary is not None]
+    simulated = [summary.steps_run for _, summary in ranked if summary is not None]
     if all(count == steps for count in simulated):
         return f"{steps} steps simulated per row"
     low, high = min(simulated), max(simulated)

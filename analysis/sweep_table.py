@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from asyncrl.analysis.tables import (
     FIGURE_HEADER,
-    Summary,
     cost_cells,
     cost_header,
     device_hours_per_1k,
@@ -28,6 +27,7 @@ from asyncrl.analysis.tables import (
     format_table,
 )
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.record import RunSummary
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
@@ -63,7 +63,7 @@ class Point(Protocol):
     def reason(self) -> str: ...
 
 
-SweepResult = tuple[Point, Summary | None]
+SweepResult = tuple[Point, RunSummary | None]
 
 
 def figure_columns(priced: bool) -> list[str]:
@@ -80,7 +80,7 @@ def check_metric(metric: str, priced: bool) -> None:
 
 
 def sweep_record(
-    keys: Sequence[str], point: Point, summary: Summary | None, price_per_device_hour: float | None
+    keys: Sequence[str], point: Point, summary: RunSummary | None, price_per_device_hour: float | None
 ) -> dict[str, Any]:
     """One CSV row: the point's values, its figures (None when skipped), status and reason."""
     values = {key: point.values[key] for key in keys}
@@ -89,15 +89,15 @@ def sweep_record(
         return values | dict.fromkeys(columns) | {"status": "invalid", "reason": point.reason}
     hours = device_hours_per_1k(point.scenario, summary)
     figures = [
-        summary["throughput"]["samples_per_s"],
-        summary["throughput"]["tokens_per_s"],
-        summary["step_time_s"]["mean"],
-        summary["staleness"]["mean"],
-        summary["staleness"]["max"],
-        summary["utilization"]["generation"],
-        summary["utilization"]["training"],
-        summary["samples"]["dropped"],
-        summary["wall_time_s"],
+        summary.throughput.samples_per_s,
+        summary.throughput.tokens_per_s,
+        summary.step_time_s.mean,
+        summary.staleness.mean,
+        summary.staleness.max,
+        summary.utilization.generation,
+        summary.utilization.training,
+        summary.samples.dropped,
+        summary.wall_time_s,
         hours,
         *([hours * price_per_device_hour] if price_per_device_hour is not None else []),
     ]

@@ -17,11 +17,11 @@ from asyncrl.scenarios.memory import memory_problem
 if TYPE_CHECKING:
     import pandas as pd
     from asyncrl.analysis.fit import FitReport
-    from asyncrl.scenarios.penalty import Penalty, PenaltyFit
+    from asyncrl.scenarios.penalty import Penalty, PenaltyFit, TimeToTarget
     from asyncrl.scenarios.profile import CostProfile
+    from asyncrl.scenarios.record import Breakdown, RunSummary
     from asyncrl.scenarios.scenario import Scenario
 
-Summary = Mapping[str, Any]
 FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
 SAMPLES_PER_UNIT = 1000  # device-hours and cost are per 1,000 trained samples
 NOT_PREDICTED = "time to target: not predicted (give --penalty FILE from `asyncrl study`)"
@@ -59,41 +59,37 @@ def format_cell(value: Any) -> str:
     return str(value)
 
 
-def summary_lines(summary: dict[str, Any]) -> str:
+def summary_lines(summary: RunSummary) -> str:
     """One run's summary as a short labelled block."""
-    step, stale, util, samples = (
-        summary["step_time_s"],
-        summary["staleness"],
-        summary["utilization"],
-        summary["samples"],
-    )
-    histogram = " ".join(f"{k}:{v:,}" for k, v in stale["histogram"].items()) or "-"
+    step, stale, util, samples = summary.step_time_s, summary.staleness, summary.utilization, summary.samples
+    histogram = " ".join(f"{k}:{v:,}" for k, v in stale.histogram.items()) or "-"
     rows = [
-        ("wall time", f"{summary['wall_time_s']:,.1f} s for {summary['steps']} steps"),
-        ("step time", f"mean {step['mean']:,.2f} s   p50 {step['p50']:,.2f} s   p95 {step['p95']:,.2f} s"),
+        ("wall time", f"{summary.wall_time_s:,.1f} s for {summary.steps} steps"),
+        ("step time", f"mean {step.mean:,.2f} s   p50 {step.p50:,.2f} s   p95 {step.p95:,.2f} s"),
         (
             "throughput",
-            f"{summary['throughput']['samples_per_s']:,.2f} samples/s   {summary['throughput']['tokens_per_s']:,.0f} tokens/s",
+            f"{summary.throughput.samples_per_s:,.2f} samples/s   {summary.throughput.tokens_per_s:,.0f} tokens/s",
         ),
-        ("staleness", f"mean {stale['mean']:.2f}   p95 {stale['p95']:g}   max {stale['max']}   (steps)"),
+        ("staleness", f"mean {stale.mean:.2f}   p95 {stale.p95:g}   max {stale.max}   (steps)"),
         ("  histogram", histogram),
         (
             "utilization",
-            f"generation {util['generation']:.0%}   training {util['training']:.0%}   "
-            f"engine slots {util['generation_slots']:.0%}",
+            f"generation {util.generation:.0%}   training {util.training:.0%}   "
+            f"engine slots {util.generation_slots:.0%}",
         ),
-        ("weight sync", f"{summary['weight_sync_s']:,.1f} s per engine"),
+        ("weight sync", f"{summary.weight_sync_s:,.1f} s per engine"),
         (
             "samples",
-            f"generated {samples['generated']:,}   trained {samples['trained']:,}   queued {samples['queued']:,}   "
-            f"in flight {samples['in_flight']:,}   dropped {samples['dropped']:,}",
+            f"generated {samples.generated:,}   trained {samples.trained:,}   queued {samples.queued:,}   "
+            f"in flight {samples.in_flight:,}   dropped {samples.dropped:,}",
         ),
     ]
-    if summary.get("breakdown") and summary.get("device_hours"):
-        hours = summary["device_hours"]
-        rows.append(("device time", breakdown_text(summary["breakdown"])))
-        per_step, per_1k = hours["per_step"], hours["per_1k_samples"]
-        rows.append(("cost", f"{per_step:,.3g} device-hours per step   {per_1k:,.3g} per 1,000 samples"))
+    if summary.breakdown is not None and summary.device_hours is not None:
+        hours = summary.device_hours
+        rows.append(("device time", breakdown_text(summary.breakdown)))
+        rows.append(
+            ("cost", f"{hours.per_step:,.3g} device-hours per step   {hours.per_1k_samples:,.3g} per 1,000 samples")
+        )
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
 
@@ -101,37 +97,37 @@ def summary_lines(summary: dict[str, Any]) -> str:
 BREAKDOWN_WORDS = {"tensor_parallel": "all-reduce", "weight_sync": "sync", "phase_switch": "switch"}
 
 
-def breakdown_text(breakdown: Mapping[str, Any]) -> str:
+def breakdown_text(breakdown: Breakdown) -> str:
     """Each role's device time by activity, as shares of that role's device time; activities at 0 left out."""
     parts = []
     for role in ("generation", "training"):
-        seconds = breakdown[role]
+        seconds = getattr(breakdown, role).model_dump()
         whole = sum(seconds.values()) or 1.0
         shares = [f"{BREAKDOWN_WORDS.get(name, name)} {value / whole:.0%}" for name, value in seconds.items() if value]
         parts.append(f"{role} {', '.join(shares) or '-'}")
     return "   ".join(parts)
 
 
-def figure_cells(summary: Summary) -> list[Any]:
+def figure_cells(summary: RunSummary) -> list[Any]:
     """One run's figures under ``FIGURE_HEADER`` (device-hours and cost come after, from ``cost_cells``)."""
     return [
-        summary["throughput"]["samples_per_s"],
-        summary["step_time_s"]["mean"],
-        summary["staleness"]["mean"],
-        summary["staleness"]["max"],
-        f"{summary['utilization']['generation']:.0%}",
-        f"{summary['utilization']['training']:.0%}",
-        summary["samples"]["dropped"],
+        summary.throughput.samples_per_s,
+        summary.step_time_s.mean,
+        summary.staleness.mean,
+        summary.staleness.max,
+        f"{summary.utilization.generation:.0%}",
+        f"{summary.utilization.training:.0%}",
+        summary.samples.dropped,
     ]
 
 
-def device_hours_per_1k(scenario: Scenario, summary: Summary) -> float:
+def device_hours_per_1k(scenario: Scenario, summary: RunSummary) -> float:
     """Device-hours per 1,000 trained samples: every device of the plan (colocated ones counted once)
     held for the run's wall time; NaN when nothing was trained."""
-    trained = summary["samples"]["trained"]
+    trained = summary.samples.trained
     if not trained:
         return math.nan
-    return scenario.cluster.total_devices * summary["wall_time_s"] / 3600 / trained * SAMPLES_PER_UNIT
+    return scenario.cluster.total_devices * summary.wall_time_s / 3600 / trained * SAMPLES_PER_UNIT
 
 
 def cost_header(price_per_device_hour: float | None) -> list[str]:
@@ -139,7 +135,7 @@ def cost_header(price_per_device_hour: float | None) -> list[str]:
     return ["dev-h/1k", *(["USD/1k"] if price_per_device_hour is not None else [])]
 
 
-def cost_cells(scenario: Scenario, summary: Summary, price_per_device_hour: float | None) -> list[Any]:
+def cost_cells(scenario: Scenario, summary: RunSummary, price_per_device_hour: float | None) -> list[Any]:
     """Device-hours per 1,000 trained samples, and (when priced) what they cost in USD."""
     hours = device_hours_per_1k(scenario, summary)
     if price_per_device_hour is None:
@@ -155,7 +151,7 @@ def devices_label(scenario: Scenario) -> str:
     return f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device}"
 
 
-def simulation_lines(scenario: Scenario, summary: Summary, about_target: str | None = None) -> str:
+def simulation_lines(scenario: Scenario, summary: RunSummary, about_target: str | None = None) -> str:
     """A simulated run: what ran where, its summary, then its time to target (``about_target`` says to what
     and under which penalty; without it, that the time is not predicted)."""
     lines = [
@@ -164,11 +160,12 @@ def simulation_lines(scenario: Scenario, summary: Summary, about_target: str | N
     ]
     if about_target is None:
         return "\n".join([*lines, NOT_PREDICTED])
-    reached = summary["time_to_target"]
+    reached = summary.time_to_target
+    assert reached is not None, "a time to target is printed for a summary that has one"
     past = ""
-    if reached["extrapolated"]:
-        simulated = summary.get("steps_simulated", summary["steps"])
-        past = f"; steps past the {simulated:,} simulated take the steady {reached['steady_step_s']:,.2f} s each"
+    if reached.extrapolated:
+        simulated = summary.steps_run
+        past = f"; steps past the {simulated:,} simulated take the steady {reached.steady_step_s:,.2f} s each"
     return "\n".join([*lines, f"time to target  {target_text(reached)}{past}", f"  target        {about_target}"])
 
 
@@ -177,11 +174,11 @@ def about_target(penalty: Penalty, fit: PenaltyFit, path: object) -> str:
     return f"reward {penalty.target:g} on {penalty.task}, steps from the {fit.pair} fit in {path}"
 
 
-def target_text(reached: Mapping[str, Any]) -> str:
+def target_text(reached: TimeToTarget) -> str:
     """``1,234.5 s (125 steps at staleness 1.33, 12% dropped)``: a run's ``time_to_target``."""
     return (
-        f"{reached['time_s']:,.1f} s ({reached['steps']:,.1f} steps at staleness {reached['staleness']:.2f}, "
-        f"{reached['dropped_fraction']:.0%} dropped)"
+        f"{reached.time_s:,.1f} s ({reached.steps:,.1f} steps at staleness {reached.staleness:.2f}, "
+        f"{reached.dropped_fraction:.0%} dropped)"
     )
 
 
@@ -191,7 +188,7 @@ def execution_header(scenario: Scenario, device: str, runtime: str) -> str:
     return f"{scenario.name}: {scenario.schedule.kind}, {scenario.cluster.engines} {where} and a learner on {device}"
 
 
-def execution_lines(summary: Summary, metrics: pd.DataFrame, synthetic: bool) -> str:
+def execution_lines(summary: RunSummary, metrics: pd.DataFrame, synthetic: bool) -> str:
     """An executed run: its summary and how the reward moved from the first steps to the last."""
     first, last = metrics["reward_mean"].head(3).mean(), metrics["reward_mean"].tail(3).mean()
     kind = " (synthetic: timing mode)" if synthetic else ""
@@ -219,26 +216,30 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
     )
 
 
-def with_equal_quality(results: Sequence[tuple[Labelled, Summary | None]]) -> list[tuple[Labelled, Summary | None]]:
+def with_equal_quality(
+    results: Sequence[tuple[Labelled, RunSummary | None]],
+) -> list[tuple[Labelled, RunSummary | None]]:
     """The results with, in each ``time_to_target``, ``as_written_vs_this``: this run's predicted time to target
     over the scenario as written's (the first result): how much sooner the scenario reaches the same reward.
     Results without a time to target (no penalty, or not simulated) are left as they are."""
     written = results[0][1]
-    if written is None or "time_to_target" not in written:
+    if written is None or written.time_to_target is None:
         return list(results)
-    soonest = written["time_to_target"]["time_s"]
+    soonest = written.time_to_target.time_s
     return [(variant, _with_ratio(summary, soonest) if summary is not None else None) for variant, summary in results]
 
 
-def _with_ratio(summary: Summary, written_time_s: float) -> dict[str, Any]:
-    reached = summary["time_to_target"]
-    ratio = reached["time_s"] / written_time_s if written_time_s > 0 else math.nan
-    return {**summary, "time_to_target": {**reached, "as_written_vs_this": ratio}}
+def _with_ratio(summary: RunSummary, written_time_s: float) -> RunSummary:
+    reached = summary.time_to_target
+    if reached is None:
+        return summary
+    ratio = reached.time_s / written_time_s if written_time_s > 0 else math.nan
+    return summary.model_copy(update={"time_to_target": reached.model_copy(update={"as_written_vs_this": ratio})})
 
 
 def speedup_lines(
     scenario: Scenario,
-    results: Sequence[tuple[Labelled, Summary | None]],
+    results: Sequence[tuple[Labelled, RunSummary | None]],
     price_per_device_hour: float | None = None,
     about_target: str | None = None,
 ) -> str:
@@ -250,7 +251,9 @@ def speedup_lines(
     to it; without, one line says it is not predicted. A baseline that does not fit in device memory
     (summary None) has dashes for figures and a line below the table giving its reason.
     """
-    written = results[0][1]["throughput"]["samples_per_s"]  # the CLI refuses a scenario that does not fit
+    as_written = results[0][1]
+    assert as_written is not None, "the CLI refuses a scenario that does not fit"
+    written = as_written.throughput.samples_per_s
     quality = about_target is not None
     rows = [
         [
@@ -277,9 +280,13 @@ def speedup_lines(
     )
 
 
-def _target_block(results: Sequence[tuple[Labelled, Summary | None]], about_target: str) -> list[str]:
+def _target_block(results: Sequence[tuple[Labelled, RunSummary | None]], about_target: str) -> list[str]:
     """``time to target (...)`` and one line per simulated run: its time to target."""
-    simulated = [(variant.label, summary["time_to_target"]) for variant, summary in results if summary is not None]
+    simulated = [
+        (variant.label, summary.time_to_target)
+        for variant, summary in results
+        if summary is not None and summary.time_to_target is not None
+    ]
     width = max(len(label) for label, _ in simulated)
     return [
         f"time to target ({about_target}):",
@@ -289,17 +296,19 @@ def _target_block(results: Sequence[tuple[Labelled, Summary | None]], about_targ
 
 def _speedup_cells(
     variant: Labelled,
-    summary: Summary | None,
+    summary: RunSummary | None,
     written: float,
     price_per_device_hour: float | None,
     quality: bool = False,
 ) -> list[Any]:
     if summary is None:
         return ["-"] * (len(FIGURE_HEADER) + 1 + quality + len(cost_header(price_per_device_hour)))
-    equal = [f"{summary['time_to_target']['as_written_vs_this']:.2f}x"] if quality else []
+    reached = summary.time_to_target
+    ratio = reached.as_written_vs_this if reached is not None and reached.as_written_vs_this is not None else math.nan
+    equal = [f"{ratio:.2f}x"] if quality else []
     return [
         *figure_cells(summary),
-        f"{written / summary['throughput']['samples_per_s']:.2f}x",
+        f"{written / summary.throughput.samples_per_s:.2f}x",
         *equal,
         *cost_cells(variant.scenario, summary, price_per_device_hour),
     ]

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.analysis.phases import BreakdownUnavailable, Contention, breakdown, run_contention
-from asyncrl.analysis.tables import Summary, format_table
-from asyncrl.scenarios.record import read_summary
+from asyncrl.analysis.tables import format_table
+from asyncrl.scenarios.record import RunSummary, read_summary
 
 #: (key, label, unit): the figures compared, in table order.
 FIGURES: tuple[tuple[str, str, str], ...] = (
@@ -110,43 +110,43 @@ def failed_record(name: str, label: str, settings: dict[str, Any], reason: str) 
 
 
 def figure_errors(
-    predicted: dict[str, Summary], measured: dict[str, list[Summary]], written: str
+    predicted: dict[str, RunSummary], measured: dict[str, list[RunSummary]], written: str
 ) -> dict[str, list[float]]:
     """Per figure, the prediction's error against each repeat of the measurement."""
     p = predicted[written]
     runs = measured[written]
-    errors = {"wall_written": [_relative(p["wall_time_s"], m["wall_time_s"]) for m in runs]}
+    errors = {"wall_written": [_relative(p.wall_time_s, m.wall_time_s) for m in runs]}
     if written != "sync":
         p_sync = predicted["sync"]
-        errors["wall_sync"] = [_relative(p_sync["wall_time_s"], m["wall_time_s"]) for m in measured["sync"]]
-        speedup = p_sync["wall_time_s"] / p["wall_time_s"]
+        errors["wall_sync"] = [_relative(p_sync.wall_time_s, m.wall_time_s) for m in measured["sync"]]
+        speedup = p_sync.wall_time_s / p.wall_time_s
         errors["speedup"] = [
-            _relative(speedup, s["wall_time_s"] / m["wall_time_s"]) for s, m in zip(measured["sync"], runs, strict=True)
+            _relative(speedup, s.wall_time_s / m.wall_time_s) for s, m in zip(measured["sync"], runs, strict=True)
         ]
-    errors["staleness"] = [p["staleness"]["mean"] - m["staleness"]["mean"] for m in runs]
+    errors["staleness"] = [p.staleness.mean - m.staleness.mean for m in runs]
     for key, role in (("gen_util", "generation"), ("train_util", "training")):
-        errors[key] = [_relative(p["utilization"][role], m["utilization"][role]) for m in runs]
+        errors[key] = [_relative(getattr(p.utilization, role), getattr(m.utilization, role)) for m in runs]
     return errors
 
 
-def _values(predicted: dict[str, Summary], measured: dict[str, list[Summary]], written: str) -> dict[str, float]:
+def _values(predicted: dict[str, RunSummary], measured: dict[str, list[RunSummary]], written: str) -> dict[str, float]:
     """Predicted and measured (median over repeats) figures of the run as written, and sync's wall time."""
 
-    def both(name: str, figure: Callable[[Summary], float], kind: str = written) -> dict[str, float]:
+    def both(name: str, figure: Callable[[RunSummary], float], kind: str = written) -> dict[str, float]:
         return {
             f"predicted_{name}": figure(predicted[kind]),
             f"measured_{name}": statistics.median(figure(m) for m in measured[kind]),
         }
 
-    values = both("wall_written_s", lambda s: s["wall_time_s"])
-    values |= both("staleness", lambda s: s["staleness"]["mean"])
-    values |= both("gen_util", lambda s: s["utilization"]["generation"])
-    values |= both("train_util", lambda s: s["utilization"]["training"])
+    values = both("wall_written_s", lambda s: s.wall_time_s)
+    values |= both("staleness", lambda s: s.staleness.mean)
+    values |= both("gen_util", lambda s: s.utilization.generation)
+    values |= both("train_util", lambda s: s.utilization.training)
     if written != "sync":
-        values |= both("wall_sync_s", lambda s: s["wall_time_s"], "sync")
+        values |= both("wall_sync_s", lambda s: s.wall_time_s, "sync")
         values["predicted_speedup"] = values["predicted_wall_sync_s"] / values["predicted_wall_written_s"]
         values["measured_speedup"] = statistics.median(
-            s["wall_time_s"] / m["wall_time_s"] for s, m in zip(measured["sync"], measured[written], strict=True)
+            s.wall_time_s / m.wall_time_s for s, m in zip(measured["sync"], measured[written], strict=True)
         )
     return values
 

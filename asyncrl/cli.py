@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from tqdm import tqdm
 
     from asyncrl.scenarios.penalty import PenaltyFit
+    from asyncrl.scenarios.record import RunSummary
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -588,9 +589,9 @@ def _simulate(args: argparse.Namespace) -> int:
     summary = result.summary  # the run record keeps the simulator's figures; the time to target is printed only
     if fit is not None:
         reached = time_to_target(fit, summary, step_ends_of_events(result.events))
-        summary = {**summary, "time_to_target": reached.to_json()}
+        summary = summary.model_copy(update={"time_to_target": reached})
     if args.json:
-        return _print_json(summary)
+        return _print_json(summary.to_json())
     print(simulation_lines(scenario, summary, about))
     print(f"wrote {out}/ (summary.json, events.parquet, scenario.yaml)")
     return 0
@@ -627,11 +628,13 @@ def _execute(args: argparse.Namespace) -> int:
         finally:
             if tracker is not None:
                 tracker.finish(_read_summary_or_empty(out))
+    summary = result.summary
+    assert summary is not None  # execute returned: the run started, and its record is written
     if args.json:
-        return _print_json(result.summary)
-    if "resumed_from" in result.summary:
-        print(f"resumed from the checkpoint at step {result.summary['resumed_from']} in {out}/")
-    print(execution_lines(result.summary, result.metrics, synthetic=not scenario.workload.task_mode))
+        return _print_json(summary.to_json())
+    if summary.resumed_from is not None:
+        print(f"resumed from the checkpoint at step {summary.resumed_from} in {out}/")
+    print(execution_lines(summary, result.metrics, synthetic=not scenario.workload.task_mode))
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
     return 0
 
@@ -932,9 +935,9 @@ def _sweep_plot(records: list[dict[str, Any]], keys: list[str], metric: str, nam
     return sweep(pd.DataFrame.from_records(records), keys, metric, name, out)
 
 
-def _summary_or_reason(variant: Any, summary: dict[str, Any] | None) -> dict[str, Any]:
+def _summary_or_reason(variant: Any, summary: RunSummary | None) -> dict[str, Any]:
     """A sweep row for --json: its summary, or why it was not simulated (it does not fit in memory)."""
-    return summary if summary is not None else {"fits": False, "reason": memory_problem(variant.scenario)}
+    return summary.to_json() if summary is not None else {"fits": False, "reason": memory_problem(variant.scenario)}
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ from asyncrl.analysis.compare import Comparison, compare_speedup, compare_summar
 from asyncrl.analysis.tables import format_table
 from asyncrl.calibration import CALIBRATION_STEPS, calibrate_by_running, calibration_kinds, executor
 from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import read_summary, write_run
+from asyncrl.scenarios.record import RunSummary, read_summary, write_run
 from asyncrl.scenarios.scenario import Scenario
 
 DEMO_SCENARIOS = ("cpu-timing", "cpu-pareto", "cpu-light")
@@ -54,8 +54,8 @@ BUSY_HOST = 0.1  # cores other processes (or the hypervisor) took during a measu
 class ScenarioOutcome:
     name: str
     comparison: Comparison
-    predicted: dict[str, dict[str, Any]]  # kind -> summary
-    measured: dict[str, dict[str, Any]]
+    predicted: dict[str, RunSummary]  # kind -> summary
+    measured: dict[str, RunSummary]
     others: dict[str, float] = field(default_factory=dict)  # kind -> cores others took during its measured run
 
 
@@ -174,7 +174,7 @@ def _variant(name: str, steps: int | None, kind: str, written: str, profile: Pat
     return _load(name, steps, [*overrides, *([f"hardware.profile={profile.resolve()}"] if profile else [])])
 
 
-def _predict(scenario: Scenario, out: Path) -> dict[str, Any]:
+def _predict(scenario: Scenario, out: Path) -> RunSummary:
     """Simulate ``scenario`` into the run directory ``out``; its summary."""
     from asyncrl.scenarios.loading import dump_scenario
     from asyncrl.simulator.simulation import simulate
@@ -184,7 +184,7 @@ def _predict(scenario: Scenario, out: Path) -> dict[str, Any]:
     return result.summary
 
 
-def _measure(scenario: Scenario, out: Path, device: str) -> tuple[dict[str, Any], float | None]:
+def _measure(scenario: Scenario, out: Path, device: str) -> tuple[RunSummary, float | None]:
     """Execute ``scenario`` into ``out``; its summary, and the cores other processes took meanwhile."""
     from asyncrl.executor.runtime import execute
 
@@ -259,16 +259,16 @@ def _table(outcomes: list[ScenarioOutcome]) -> str:
     for outcome in outcomes:
         written = list(outcome.measured)[-1]
         p, m = outcome.predicted[written], outcome.measured[written]
-        p_speedup = outcome.predicted["sync"]["wall_time_s"] / p["wall_time_s"]
-        m_speedup = outcome.measured["sync"]["wall_time_s"] / m["wall_time_s"]
+        p_speedup = outcome.predicted["sync"].wall_time_s / p.wall_time_s
+        m_speedup = outcome.measured["sync"].wall_time_s / m.wall_time_s
         rows.append(
             [
                 f"{outcome.name} ({written})",
                 f"{p_speedup:.2f}x",
                 f"{m_speedup:.2f}x",
                 f"{(p_speedup - m_speedup) / m_speedup:+.0%}",
-                f"{(p['wall_time_s'] - m['wall_time_s']) / m['wall_time_s']:+.0%}",
-                f"{p['staleness']['mean']:.2f} / {m['staleness']['mean']:.2f}",
+                f"{(p.wall_time_s - m.wall_time_s) / m.wall_time_s:+.0%}",
+                f"{p.staleness.mean:.2f} / {m.staleness.mean:.2f}",
             ]
         )
     header = [

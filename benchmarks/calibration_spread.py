@@ -42,7 +42,7 @@ def figures(profile: CostProfile, written: Scenario, sync: Scenario) -> dict[str
         (f"predicted wall time, {written.schedule.kind} (s)", written),
         ("predicted wall time, sync (s)", sync),
     ):
-        values[label] = simulate(scenario, costs=MeasuredCosts(scenario, profile)).summary["wall_time_s"]
+        values[label] = simulate(scenario, costs=MeasuredCosts(scenario, profile)).summary.wall_time_s
     return values
 
 

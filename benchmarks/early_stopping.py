@@ -51,9 +51,9 @@ def _accuracy(exact: list, early: list, steps: int) -> None:
         reference = exact_by_label.get(variant.label)
         if reference is None:  # the best baseline engine size differed
             continue
-        simulated.append(summary.get("steps_simulated", steps))
-        throughput.append(abs(summary["throughput"]["samples_per_s"] / reference["throughput"]["samples_per_s"] - 1))
-        staleness.append(abs(summary["staleness"]["mean"] - reference["staleness"]["mean"]))
+        simulated.append(summary.steps_run)
+        throughput.append(abs(summary.throughput.samples_per_s / reference.throughput.samples_per_s - 1))
+        staleness.append(abs(summary.staleness.mean - reference.staleness.mean))
     simulated_steps = np.asarray(simulated)
     print(
         f"steps simulated       mean {simulated_steps.mean():.1f} of {steps}, "

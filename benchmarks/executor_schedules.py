@@ -34,8 +34,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         streaming_run = execute(written, Path(scratch) / "written", device=args.device)
         sync_run = execute(sync, Path(scratch) / "sync", device=args.device)
-    streaming_wall = streaming_run.summary["wall_time_s"]
-    sync_wall = sync_run.summary["wall_time_s"]
+    assert streaming_run.summary is not None and sync_run.summary is not None  # both runs started and ended
+    streaming_wall = streaming_run.summary.wall_time_s
+    sync_wall = sync_run.summary.wall_time_s
     busy = summarize(
         sync_run.events,
         backend="executor",
@@ -44,8 +45,8 @@ def main() -> None:
         concurrency=sync.engine_concurrency,
         devices=DevicePools.of(sync.cluster),
     )
-    generation_s = busy["utilization"]["generation"] * sync_wall
-    training_s = busy["utilization"]["training"] * sync_wall
+    generation_s = busy.utilization.generation * sync_wall
+    training_s = busy.utilization.training * sync_wall
     bound = max(generation_s, training_s)
     print(f"{written.name}: {args.steps} steps on {args.device}, {written.cluster.engines} engine(s) + learner")
     print(f"sync wall time / {written.schedule.kind} wall time   {sync_wall / streaming_wall:.2f}x")

@@ -33,8 +33,8 @@ def main() -> None:
         train_start = events[events["kind"] == "train"].set_index("step")["start"]
         trained = events[(events["kind"] == "generate") & (events["step"] >= 0)]
         time_in_system = (train_start.loc[trained["step"]].to_numpy() - trained["start"].to_numpy()).mean()
-        product = summary["steps"] / summary["wall_time_s"] * time_in_system
-        staleness = summary["staleness"]["mean"]
+        product = summary.steps / summary.wall_time_s * time_in_system
+        staleness = summary.staleness.mean
         gap = f"{(product - staleness) / staleness:+.0%}" if staleness else "-"
         rows.append([label, staleness, product, gap])
     print(format_table(["quickstart, 300 steps", "mean staleness", "λ·W", "λ·W vs staleness"], rows))

@@ -27,8 +27,7 @@ result = simulate(scenario)
 with tempfile.TemporaryDirectory() as out:
     write_run(Path(out), scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-samples = result.summary["samples"]
-print(json.dumps({"rollouts": samples["generated"], "rows": len(result.events), "before_kb": before, "peak_kb": peak}))
+print(json.dumps({"rollouts": result.summary.samples.generated, "rows": len(result.events), "before_kb": before, "peak_kb": peak}))
 """
 
 CONFIGS = [

@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator
 
 import simpy
 from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import DevicePools, summarize
+from asyncrl.scenarios.record import DevicePools, RunSummary, summarize
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.simulation import Simulation
 
@@ -44,7 +44,7 @@ def _seconds(work: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def _run_record(sim: Simulation, scenario: Scenario) -> dict:
+def _run_record(sim: Simulation, scenario: Scenario) -> RunSummary:
     events = sim.events()
     return summarize(
         events,

@@ -21,12 +21,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 from asyncrl.executor.messages import STEP_COLUMNS
 from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.record import EVENT_COLUMNS, SUMMARY_FILE, DevicePools, summarize, write_run
+from asyncrl.scenarios.record import (
+    EVENT_COLUMNS,
+    SUMMARY_FILE,
+    DevicePools,
+    RunStatus,
+    RunSummary,
+    summarize,
+    write_run,
+)
 from asyncrl.scenarios.scenario import Scenario
 
 ENGINE_STEPS_FILE = "engine_steps.parquet"
@@ -35,14 +43,14 @@ PROGRESS_FILE = Path("checkpoint") / "progress.json"
 
 @dataclass
 class ExecutionResult:
-    summary: dict[str, Any]
+    summary: RunSummary | None  # None: the run never started (nothing written)
     events: pd.DataFrame
     metrics: pd.DataFrame
 
     @classmethod
     def empty(cls) -> ExecutionResult:
         """What a run that never started its coordinator returns (it writes nothing)."""
-        return cls({}, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
+        return cls(None, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
 
 
 @dataclass
@@ -85,7 +93,10 @@ class RunRecord:
         self.metrics.append(row)
 
     def write(
-        self, status: str, event_rows: list[dict[str, Any]], engine_steps: list[dict[str, Any]] | None = None
+        self,
+        status: RunStatus | Literal["checkpoint"],
+        event_rows: list[dict[str, Any]],
+        engine_steps: list[dict[str, Any]] | None = None,
     ) -> ExecutionResult:
         """Write events.parquet, scenario.yaml, metrics.parquet, engine_steps.parquet (what each decode step
         of this run did; a resumed run keeps only its own), then summary.json with ``status``, or at a
@@ -101,18 +112,22 @@ class RunRecord:
             concurrency=self.scenario.engine_concurrency,
             devices=DevicePools.of(self.scenario.cluster),
         )
-        summary["status"] = status
-        summary["dtype"] = self.scenario.model.dtype
-        if self.resumed_from is not None:
-            summary["resumed_from"] = self.resumed_from
+        ended = status != "checkpoint"
+        summary = summary.model_copy(
+            update={
+                "status": status if ended else None,
+                "dtype": self.scenario.model.dtype,
+                "resumed_from": self.resumed_from,
+            }
+        )
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / SUMMARY_FILE).unlink(missing_ok=True)
         metrics.to_parquet(self.out / "metrics.parquet", index=False)
         steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])
         steps.to_parquet(self.out / ENGINE_STEPS_FILE, index=False)
-        ended = status != "checkpoint"
         yaml = dump_scenario(self.scenario.resolved())
         write_run(self.out, scenario_yaml=yaml, events=events, summary=summary if ended else None)  # summary last
         if not ended:
-            (self.out / PROGRESS_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+            progress = {**summary.to_json(), "status": "checkpoint"}
+            (self.out / PROGRESS_FILE).write_text(json.dumps(progress, indent=2) + "\n")
         return ExecutionResult(summary, events, metrics)

@@ -39,13 +39,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from asyncrl.executor import checkpoint
 from asyncrl.executor.processes import ActorProcesses
 from asyncrl.executor.record import ExecutionResult, RunRecord
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.outputs import run_directory
+from asyncrl.scenarios.record import RunStatus
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -234,14 +235,14 @@ class _Run:
 
     # Shutdown and the record.
 
-    def finish(self, status: str) -> ExecutionResult:
+    def finish(self, status: RunStatus) -> ExecutionResult:
         """Write the run record, complete or partial (nothing if the coordinator never started)."""
         if self.coordinator is None:
             return ExecutionResult.empty()
         self.actors.stop_receiving()
         return self._write(status)
 
-    def _write(self, status: str) -> ExecutionResult:
+    def _write(self, status: RunStatus | Literal["checkpoint"]) -> ExecutionResult:
         coordinator = self._coordinator()
         rows = coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
         return self.record.write(status, rows, list(coordinator.engine_steps))

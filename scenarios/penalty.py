@@ -229,27 +229,24 @@ def time_at_step(step_ends: Sequence[float], steps: float, steady_step_s: float)
     return float(ends[-1] + (steps - done) * steady_step_s)
 
 
-@dataclass(frozen=True)
-class TimeToTarget:
+class TimeToTarget(BaseModel):
     """A run's predicted time to the target: the fit's steps at the run's staleness and dropped fraction, and
-    the wall time at which that many steps have finished."""
+    the wall time at which that many steps have finished (``summary.json``'s ``time_to_target``)."""
 
-    time_s: float  # wall time when the target is reached (s)
-    steps: float  # learner steps to the target (steps)
-    staleness: float  # the run's token-weighted mean staleness (steps)
-    dropped_fraction: float  # dropped / generated samples
-    extrapolated: bool  # the target lies past the steps simulated: those past them took the steady step time
-    steady_step_s: float  # the steady step time (s)
+    model_config = ConfigDict(frozen=True)
 
-    def to_json(self) -> dict[str, float | bool]:
-        return {
-            "time_s": self.time_s,
-            "steps": self.steps,
-            "staleness": self.staleness,
-            "dropped_fraction": self.dropped_fraction,
-            "extrapolated": self.extrapolated,
-            "steady_step_s": self.steady_step_s,
-        }
+    time_s: float = Field(description="wall time when the target is reached (s)")
+    steps: float = Field(description="learner steps to the target (steps)")
+    staleness: float = Field(description="the run's token-weighted mean staleness (steps)")
+    dropped_fraction: float = Field(description="dropped / generated samples (fraction)")
+    extrapolated: bool = Field(
+        description="the target lies past the steps simulated: those past them took the steady step time"
+    )
+    steady_step_s: float = Field(description="the steady step time (s)")
+    as_written_vs_this: float | None = Field(
+        default=None,
+        description="sweeps only: this run's time to target over the scenario as written's (the first variant's)",
+    )
 
 
 def predict_time_to_target(

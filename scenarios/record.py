@@ -45,15 +45,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from asyncrl.scenarios.loading import ScenarioError, describe_validation_error
+from asyncrl.scenarios.penalty import TimeToTarget
 from asyncrl.scenarios.scenario import ClusterSpec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SUMMARY_FILE = "summary.json"
+#: How an executed run ended (``RunSummary.status``); a run that is still going has no summary.
+RunStatus = Literal["complete", "interrupted", "failed"]
 
 EVENT_COLUMNS: dict[str, str] = {
     "worker": "string",
@@ -103,8 +106,8 @@ class RunRecordError(ScenarioError):
 
 
 class _SummarySection(BaseModel):
-    # Fields a later version adds are kept, not refused: an older reader still reads the run.
-    model_config = ConfigDict(extra="allow")
+    # A field a later version adds is ignored, not refused: an older reader still reads the run.
+    model_config = ConfigDict(extra="ignore")
 
 
 class StepTime(_SummarySection):
@@ -245,7 +248,7 @@ class RunSummary(_SummarySection):
     device_hours: DeviceHours | None = Field(
         default=None, description="device-hours held; absent from runs recorded before it existed"
     )
-    status: str | None = Field(
+    status: RunStatus | None = Field(
         default=None,
         description="executor runs only: how the run ended, 'complete', 'interrupted' or 'failed' (progress at a "
         "checkpoint goes to checkpoint/progress.json, never here); absent from simulator runs",
@@ -260,6 +263,23 @@ class RunSummary(_SummarySection):
         description="executor runs only: the number format the engines ran in, 'fp32' or 'bf16' (the learner keeps "
         "fp32 weights and computes in it under autocast); absent from simulator runs",
     )
+    time_to_target: TimeToTarget | None = Field(
+        default=None,
+        description="simulator runs given a staleness penalty fit only (``--penalty``): when the run reaches the "
+        "penalty's target reward",
+    )
+
+    @property
+    def steps_run(self) -> int:
+        """Learner steps actually run: ``steps_simulated`` for a run ended once converged, else ``steps``."""
+        return self.steps_simulated if self.steps_simulated is not None else self.steps
+
+    def figure(self, path: tuple[str, ...]) -> float:
+        """The figure at a field path, e.g. ``("throughput", "samples_per_s")``."""
+        value: Any = self
+        for name in path:
+            value = value[name] if isinstance(value, dict) else getattr(value, name)
+        return float(value)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready dict ``summary.json`` holds, fields in their documented order; unset optional ones left out."""
@@ -282,9 +302,9 @@ def summarize(
     engines: int,
     concurrency: int,
     devices: DevicePools | None = None,
-) -> dict[str, Any]:
-    """Every summary figure, from the event table of one run, as the JSON-ready dict of a RunSummary;
-    the device-time breakdown and device-hours need ``devices`` (without them they are left out)."""
+) -> RunSummary:
+    """Every summary figure, from the event table of one run; the device-time breakdown and device-hours
+    need ``devices`` (without them they are left out)."""
     train = events[events["kind"] == "train"].sort_values("step")
     wall = float(train["end"].max()) if len(train) else 0.0
     events = events.assign(start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall))
@@ -328,7 +348,7 @@ def summarize(
             else None
         ),
     )
-    return summary.to_json()
+    return summary
 
 
 def _breakdown(events: pd.DataFrame, devices: DevicePools, wall: float, generation_busy: float) -> Breakdown:
@@ -462,18 +482,18 @@ def _ratio(numerator: float, denominator: float) -> float:
     return float(numerator / denominator) if denominator > 0 else 0.0
 
 
-def write_run(out_dir: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: dict[str, Any] | None) -> None:
+def write_run(out_dir: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: RunSummary | None) -> None:
     """Write a run directory; summary.json goes last, so its presence means complete (none: the run goes on)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
     (out_dir / "scenario.yaml").write_text(scenario_yaml)
     events.astype(EVENT_COLUMNS).to_parquet(out_dir / "events.parquet", index=False)
     if summary is not None:
-        (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+        (out_dir / SUMMARY_FILE).write_text(json.dumps(summary.to_json(), indent=2) + "\n")
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """``summary.json`` of a run directory, checked against RunSummary, as a dict.
+def read_summary(run_dir: Path) -> RunSummary:
+    """``summary.json`` of a run directory, checked against RunSummary.
 
     RunRecordError (one line, naming the directory or the file and the field) when the directory or the
     file is missing, the file is not JSON, or a field is missing or of the wrong type.
@@ -487,7 +507,7 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise RunRecordError(f"{path}: not valid JSON ({exc})") from None
-    return validate_summary(data, source=path).to_json()
+    return validate_summary(data, source=path)
 
 
 def read_events(run_dir: Path) -> pd.DataFrame:

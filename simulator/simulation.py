@@ -23,14 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 import simpy
 from asyncrl.scenarios import policy
 from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
-from asyncrl.scenarios.record import DevicePools, summarize
+from asyncrl.scenarios.record import DevicePools, RunSummary, summarize
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import Load, ScheduleState
 from asyncrl.scenarios.workload import LengthStream
@@ -49,7 +48,7 @@ StepCallback = Callable[[int, float], None]
 @dataclass
 class SimulationResult:
     events: pd.DataFrame
-    summary: dict[str, Any]
+    summary: RunSummary
 
 
 class Simulation:

@@ -220,7 +220,7 @@ def extended(whole: Tally, steady: Tally, steps: int) -> Tally:
     )
 
 
-def run_summary(sim: Simulation) -> dict[str, Any]:
+def run_summary(sim: Simulation) -> RunSummary:
     """The summary of a simulation that has run, as ``summarize`` would give it from the events.
 
     A run ended early (``sim.steady`` set) is extrapolated to the scenario's ``run.steps``: its
@@ -238,8 +238,8 @@ def run_summary(sim: Simulation) -> dict[str, Any]:
     return _summary(sim.scenario, whole, queued=queued, in_flight=in_flight, **labels)
 
 
-def _summary(scenario: Scenario, figures: Tally, *, queued: int, in_flight: int, **labels: Any) -> dict[str, Any]:
-    """The JSON-ready dict of a RunSummary for a whole run's ``figures``."""
+def _summary(scenario: Scenario, figures: Tally, *, queued: int, in_flight: int, **labels: Any) -> RunSummary:
+    """The RunSummary of a whole run's ``figures``."""
     wall, engines = figures.wall_s, scenario.cluster.engines
     histogram = {key: round(count) for key, count in sorted(figures.staleness.items()) if round(count) > 0}
     trained, dropped = round(figures.trained), round(figures.dropped)
@@ -276,7 +276,7 @@ def _summary(scenario: Scenario, figures: Tally, *, queued: int, in_flight: int,
             dropped=dropped,
         ),
     )
-    return summary.to_json()
+    return summary
 
 
 def _percentiles(values: np.ndarray) -> dict[str, float]:
@@ -291,7 +291,7 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 def simulate_summary(
     scenario: Scenario, costs: CostModel | None = None, until_converged: Tolerance | None = None
-) -> dict[str, Any]:
+) -> RunSummary:
     """Simulate ``scenario`` and summarize it without the event table; with ``until_converged``, end the
     run once converged and extrapolate it to ``run.steps``."""
     sim = Simulation(scenario, costs)

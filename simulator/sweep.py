@@ -44,6 +44,7 @@ import yaml
 from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.penalty import PenaltyFit
+from asyncrl.scenarios.record import RunSummary
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.simulation import Simulation
@@ -62,7 +63,7 @@ class Variant:
     scenario: Scenario
 
 
-Result = tuple[Variant, dict[str, Any] | None]  # a variant and its simulated summary; None: does not fit
+Result = tuple[Variant, RunSummary | None]  # a variant and its simulated summary; None: does not fit
 
 
 def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -152,13 +153,14 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
 
 def _summary_of(
     scenario: Scenario, until_converged: Tolerance | None = None, penalty: PenaltyFit | None = None
-) -> dict[str, Any]:
+) -> RunSummary:
     """The run's summary; with a penalty, its ``time_to_target`` too (``simulator.target``)."""
     sim = Simulation(scenario)
     sim.run(until_converged=until_converged)
     summary = run_summary(sim)
     if penalty is not None:
-        summary["time_to_target"] = time_to_target(penalty, summary, step_ends(sim), sim.steady).to_json()
+        reached = time_to_target(penalty, summary, step_ends(sim), sim.steady)
+        summary = summary.model_copy(update={"time_to_target": reached})
     return summary
 
 
@@ -216,12 +218,12 @@ def simulate_fitting(
 
 
 def _fastest_first(result: Result) -> float:
-    return -result[1]["throughput"]["samples_per_s"]
+    return -result[1].throughput.samples_per_s
 
 
 def _soonest_first(result: Result) -> tuple[float, float]:
     """Predicted time to target; between equal times, the higher throughput."""
-    return result[1]["time_to_target"]["time_s"], _fastest_first(result)
+    return result[1].time_to_target.time_s, _fastest_first(result)
 
 
 def simulate_all(
@@ -241,7 +243,7 @@ def simulate_all(
     task = partial(_summary_of, until_converged=until_converged, penalty=penalty)
     scenarios = [v.scenario for v in variants]
     if workers == 1:  # one run at a time: no pool to start
-        summaries: Iterator[dict[str, Any]] = map(task, scenarios)
+        summaries: Iterator[RunSummary] = map(task, scenarios)
         yield from _with_bar(variants, summaries, bar)
         return
     with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
@@ -255,7 +257,7 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn" if threaded else "fork")
 
 
-def _with_bar(variants: list[Variant], summaries: Iterable[dict[str, Any]], bar: tqdm) -> Iterator[Result]:
+def _with_bar(variants: list[Variant], summaries: Iterable[RunSummary], bar: tqdm) -> Iterator[Result]:
     """Pairs each variant with its summary, in order, ticking the bar; closes it at the end."""
     for variant, summary in zip(variants, summaries, strict=True):
         bar.update()
@@ -289,7 +291,7 @@ class GridPoint:
         return " ".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in self.values.items())
 
 
-GridResult = tuple[GridPoint, dict[str, Any] | None]  # a point and its summary (None: skipped)
+GridResult = tuple[GridPoint, RunSummary | None]  # a point and its summary (None: skipped)
 
 
 def parse_scalar(text: str) -> Any:

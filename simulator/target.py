@@ -11,12 +11,10 @@ its second half (the first holds the warm-up: the pipeline filling, the stalenes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from asyncrl.scenarios.penalty import PenaltyFit, TimeToTarget, predict_time_to_target
+from asyncrl.scenarios.record import RunSummary
 from asyncrl.simulator.simulation import Simulation
 
 
@@ -39,15 +37,15 @@ def steady_step_s(ends: np.ndarray, steady: tuple[int, int] | None = None) -> fl
     return (float(ends[last - 1]) - begin) / (last - first)
 
 
-def dropped_fraction(summary: Mapping[str, Any]) -> float:
+def dropped_fraction(summary: RunSummary) -> float:
     """Dropped samples over generated ones (0 when none were generated)."""
-    samples = summary["samples"]
-    return samples["dropped"] / samples["generated"] if samples["generated"] else 0.0
+    samples = summary.samples
+    return samples.dropped / samples.generated if samples.generated else 0.0
 
 
 def time_to_target(
-    fit: PenaltyFit, summary: Mapping[str, Any], ends: np.ndarray, steady: tuple[int, int] | None = None
+    fit: PenaltyFit, summary: RunSummary, ends: np.ndarray, steady: tuple[int, int] | None = None
 ) -> TimeToTarget:
     """The run's predicted time to target: the fit at its token-mean staleness and dropped fraction."""
-    staleness = summary["staleness"]["token_mean"]
+    staleness = summary.staleness.token_mean
     return predict_time_to_target(fit, staleness, dropped_fraction(summary), ends, steady_step_s(ends, steady))

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from asyncrl.analysis import compare, plots, report, sizing, trace
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
-from asyncrl.scenarios.record import EVENT_COLUMNS, RunSummary, empty_events, read_summary, write_run
+from asyncrl.scenarios.record import EVENT_COLUMNS, RunSummary, empty_events, read_summary, validate_summary, write_run
 from asyncrl.simulator.simulation import simulate
 from pydantic import BaseModel
 
@@ -91,7 +91,9 @@ def hand_events() -> pd.DataFrame:
 
 
 def write_hand_run(path: Path, summary: dict[str, Any]) -> Path:
-    write_run(path, scenario_yaml="name: hand\n", events=hand_events(), summary=summary)
+    """A run directory whose summary.json is ``summary`` as given, well-formed or not."""
+    write_run(path, scenario_yaml="name: hand\n", events=hand_events(), summary=None)
+    (path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return path
 
 
@@ -143,10 +145,10 @@ def test_a_run_compared_with_itself_has_no_error(hand_runs: tuple[Path, Path]) -
 
 def test_speedup_comparison_on_hand_values() -> None:
     speedup = compare.compare_speedup(
-        hand_summary(wall_time_s=300.0),
-        hand_summary(wall_time_s=100.0),
-        hand_summary(wall_time_s=330.0),
-        hand_summary(wall_time_s=150.0),
+        validate_summary(hand_summary(wall_time_s=300.0)),
+        validate_summary(hand_summary(wall_time_s=100.0)),
+        validate_summary(hand_summary(wall_time_s=330.0)),
+        validate_summary(hand_summary(wall_time_s=150.0)),
     )
     assert speedup.predicted == pytest.approx(3.0)
     assert speedup.measured == pytest.approx(2.2)
@@ -264,9 +266,10 @@ def test_summary_that_is_not_json_is_named(hand_runs: tuple[Path, Path], capsys)
 
 def test_reading_a_summary_keeps_the_file_as_written(hand_runs: tuple[Path, Path], tmp_path: Path) -> None:
     a, _ = hand_runs
-    assert list(read_summary(a).items()) == list(json.loads((a / "summary.json").read_text()).items())
+    assert list(read_summary(a).to_json().items()) == list(json.loads((a / "summary.json").read_text()).items())
     executor = write_hand_run(tmp_path / "executor", {**hand_summary(), "status": "failed", "later_field": 1})
-    assert read_summary(executor) == {**hand_summary(), "status": "failed", "later_field": 1}
+    # A field this version does not know (a later version's) is read past, not refused, and not kept.
+    assert read_summary(executor).to_json() == {**hand_summary(), "status": "failed"}
 
 
 def test_every_summary_field_is_documented_with_its_unit() -> None:
@@ -401,7 +404,7 @@ def test_timeline_draws_every_worker_and_kind(simulated: dict[str, Path]) -> Non
     assert figure.get_suptitle() == "Timeline: busy spans per worker"
     assert len(figure.axes) == len(runs)  # one panel per run
     for ax, (label, events) in zip(figure.axes, runs, strict=True):
-        wall = compare.load_summary(simulated[label])["wall_time_s"]
+        wall = compare.load_summary(simulated[label]).wall_time_s
         assert ax.get_title(loc="left") == f"{label}: wall {wall:,.1f} s"
         workers = [name for name, _ in plots.timeline_workers(events)]
         dropped = events[events["kind"] == "drop"]
@@ -431,7 +434,7 @@ def test_breakdown_bars_stack_each_runs_device_hours_per_step(simulated: dict[st
     assert texts(ax.get_xticklabels()) == ["sync", "async"]  # one bar per run
     assert len(ax.patches) == len(plots.BREAKDOWN_PARTS) * len(runs)  # one segment per category and run
     spent = [
-        part for part in plots.BREAKDOWN_PARTS if any(summary["breakdown"][part[0]][part[1]] for _, summary in runs)
+        part for part in plots.BREAKDOWN_PARTS if any(summary.figure(("breakdown", *part[:2])) for _, summary in runs)
     ]
     assert legend_texts(ax) == [label for _, _, label, _ in spent]
     # quickstart on 8 + 8 H100s, one device per engine, split pools: nothing to all-reduce, no phase switch.
@@ -441,32 +444,28 @@ def test_breakdown_bars_stack_each_runs_device_hours_per_step(simulated: dict[st
     assert not {"generation: tensor-parallel all-reduce", "generation: phase switch"} & set(legend_texts(ax))
     for index, (_, summary) in enumerate(runs):
         stack = sum(patch.get_height() for patch in ax.patches if patch.get_x() < index < patch.get_x() + 1)
-        assert stack == pytest.approx(summary["device_hours"]["per_step"])
+        assert stack == pytest.approx(summary.device_hours.per_step)
     assert ax.get_ylabel() == "device-hours per learner step"
     assert ax.get_title(loc="left").startswith("Where device time goes")
 
 
 def test_staleness_figure_bars_are_the_normalized_histograms(simulated: dict[str, Path]) -> None:
     summaries = {label: compare.load_summary(path) for label, path in simulated.items()}
-    figure = plots.staleness_figure(
-        [(label, summary["staleness"]["histogram"]) for label, summary in summaries.items()]
-    )
+    figure = plots.staleness_figure([(label, summary.staleness.histogram) for label, summary in summaries.items()])
     (ax,) = figure.axes
     assert ax.get_title() == "Staleness of trained samples, normalized"
     assert ax.get_xlabel().startswith("staleness (learner steps")
     assert ax.get_ylabel() == "share of trained samples"
-    values = sorted({int(v) for summary in summaries.values() for v in summary["staleness"]["histogram"]})
+    values = sorted({int(v) for summary in summaries.values() for v in summary.staleness.histogram})
     assert len(values) > 1 and texts(ax.get_xticklabels()) == [str(value) for value in values]
     bars = ax.patches
     assert len(bars) == len(summaries) * len(values)  # grouped: one bar per run and staleness value
     for index, summary in enumerate(summaries.values()):
-        histogram = summary["staleness"]["histogram"]
+        histogram = summary.staleness.histogram
         heights = [bar.get_height() for bar in bars[index * len(values) : (index + 1) * len(values)]]
         total = sum(histogram.values())
         assert heights == pytest.approx([histogram.get(str(value), 0) / total for value in values])
-    assert legend_texts(ax) == [
-        f"{label} (mean {summary['staleness']['mean']:.2f})" for label, summary in summaries.items()
-    ]
+    assert legend_texts(ax) == [f"{label} (mean {summary.staleness.mean:.2f})" for label, summary in summaries.items()]
 
 
 def test_throughput_figure_has_a_rate_and_a_queue_line_per_run(simulated: dict[str, Path]) -> None:
@@ -490,8 +489,8 @@ def test_throughput_figure_has_a_rate_and_a_queue_line_per_run(simulated: dict[s
 
 def test_predicted_vs_measured_bars_are_the_compared_figures(simulated: dict[str, Path]) -> None:
     sync, asynchronous = simulated["sync"], simulated["async"]
-    wall = {label: compare.load_summary(path)["wall_time_s"] for label, path in simulated.items()}
-    stale = {label: compare.load_summary(path)["staleness"]["mean"] for label, path in simulated.items()}
+    wall = {label: compare.load_summary(path).wall_time_s for label, path in simulated.items()}
+    stale = {label: compare.load_summary(path).staleness.mean for label, path in simulated.items()}
     two_panels = plots.predicted_vs_measured_figure(compare.compare_runs(sync, asynchronous))
     assert [ax.get_ylabel() for ax in two_panels.axes] == ["wall time (s)", "staleness (steps)"]
     comparison = compare.compare_runs(sync, asynchronous, (sync, asynchronous, sync, asynchronous))
@@ -561,6 +560,7 @@ def test_sizing_csv_without_tidy_columns_is_a_one_line_error(tmp_path: Path) -> 
         sizing.read_sizing(wrong)
 
 
+@pytest.mark.slow
 def test_size_command_csv_plots_as_written(tmp_path: Path, capsys) -> None:
     out = tmp_path / "size.csv"
     args = ["size", "quickstart", "--devices", "8", "--steps", "3", "--splits", "2", "--kind", "streaming"]
@@ -582,6 +582,7 @@ def test_queue_depth_and_rates_on_hand_events() -> None:
 # ── report ──────────────────────────────────────────────────────────────────────
 
 
+@pytest.mark.slow
 def test_report_command_writes_a_page_of_existing_pngs(simulated: dict[str, Path], tmp_path: Path, capsys) -> None:
     out = tmp_path / "report"
     assert main(["report", str(simulated["sync"]), str(simulated["async"]), "--out", str(out)]) == 0
@@ -602,6 +603,7 @@ def test_report_command_writes_a_page_of_existing_pngs(simulated: dict[str, Path
         assert f"trace-{label}.json.gz" in page
 
 
+@pytest.mark.slow
 def test_report_of_one_run_has_no_comparison(simulated: dict[str, Path], tmp_path: Path) -> None:
     files = report.write_report([simulated["async"]], tmp_path / "one")
     assert files.comparison is None and len(files.traces) == 1
@@ -614,6 +616,7 @@ def test_run_labels_stay_unique() -> None:
     assert report.file_stem("a/run η=2") == "a-run-2"
 
 
+@pytest.mark.slow
 def test_plots_and_trace_accept_a_run_without_events(tmp_path: Path) -> None:
     empty = empty_events()
     (panel,) = plots.timeline_figure([("empty", empty)]).axes

@@ -57,7 +57,7 @@ class WithAllReduces(MeasuredCosts):
 
 
 def total(breakdown: dict[str, Any]) -> float:
-    return sum(breakdown["generation"].values()) + sum(breakdown["training"].values())
+    return sum(breakdown.generation.model_dump().values()) + sum(breakdown.training.model_dump().values())
 
 
 def test_colocated_sync_with_phase_switches_worked_by_hand() -> None:
@@ -66,7 +66,7 @@ def test_colocated_sync_with_phase_switches_worked_by_hand() -> None:
     # switch back to generation (0.2 s). Three steps: 3 × (1.02 + 0.3 + 0.88) + 2 × (0.5 + 0.2) = 8.0 s.
     scenario = small_scenario(cluster={"generation_devices": 1, "training_devices": 1, "colocated": True})
     result = simulate(scenario, costs=WithSwitches(scenario, profile(), to_training=0.3, to_generation=0.2))
-    assert result.summary["wall_time_s"] == pytest.approx(8.0, abs=1e-9)
+    assert result.summary.wall_time_s == pytest.approx(8.0, abs=1e-9)
     switches = result.events[result.events["kind"] == "switch"].sort_values("start")
     assert list(switches["worker"]) == ["learner", "engine-0", "learner", "engine-0", "learner"]
     assert switches[["start", "end"]].to_numpy().ravel().tolist() == pytest.approx(
@@ -74,16 +74,16 @@ def test_colocated_sync_with_phase_switches_worked_by_hand() -> None:
     )
     # 8.0 device-seconds: decode 3 × 1.0, prefill 3 × 0.02, sync 2 × 0.5, switches 2 × 0.2 (to generation)
     # and 3 × 0.3 (to training), learner 3 × 0.88; nothing idle.
-    breakdown = result.summary["breakdown"]
-    assert breakdown["generation"] == pytest.approx(
+    breakdown = result.summary.breakdown
+    assert breakdown.generation.model_dump() == pytest.approx(
         {"decode": 3.0, "prefill": 0.06, "weight_sync": 1.0, "phase_switch": 0.4, "tensor_parallel": 0.0, "idle": 0.0}
     )
-    assert breakdown["training"] == pytest.approx(
+    assert breakdown.training.model_dump() == pytest.approx(
         {"compute": 2.64, "communication": 0.0, "phase_switch": 0.9, "idle": 0.0}
     )
-    assert breakdown["devices"] == {"generation": 1, "training": 1, "total": 1}
-    assert result.summary["device_hours"]["per_step"] == pytest.approx(8.0 / 3 / 3600)
-    assert result.summary["device_hours"]["per_1k_samples"] == pytest.approx(8.0 / 3600 / 12 * 1000)
+    assert breakdown.devices.model_dump() == {"generation": 1, "training": 1, "total": 1}
+    assert result.summary.device_hours.per_step == pytest.approx(8.0 / 3 / 3600)
+    assert result.summary.device_hours.per_1k_samples == pytest.approx(8.0 / 3600 / 12 * 1000)
 
 
 def test_tensor_parallel_shares_follow_the_batch_worked_by_hand() -> None:
@@ -99,10 +99,10 @@ def test_tensor_parallel_shares_follow_the_batch_worked_by_hand() -> None:
     expected = [short * (0.0005 + 0.0005), short * 0.001 + (long - short) * 0.0015]
     assert rollouts["comm_s"].tolist() == pytest.approx(expected)
     # Decoding: S steps of 10 + 2 ms, L − S of 10 + 1.5 ms; all-reduces are what exceeds 10 ms a step.
-    breakdown = result.summary["breakdown"]["generation"]
-    assert breakdown["tensor_parallel"] == pytest.approx(sum(expected))
-    assert breakdown["decode"] == pytest.approx(long * 0.01)
-    assert breakdown["prefill"] == pytest.approx(0.01)
+    breakdown = result.summary.breakdown.generation
+    assert breakdown.tensor_parallel == pytest.approx(sum(expected))
+    assert breakdown.decode == pytest.approx(long * 0.01)
+    assert breakdown.prefill == pytest.approx(0.01)
 
 
 def test_executor_records_give_decode_with_prefill_and_no_communication() -> None:
@@ -118,15 +118,17 @@ def test_executor_records_give_decode_with_prefill_and_no_communication() -> Non
     events = pd.DataFrame(rows, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
     pools = DevicePools(generation=1, devices_per_engine=1, training=1, colocated=False)
     summary = summarize(events, backend="executor", scenario_name="hand", engines=1, concurrency=2, devices=pools)
-    assert summary["breakdown"]["generation"] == pytest.approx(
+    assert summary.breakdown.generation.model_dump() == pytest.approx(
         {"decode": 3.0, "prefill": 0.0, "weight_sync": 0.0, "phase_switch": 0.0, "tensor_parallel": 0.0, "idle": 2.0}
     )
-    assert summary["breakdown"]["training"] == pytest.approx(
+    assert summary.breakdown.training.model_dump() == pytest.approx(
         {"compute": 1.5, "communication": 0.0, "phase_switch": 0.0, "idle": 3.5}
     )
     # 2 devices × 5 s = 10 device-seconds, one step, both rollouts trained.
     hours = 10 / 3600
-    assert summary["device_hours"] == pytest.approx({"total": hours, "per_step": hours, "per_1k_samples": hours * 500})
+    assert summary.device_hours.model_dump() == pytest.approx(
+        {"total": hours, "per_step": hours, "per_1k_samples": hours * 500}
+    )
 
 
 SHIPPED = [
@@ -145,20 +147,21 @@ SHIPPED = [
 def test_breakdown_adds_up_to_wall_time_times_devices(name: str, overrides: list[str]) -> None:
     scenario = load_scenario(name, overrides)
     summary = simulate(scenario).summary
-    breakdown = summary["breakdown"]
-    assert breakdown["devices"]["total"] == scenario.cluster.total_devices
-    assert total(breakdown) == pytest.approx(summary["wall_time_s"] * scenario.cluster.total_devices, rel=1e-9)
+    breakdown = summary.breakdown
+    assert breakdown.devices.total == scenario.cluster.total_devices
+    assert total(breakdown) == pytest.approx(summary.wall_time_s * scenario.cluster.total_devices, rel=1e-9)
     for role in ("generation", "training"):
-        assert min(breakdown[role].values()) >= 0.0
+        assert min(getattr(breakdown, role).model_dump().values()) >= 0.0
     if scenario.cluster.devices_per_engine > 1:
-        assert breakdown["generation"]["tensor_parallel"] > 0
-    switches = breakdown["generation"]["phase_switch"], breakdown["training"]["phase_switch"]
+        assert breakdown.generation.tensor_parallel > 0
+    switches = breakdown.generation.phase_switch, breakdown.training.phase_switch
     if AnalyticCosts(scenario).switch_to_training() > 0:  # colocated tp 1: the learner state must leave
         assert min(switches) > 0
     else:  # split pools, or colocated tp 8, whose 256 rollouts leave room for the learner state
         assert switches == (0.0, 0.0)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(scenarios(), costs)
 def test_breakdown_adds_up_on_random_runs_and_all_reduces_match_the_decode_steps(scenario, cost_profile) -> None:
@@ -171,12 +174,12 @@ def test_breakdown_adds_up_on_random_runs_and_all_reduces_match_the_decode_steps
     cost = AllReduceCost(per_step=0.002, per_rollout=0.0003)
     result = simulate(scenario, costs=WithAllReduces(scenario, flat, cost))
     summary, events = result.summary, result.events
-    assert total(summary["breakdown"]) == pytest.approx(summary["wall_time_s"] * scenario.cluster.total_devices)
-    generation = summary["breakdown"]["generation"]
+    assert total(summary.breakdown) == pytest.approx(summary.wall_time_s * scenario.cluster.total_devices)
+    generation = summary.breakdown.generation
     rollouts = events[events["kind"].isin(["generate", "unfinished"])]
     unfinished = int((events["kind"] == "unfinished").sum())  # their last partial token is not counted
-    expected = generation["decode"] / d * cost.per_step + cost.per_rollout * rollouts["tokens"].sum()
-    assert generation["tensor_parallel"] == pytest.approx(expected, abs=unfinished * 0.0023 + 1e-9)
+    expected = generation.decode / d * cost.per_step + cost.per_rollout * rollouts["tokens"].sum()
+    assert generation.tensor_parallel == pytest.approx(expected, abs=unfinished * 0.0023 + 1e-9)
 
 
 def test_a_rollout_cut_by_in_flight_loads_keeps_its_token_count() -> None:

@@ -36,6 +36,7 @@ def test_repeats_go_round_robin_after_one_warm_up_round_and_the_median_is_kept()
     assert values == {"decode": [1.0, 5.0, 3.0], "train": [2.0, 4.0, 100.0], "sync": [1.0, 2.0, 3.0]}
 
 
+@pytest.mark.slow
 def test_calibrate_bench_writes_a_profile_and_reports_its_noise(tmp_path: Path, capsys) -> None:
     out = tmp_path / "profile.yaml"
     argv = ["calibrate", "cpu-timing", "--bench", "--repeats", "1", "--batch-sizes", "1,4", "--out", str(out)]
@@ -48,6 +49,7 @@ def test_calibrate_bench_writes_a_profile_and_reports_its_noise(tmp_path: Path, 
     assert profile.train_padding == "longest"
 
 
+@pytest.mark.slow
 def test_calibrate_by_default_fits_a_profile_to_short_runs_of_the_scenario(tmp_path: Path, capsys) -> None:
     out = tmp_path / "profile.yaml"
     argv = ["calibrate", "cpu-timing", "--calibration-steps", "2", "--out", str(out), "--quiet"]

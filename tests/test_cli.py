@@ -37,6 +37,7 @@ def write_scenario(tmp_path: Path, **changes) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(shipped_scenarios()))
 def test_every_shipped_scenario_loads_and_simulates(name: str, tmp_path: Path, capsys) -> None:
     assert main(["simulate", name, "--steps", "3", "--out", str(tmp_path / name), "--quiet"]) == 0
@@ -51,12 +52,14 @@ def test_simulate_writes_a_complete_run_record(tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "throughput" in printed and "staleness" in printed
     summary = read_summary(out)  # every field of RunSummary is there, of its type
-    hours = summary["device_hours"]["per_step"]
+    hours = summary.device_hours.per_step
     assert f"cost         {hours:,.3g} device-hours per step" in printed
-    generation = summary["breakdown"]["generation"]
-    assert f"device time  generation decode {generation['decode'] / sum(generation.values()):.0%}, " in printed
-    assert summary["backend"] == "simulator" and "status" not in summary
-    assert summary["steps"] == 5
+    generation = summary.breakdown.generation
+    assert (
+        f"device time  generation decode {generation.decode / sum(generation.model_dump().values()):.0%}, " in printed
+    )
+    assert summary.backend == "simulator" and summary.status is None
+    assert summary.steps == 5
     events = pd.read_parquet(out / "events.parquet")
     assert list(events.columns) == list(EVENT_COLUMNS)
     resolved = load_scenario(out / "scenario.yaml")
@@ -96,6 +99,7 @@ def test_a_path_given_with_set_is_relative_to_the_working_directory(tmp_path: Pa
     assert load_scenario("quickstart", ["model.path=ckpt"]).model.path == tmp_path / "ckpt"
 
 
+@pytest.mark.slow
 def test_speedup_compares_against_both_sync_baselines(capsys) -> None:
     assert main(["speedup", "quickstart", "--steps", "5", "--quiet"]) == 0
     table = capsys.readouterr().out
@@ -103,6 +107,7 @@ def test_speedup_compares_against_both_sync_baselines(capsys) -> None:
     assert "dev-h/1k" in table and "cost/1k" not in table
 
 
+@pytest.mark.slow
 def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
     assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5", "--json"]) == 0
     summaries = json.loads(capsys.readouterr().out)
@@ -116,6 +121,7 @@ def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
         assert row.split()[-2:] == [format_cell(hours), f"{hours * 2.5:,.2f}"]
 
 
+@pytest.mark.slow
 def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
     out = tmp_path / "size.csv"
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "3", "--max-staleness", "1"]
@@ -167,6 +173,7 @@ BAD_INPUT = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("changes", "message"), BAD_INPUT)
 def test_bad_input_is_one_line_naming_the_field_and_writes_nothing(tmp_path: Path, capsys, changes, message) -> None:
     path = write_scenario(tmp_path, **changes)
@@ -187,6 +194,7 @@ def test_profile_lacking_a_field_is_named(tmp_path: Path, capsys) -> None:
     assert error.rstrip().endswith("profile.yaml: train_token_s: Field required")
 
 
+@pytest.mark.slow
 def test_the_installed_command_exits_2_without_a_traceback(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, workload__completion_tokens__sigma=-1)
     done = subprocess.run(

@@ -84,6 +84,7 @@ def test_mistyped_override_names_the_field(override: str, message: str, capsys) 
         assert "did you mean" not in error  # nothing close: no guess
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

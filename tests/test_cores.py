@@ -100,9 +100,9 @@ def test_pipelined_engine_and_learner_slow_each_other_on_two_cores() -> None:
     costs = profile(train_token_s=0.001, weight_sync_s=0.0)
     shared = run(small_scenario(schedule=schedule, hardware={"device": "cpu", "host_cores": 2}), costs)
     assert _train_spans(shared) == pytest.approx([1.02, 1.35, 2.15, 2.48, 3.28, 3.50], abs=1e-9)
-    assert shared.summary["wall_time_s"] == pytest.approx(3.50, abs=1e-9)
+    assert shared.summary.wall_time_s == pytest.approx(3.50, abs=1e-9)
     alone = run(small_scenario(schedule=schedule), costs)
-    assert alone.summary["wall_time_s"] == pytest.approx(3.28, abs=1e-9)
+    assert alone.summary.wall_time_s == pytest.approx(3.28, abs=1e-9)
 
 
 def test_an_oversubscribed_engine_runs_slower_than_its_share_by_the_profiles_slicing() -> None:
@@ -235,7 +235,7 @@ def test_a_rate_change_on_a_finish_leaves_no_negative_wait() -> None:
         weight_sync_s=0.002118532474224384,
     )
     result = run(scenario, costs)
-    assert result.summary["steps"] == 30
+    assert result.summary.steps == 30
 
 
 def test_orchestration_delays_wake_an_idle_engine_and_start_each_learner_step_late() -> None:

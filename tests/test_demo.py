@@ -15,6 +15,7 @@ from asyncrl.cli import main
 from asyncrl.demo import ScenarioOutcome, load_notes
 
 
+@pytest.mark.slow
 def test_demo_calibrates_predicts_executes_compares_and_reports(tmp_path: Path, capsys) -> None:
     out = tmp_path / "demo"
     argv = ["demo", "--out", str(out), "--scenario", "cpu-timing", "--steps", "3", "--calibration-steps", "2"]

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.record import summarize, validate_summary
+from asyncrl.scenarios.record import RunSummary, summarize, validate_summary
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import MeasuredCosts
@@ -107,12 +107,14 @@ def assert_summarized_alike(sim: Simulation) -> None:
     assert_same_figures(run_summary(sim), expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "overrides"), SUMMARY_CASES)
 def test_summary_from_the_simulation_is_summarize_on_its_events(name: str, overrides: list[str]) -> None:
     scenario = load_scenario(name, overrides)
     assert_summarized_alike(Simulation(scenario))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), costs)
 def test_summary_from_the_simulation_on_random_small_runs(scenario: Scenario, cost_profile: CostProfile) -> None:
@@ -140,7 +142,7 @@ def test_full_runs_are_unchanged_without_a_tolerance() -> None:
     scenario = load_scenario("quickstart", ["run.steps=50"])
     summary = simulate_summary(scenario)
     assert "steps_simulated" not in summary and "extrapolated" not in summary
-    assert "steps_simulated" not in simulate(scenario).summary
+    assert simulate(scenario).summary.steps_simulated is None
 
 
 def _random_scenario(rng: random.Random) -> Scenario:
@@ -162,6 +164,7 @@ def _accuracy_cases() -> list[Scenario]:
     return shipped + [_random_scenario(rng) for _ in range(6)]
 
 
+@pytest.mark.slow
 def test_early_stopped_figures_match_full_runs() -> None:
     stopped = 0
     for scenario in _accuracy_cases():
@@ -169,30 +172,32 @@ def test_early_stopped_figures_match_full_runs() -> None:
         early = simulate_summary(scenario, until_converged=Tolerance())
         validate_summary(early)
         label = f"{scenario.name} {scenario.schedule.kind} {scenario.cluster.generation_devices}"
-        throughput = early["throughput"]["samples_per_s"] / full["throughput"]["samples_per_s"]
+        throughput = early.throughput.samples_per_s / full.throughput.samples_per_s
         assert abs(throughput - 1) <= THROUGHPUT_TOLERANCE, label
-        assert abs(early["staleness"]["mean"] - full["staleness"]["mean"]) <= STALENESS_TOLERANCE, label
-        assert early["steps"] == full["steps"] == scenario.run.steps
-        if early.get("extrapolated"):
+        assert abs(early.staleness.mean - full.staleness.mean) <= STALENESS_TOLERANCE, label
+        assert early.steps == full.steps == scenario.run.steps
+        if early.extrapolated:
             stopped += 1
-            assert early["steps_simulated"] < scenario.run.steps
-            samples = early["samples"]
-            parts = samples["trained"] + samples["queued"] + samples["in_flight"] + samples["dropped"]
-            assert samples["generated"] == parts
-            assert samples["trained"] == full["samples"]["trained"]  # every step trains one batch
+            assert early.steps_simulated < scenario.run.steps
+            samples = early.samples
+            parts = samples.trained + samples.queued + samples.in_flight + samples.dropped
+            assert samples.generated == parts
+            assert samples.trained == full.samples.trained  # every step trains one batch
     assert stopped >= 6  # the check is not vacuous: most of the nine runs ended early
 
 
+@pytest.mark.slow
 def test_size_ends_runs_early_unless_exact() -> None:
     scenario = load_scenario("quickstart")
     kinds, bounds = ["streaming"], [2]
     early = simulate_sizing(scenario, 16, kinds, bounds, splits=2, progress=False)
     exact = simulate_sizing(scenario, 16, kinds, bounds, splits=2, progress=False, exact=True)
-    assert any(summary.get("extrapolated") for _, summary in early if summary is not None)
+    assert any(summary.extrapolated for _, summary in early if summary is not None)
     assert not any("extrapolated" in summary for _, summary in exact if summary is not None)  # None: does not fit
     assert {variant.label for variant, _ in early} == {variant.label for variant, _ in exact}
 
 
+@pytest.mark.slow
 def test_size_command_takes_exact_and_writes_steps_simulated(tmp_path: Path, capsys) -> None:
     out = tmp_path / "size.csv"
     args = ["size", "quickstart", "--devices", "8", "--steps", "3", "--splits", "2", "--kind", "streaming"]
@@ -205,8 +210,11 @@ def test_size_command_takes_exact_and_writes_steps_simulated(tmp_path: Path, cap
 # ── helpers ─────────────────────────────────────────────────────────────────────
 
 
-def assert_same_figures(actual: dict[str, Any], expected: dict[str, Any], path: str = "") -> None:
+def assert_same_figures(
+    actual: RunSummary | dict[str, Any], expected: RunSummary | dict[str, Any], path: str = ""
+) -> None:
     """Equal keys, equal values; floats equal up to the order they were added in."""
+    actual, expected = _as_json(actual), _as_json(expected)
     assert actual.keys() == expected.keys(), path
     for key, value in expected.items():
         if isinstance(value, dict):
@@ -215,3 +223,7 @@ def assert_same_figures(actual: dict[str, Any], expected: dict[str, Any], path: 
             assert math.isclose(actual[key], value, rel_tol=1e-9, abs_tol=1e-9), f"{path}{key}"
         else:
             assert actual[key] == value, f"{path}{key}"
+
+
+def _as_json(summary: RunSummary | dict[str, Any]) -> dict[str, Any]:
+    return summary.to_json() if isinstance(summary, RunSummary) else summary

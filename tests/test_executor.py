@@ -24,6 +24,7 @@ def trained_staleness(events: pd.DataFrame) -> pd.DataFrame:
     return per_sample.assign(staleness=per_sample["step"] - per_sample["version"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -38,8 +39,8 @@ def test_every_schedule_runs_and_respects_its_versions(tmp_path: Path, overrides
     scenario = load_scenario("cpu-timing", [*FAST, *overrides])
     result = execute(scenario, tmp_path / "run")
     summary = result.summary
-    assert summary["backend"] == "executor" and summary["status"] == "complete"
-    assert summary["steps"] == 4 and summary["samples"]["trained"] == 4 * scenario.batch_samples
+    assert summary.backend == "executor" and summary.status == "complete"
+    assert summary.steps == 4 and summary.samples.trained == 4 * scenario.batch_samples
     events = pd.read_parquet(tmp_path / "run" / "events.parquet")
     assert list(events.columns) == list(EVENT_COLUMNS)
     assert len(pd.read_parquet(tmp_path / "run" / "metrics.parquet")) == 4
@@ -68,6 +69,7 @@ def check_metrics_staleness(metrics: pd.DataFrame, trained: pd.DataFrame, per_ro
     assert (metrics["staleness_max"] == metrics["rollout_staleness_max"]).all()  # both the oldest token
 
 
+@pytest.mark.slow
 def test_a_killed_worker_ends_the_run_with_an_error(tmp_path: Path) -> None:
     scenario = load_scenario("cpu-timing", ["run.steps=50", *FAST[1:]])
 
@@ -84,6 +86,7 @@ def test_a_killed_worker_ends_the_run_with_an_error(tmp_path: Path) -> None:
     assert 2 <= summary["steps"] < 50
 
 
+@pytest.mark.slow
 def test_resume_trains_each_step_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
     first = load_scenario("cpu-timing", [*FAST, "run.steps=4", "run.checkpoint_every=2"])
@@ -101,9 +104,10 @@ def test_resume_trains_each_step_once(tmp_path: Path) -> None:
     assert sorted(events.loc[events["kind"] == "train", "step"]) == [0, 1, 2, 3]
     trained = events[(events["kind"] == "generate") & (events["step"] >= 0)]
     assert not trained.duplicated(["group", "sample", "version"]).any()
-    assert result.summary["samples"]["trained"] == 4 * first.batch_samples
+    assert result.summary.samples.trained == 4 * first.batch_samples
 
 
+@pytest.mark.slow
 def test_the_reward_rises_on_cpu_learn_with_generation_and_training_overlapping(tmp_path: Path) -> None:
     # Streaming, staleness bound 1, real processes: batches depend on timing, so this run is not
     # bit-reproducible, but the climb is wide: 0.07 over the first 20 steps to about 0.5 by step
@@ -113,12 +117,13 @@ def test_the_reward_rises_on_cpu_learn_with_generation_and_training_overlapping(
     assert rewards.tail(20).mean() > rewards.head(20).mean() + 0.15
 
 
+@pytest.mark.slow
 def test_a_bf16_run_executes_on_cpu(tmp_path: Path) -> None:
     # Engines generate in bf16, the learner trains fp32 weights under bf16 autocast, weights travel as bf16.
     scenario = load_scenario("cpu-timing", [*FAST, "schedule.kind=sync", "model.dtype=bf16"])
     result = execute(scenario, tmp_path / "run")
-    assert result.summary["status"] == "complete" and result.summary["dtype"] == "bf16"
-    assert result.summary["samples"]["trained"] == 4 * scenario.batch_samples
+    assert result.summary.status == "complete" and result.summary.dtype == "bf16"
+    assert result.summary.samples.trained == 4 * scenario.batch_samples
     metrics = result.metrics
     assert metrics["loss"].notna().all() and (metrics["grad_norm"] > 0).all()
     assert "peak_memory_bytes" not in metrics  # a CUDA figure

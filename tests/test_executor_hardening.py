@@ -26,6 +26,7 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_checkpoints_go_to_progress_and_a_resumed_run_says_so(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     scenario = load_scenario("cpu-timing", [*FAST, "run.steps=4", "run.checkpoint_every=2"])

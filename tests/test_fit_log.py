@@ -67,6 +67,7 @@ def write_log(scenario: Scenario, efficiency: Efficiency, path: Path, **drop: bo
     return path
 
 
+@pytest.mark.slow
 def test_the_fit_finds_the_efficiencies_the_log_was_made_with(tmp_path: Path) -> None:
     scenario = colocated(8)
     fit = fit_from_logs(scenario, [write_log(scenario, TRUE, tmp_path / "log.jsonl")])
@@ -86,6 +87,7 @@ def test_the_fit_finds_the_efficiencies_the_log_was_made_with(tmp_path: Path) ->
     assert found.fitted_to["device"] == "h100"
 
 
+@pytest.mark.slow
 def test_a_profile_fitted_at_32_devices_gives_the_simulators_own_answer_at_64(tmp_path: Path) -> None:
     fitted = fit_from_logs(colocated(32), [write_log(colocated(32), TRUE, tmp_path / "log.jsonl")]).efficiency
     larger = colocated(64)
@@ -133,6 +135,7 @@ def test_no_grad_passes_in_the_log_but_not_in_the_scenario_name_the_field(tmp_pa
         fit_from_logs(validate_scenario(data), [log])
 
 
+@pytest.mark.slow
 def test_calibrate_from_log_prints_each_phase_and_writes_the_profile(tmp_path: Path, capsys: Any) -> None:
     scenario = colocated(8)
     log = write_log(scenario, TRUE, tmp_path / "log.jsonl")

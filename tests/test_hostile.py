@@ -18,6 +18,7 @@ QUICKSTART = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text()
 BUDGET_MB = 1536
 
 
+@pytest.mark.slow
 def test_generated_scenarios_run_or_are_refused_on_one_line_within_a_memory_budget(tmp_path: Path) -> None:
     """tests/hostile.py: 100 hypothesis scenarios (the same ones every run) under RLIMIT_AS = mapped + budget."""
     env = {**os.environ, "MALLOC_ARENA_MAX": "2", "OMP_NUM_THREADS": "1"}
@@ -160,6 +161,7 @@ def test_a_heavy_pareto_tail_index_does_not_overflow(capsys, tmp_path: Path) -> 
     assert main(["simulate", "quickstart", "--steps", "2", "--quiet", "--set", tail, "--out", str(tmp_path / "r")]) == 0
 
 
+@pytest.mark.slow
 def test_a_run_that_outgrows_its_memory_budget_is_stopped(capsys, tmp_path: Path, monkeypatch) -> None:
     """Dropping most of what it generates, a run starts ~35x the rollouts it trains; the budget stops it."""
     monkeypatch.setattr("asyncrl.simulator.budget.available_bytes", lambda: 150 << 20)
@@ -170,6 +172,7 @@ def test_a_run_that_outgrows_its_memory_budget_is_stopped(capsys, tmp_path: Path
     assert error.startswith("run.steps: the run started ") and "drops most of what it generates" in error
 
 
+@pytest.mark.slow
 def test_the_memory_estimate_covers_what_a_run_uses() -> None:
     """The budget charges BYTES_PER_ROW per event row; a measured run grows by less (benchmarks/simulator_memory.py)."""
     from asyncrl.simulator.budget import BASE_BYTES, BYTES_PER_ROW

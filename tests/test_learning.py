@@ -127,6 +127,7 @@ def window_means(history: list[dict[str, float]], window: int = WINDOW) -> tuple
 # ---------------------------------------------------------------- (a) learning
 
 
+@pytest.mark.slow
 def test_on_policy_grpo_learns_the_copy_task() -> None:
     history = OnPolicyLoop(learning_scenario(seed=0)).run()
     first, last = window_means(history)
@@ -138,6 +139,7 @@ def test_on_policy_grpo_learns_the_copy_task() -> None:
 # ---------------------------------------------------------------- (b) checkpoints
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["grpo", "ppo"])
 def test_checkpoint_resume_repeats_the_same_step_exactly(loss: str, tmp_path: Path) -> None:
     scenario = learning_scenario(seed=1, loss=loss, updates_per_step=2)

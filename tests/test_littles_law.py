@@ -36,9 +36,10 @@ def long_run():
     return result.summary, train, trained, start, leave
 
 
+@pytest.mark.slow
 def test_time_average_in_system_equals_rate_times_time_in_system(long_run) -> None:
     summary, _, trained, start, leave = long_run
-    wall = summary["wall_time_s"]
+    wall = summary.wall_time_s
     grid = np.linspace(0.0, wall, 20_001)
     in_system = np.searchsorted(np.sort(start), grid, side="right") - np.searchsorted(
         np.sort(leave), grid, side="right"
@@ -58,4 +59,4 @@ def test_staleness_is_the_in_system_count_sampled_at_publish_instants(long_run) 
     lag = latest_at_start - trained["version"].to_numpy()
     assert (lag >= 0).all()  # nobody generates with weights not yet published
     expected = lag.mean() + np.sum(in_system) / len(trained)
-    assert summary["staleness"]["mean"] == pytest.approx(expected, rel=1e-9)
+    assert summary.staleness.mean == pytest.approx(expected, rel=1e-9)

@@ -114,6 +114,7 @@ def test_micro_batches_cut_consecutive_rows_within_the_token_budget() -> None:
 DECOUPLED = {"updates_per_step": 3, "loss_config": LossConfig(correction="decoupled", truncation_cap=3.0)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("loss", "settings"),
     [("grpo", {}), ("online_dpo", {}), ("ppo", {}), ("ppo", DECOUPLED)],

@@ -628,6 +628,7 @@ def grouped_rewards(draw: st.DrawFn) -> tuple[torch.Tensor, int]:
     return as_tensor(values), group_size
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(grouped_rewards())
 def test_group_advantages_sum_to_zero(case: tuple[torch.Tensor, int]) -> None:

@@ -9,9 +9,11 @@ from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.tables import speedup_lines
 from asyncrl.scenarios import memory
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
+from asyncrl.scenarios.record import validate_summary
 from asyncrl.simulator.sweep import Variant, speedup_variants
 
 from asyncrl.cli import main
+from tests.test_analysis import hand_summary
 
 LLAMA_8B = 8_030_261_248  # llama-3.1-8b preset: 32 layers, hidden 4096, 8 KV heads of 128, vocab 128,256
 H100 = 80e9
@@ -165,6 +167,7 @@ def test_speedup_and_execute_refuse_too(capsys) -> None:
     assert capsys.readouterr().err.startswith("asyncrl: error: training pool: needs")
 
 
+@pytest.mark.slow
 def test_size_keeps_the_rows_that_do_not_fit_in_the_csv_with_their_reason(tmp_path: Path, capsys) -> None:
     out = tmp_path / "size.csv"
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "3", "--max-staleness", "1"]
@@ -191,14 +194,18 @@ def test_a_baseline_that_does_not_fit_shows_its_reason_instead_of_figures(tmp_pa
     scenario = quickstart("run.steps=3")
     written = speedup_variants(scenario)[0]
     tight = Variant("sync, one trainer", quickstart("schedule.kind=sync", "cluster.training_devices=1"))
-    summary = {
-        "throughput": {"samples_per_s": 10.0},
-        "step_time_s": {"mean": 1.0},
-        "staleness": {"mean": 0.5, "max": 1},
-        "utilization": {"generation": 0.5, "training": 0.5},
-        "samples": {"dropped": 0, "trained": 1200},
+    figures = {
+        "throughput.samples_per_s": 10.0,
+        "step_time_s.mean": 1.0,
+        "staleness.mean": 0.5,
+        "staleness.max": 1,
+        "utilization.generation": 0.5,
+        "utilization.training": 0.5,
+        "samples.dropped": 0,
+        "samples.trained": 1200,
         "wall_time_s": 120.0,
     }
+    summary = validate_summary(hand_summary(**figures))
     lines = speedup_lines(scenario, [(written, summary), (tight, None)]).splitlines()
     assert lines[3].split()[-2] == "1.00x"  # then device-hours per 1,000 samples
     assert lines[4].split()[-9:] == ["-"] * 9  # seven figures, the speedup and device-hours

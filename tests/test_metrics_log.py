@@ -380,6 +380,7 @@ def test_steps_of_drawn_samples_give_back_the_lognormal_that_drew_them() -> None
     assert fit.distribution.sigma == pytest.approx(0.5, rel=0.03)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(median=st.floats(20, 5000), sigma=st.floats(0.3, 1.5), headroom=st.floats(1.2, 40))
 def test_exact_mean_and_clip_ratio_recover_any_lognormal(median: float, sigma: float, headroom: float) -> None:
@@ -392,6 +393,7 @@ def test_exact_mean_and_clip_ratio_recover_any_lognormal(median: float, sigma: f
     assert fit.distribution.sigma == pytest.approx(sigma, rel=1e-4)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     median=st.floats(20, 5000),

@@ -123,6 +123,7 @@ def test_a_directory_held_by_another_run_is_refused(tmp_path: Path, capsys) -> N
     assert simulate(capsys, out)[0] == 0  # released
 
 
+@pytest.mark.slow
 def test_the_lock_goes_with_a_killed_process(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     holder = subprocess.Popen(

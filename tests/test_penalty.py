@@ -174,6 +174,7 @@ def test_bounds_the_fit_already_meets_change_nothing(shares: list[float], seed: 
     assert (both.steps_at_zero, both.per_staleness) == pytest.approx((alone.steps_at_zero, alone.per_staleness))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(bounds=st.lists(st.floats(1, 1_000), min_size=1, max_size=5), seed=st.integers(0, 2**16))
 def test_a_censored_fit_is_the_least_cost_fit(bounds: list[float], seed: int) -> None:
@@ -343,10 +344,10 @@ def test_a_run_ended_once_converged_reaches_run_steps_at_its_extrapolated_wall_t
         schedule={"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}, run={"steps": 300, "seed": 0}
     )
     summary = _summary_of(scenario, Tolerance(), penalty=_fit(steps_at_zero=300.0, per_staleness=0.0))
-    assert summary.get("extrapolated") and summary["steps_simulated"] < 300
-    reached = summary["time_to_target"]
-    assert reached["extrapolated"] and reached["steps"] == pytest.approx(300.0)
-    assert reached["time_s"] == pytest.approx(summary["wall_time_s"], rel=1e-9)
+    assert summary.extrapolated and summary.steps_simulated < 300
+    reached = summary.time_to_target
+    assert reached.extrapolated and reached.steps == pytest.approx(300.0)
+    assert reached.time_s == pytest.approx(summary.wall_time_s, rel=1e-9)
 
 
 # ── the command line ────────────────────────────────────────────────────────────
@@ -365,6 +366,7 @@ def _hand_worked(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "scenario.yaml", write_penalty(penalty, tmp_path / "penalty.json")
 
 
+@pytest.mark.slow
 def test_speedup_at_equal_quality_worked_by_hand(tmp_path: Path, capsys) -> None:
     scenario, penalty = _hand_worked(tmp_path)
     assert main(["speedup", str(scenario), "--penalty", str(penalty), "--quiet", "--json"]) == 0
@@ -387,6 +389,7 @@ def test_speedup_at_equal_quality_worked_by_hand(tmp_path: Path, capsys) -> None
     assert "  sync, same split        200.0 s (100.0 steps at staleness 0.00, 0% dropped)" in lines
 
 
+@pytest.mark.slow
 def test_simulate_prints_the_time_to_target_and_keeps_it_out_of_the_run_record(tmp_path: Path, capsys) -> None:
     scenario, penalty = _hand_worked(tmp_path)
     out = tmp_path / "run"
@@ -399,6 +402,7 @@ def test_simulate_prints_the_time_to_target_and_keeps_it_out_of_the_run_record(t
     assert json.loads(capsys.readouterr().out)["time_to_target"]["time_s"] == pytest.approx(119.75)
 
 
+@pytest.mark.slow
 def test_without_a_penalty_one_line_says_time_to_target_is_not_predicted(tmp_path: Path, capsys) -> None:
     scenario, _ = _hand_worked(tmp_path)
     not_predicted = "time to target: not predicted (give --penalty FILE from `asyncrl study`)"
@@ -408,6 +412,7 @@ def test_without_a_penalty_one_line_says_time_to_target_is_not_predicted(tmp_pat
         assert out.count(not_predicted) == 1 and "equal quality" not in out
 
 
+@pytest.mark.slow
 def test_size_with_a_penalty_ranks_by_time_to_target(tmp_path: Path, capsys) -> None:
     _, penalty = _hand_worked(tmp_path)
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "2", "--max-staleness", "1"]

@@ -124,7 +124,7 @@ def test_a_simulated_sync_run_on_one_engine_decodes_for_its_longest_rollout_per_
     result = run(scenario, costs)
     generated = result.events[result.events["kind"] == "generate"]
     longest = generated.groupby("step")["tokens"].max()
-    phases = simulator_phases(result.events, scenario, costs, result.summary["wall_time_s"]).seconds
+    phases = simulator_phases(result.events, scenario, costs, result.summary.wall_time_s).seconds
     assert phases["decode"] == pytest.approx(0.01 * longest.sum(), rel=1e-9)
     assert phases["weight sync"] == pytest.approx(0.2 * 4)
 

@@ -61,6 +61,7 @@ def test_the_reward_function_scores_the_text_up_to_eos(checkpoint: Path) -> None
     assert all(p.ids[0] == task.tokenizer.bos_token_id and p.max_new_tokens == 4 for p in drawn)
 
 
+@pytest.mark.slow
 def test_a_short_run_trains_on_the_reward_functions_scores(checkpoint: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     args = ["execute", str(SCENARIO), f"model.path={checkpoint}", "--steps", "5", "--quiet", "--out", str(out)]
@@ -72,6 +73,7 @@ def test_a_short_run_trains_on_the_reward_functions_scores(checkpoint: Path, tmp
     assert len(rewards) == 5 and all(abs(r * batch - round(r * batch)) < 1e-9 for r in rewards)
 
 
+@pytest.mark.slow
 def test_a_hub_name_resolves_from_the_local_cache_only(checkpoint: Path, tmp_path: Path) -> None:
     cache = tmp_path / "hub"
     snapshot = cache / "models--tiny-org--tiny-ckpt" / "snapshots" / "0123abc"

@@ -32,6 +32,7 @@ def test_every_case_file_names_its_source_and_the_figures_of_both_runs() -> None
             assert case["sync"]["published"]["step"] > 0 and case["async"]["published"]["step"] > 0
 
 
+@pytest.mark.slow
 def test_the_sync_run_is_reproduced_after_calibrating_on_its_log(tmp_path: Path, capsys: Any) -> None:
     module = published()
     assert module.main([str(CASE), "--steps", "6", "--keep", str(tmp_path)]) == 0

@@ -36,6 +36,7 @@ def test_essentials_of_a_scenario() -> None:
     assert essentials(colocated).startswith("llama-3.1-8b on 8 h100 colocated (tp8), sync, 64×8 per step")
 
 
+@pytest.mark.slow
 def test_report_page_and_figure_titles_say_what_ran(run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     titles: list[str] = []
     save = plots._save
@@ -66,6 +67,7 @@ def test_traces_are_gzipped(run: Path, tmp_path: Path, capsys) -> None:
     assert (tmp_path / "plain.json").read_bytes().startswith(b'{"traceEvents"')
 
 
+@pytest.mark.slow
 def test_timeline_window_and_drops(run: Path, tmp_path: Path, capsys) -> None:
     events = compare.load_events(run)
     dropped = events[events["kind"] == "drop"]
@@ -91,6 +93,7 @@ def test_a_bad_window_is_one_line(text: str, run: Path, tmp_path: Path, capsys) 
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("backends", "title"),
     [

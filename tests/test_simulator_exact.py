@@ -33,15 +33,15 @@ def test_sync_wall_time_is_steps_times_generation_plus_training_plus_syncs() -> 
     train_s = TOKENS_PER_BATCH * 0.002 / 2  # 0.44
     # Batch 0 uses the initial weights; batches 1 and 2 wait for a 0.5 s sync each.
     expected_wall = 3 * (GENERATION_S + train_s) + 2 * 0.5  # 5.38
-    assert result.summary["wall_time_s"] == pytest.approx(expected_wall, abs=1e-9)
+    assert result.summary.wall_time_s == pytest.approx(expected_wall, abs=1e-9)
     assert _flat(_train_rows(result)) == pytest.approx(
         _flat([(1.02, 1.46), (1.46 + 0.5 + 1.02, 2.98 + 0.44), (3.42 + 0.5 + 1.02, 4.94 + 0.44)]), abs=1e-9
     )
-    assert result.summary["staleness"]["histogram"] == {"0": 12}
-    assert result.summary["weight_sync_s"] == pytest.approx(1.0)
+    assert result.summary.staleness.histogram == {"0": 12}
+    assert result.summary.weight_sync_s == pytest.approx(1.0)
     # The engine is busy generating (3 × 1.02 s) or loading weights (2 × 0.5 s).
-    assert result.summary["utilization"]["generation"] == pytest.approx((3 * 1.02 + 1.0) / 5.38)
-    assert result.summary["utilization"]["training"] == pytest.approx(3 * 0.44 / 5.38)
+    assert result.summary.utilization.generation == pytest.approx((3 * 1.02 + 1.0) / 5.38)
+    assert result.summary.utilization.training == pytest.approx(3 * 0.44 / 5.38)
 
 
 def test_pipelined_one_step_off_policy_overlaps_training_with_generation() -> None:
@@ -53,8 +53,8 @@ def test_pipelined_one_step_off_policy_overlaps_training_with_generation() -> No
     assert _flat(_train_rows(result)) == pytest.approx(
         _flat([(1.02, 1.02 + train_s), (2.04, 2.04 + train_s), (2.04 + 0.5 + 1.02, 3.56 + train_s)]), abs=1e-9
     )
-    assert result.summary["wall_time_s"] == pytest.approx(3 * GENERATION_S + 0.5 + train_s, abs=1e-9)
-    assert result.summary["staleness"]["histogram"] == {"0": 4, "1": 8}
+    assert result.summary.wall_time_s == pytest.approx(3 * GENERATION_S + 0.5 + train_s, abs=1e-9)
+    assert result.summary.staleness.histogram == {"0": 4, "1": 8}
 
 
 def test_pipelined_long_run_without_sync_cost_matches_the_textbook_formula() -> None:
@@ -64,8 +64,8 @@ def test_pipelined_long_run_without_sync_cost_matches_the_textbook_formula() -> 
     )
     result = run(scenario, profile(train_token_s=0.001, weight_sync_s=0.0))
     # wall = steps · generation + training; the first batch is on-policy, every later one one step stale.
-    assert result.summary["wall_time_s"] == pytest.approx(steps * GENERATION_S + 0.22, abs=1e-9)
-    assert result.summary["staleness"]["histogram"] == {"0": 4, "1": 4 * (steps - 1)}
+    assert result.summary.wall_time_s == pytest.approx(steps * GENERATION_S + 0.22, abs=1e-9)
+    assert result.summary.staleness.histogram == {"0": 4, "1": 4 * (steps - 1)}
 
 
 def test_training_slower_than_generation_makes_generation_wait_for_versions() -> None:
@@ -73,8 +73,8 @@ def test_training_slower_than_generation_makes_generation_wait_for_versions() ->
     result = run(scenario, profile(train_token_s=0.01, weight_sync_s=0.0))
     train_s = TOKENS_PER_BATCH * 0.01 / 2  # 2.2 s, longer than generation
     # Steps run back to back once the first batch is in: wall = generation + steps · training.
-    assert result.summary["wall_time_s"] == pytest.approx(GENERATION_S + 3 * train_s, abs=1e-9)
-    assert result.summary["utilization"]["training"] == pytest.approx(3 * train_s / (GENERATION_S + 3 * train_s))
+    assert result.summary.wall_time_s == pytest.approx(GENERATION_S + 3 * train_s, abs=1e-9)
+    assert result.summary.utilization.training == pytest.approx(3 * train_s / (GENERATION_S + 3 * train_s))
 
 
 def test_sync_batch_waits_for_its_slowest_sample() -> None:
@@ -127,11 +127,12 @@ def test_sync_on_two_engines_splits_each_batch_evenly() -> None:
     result = run(_two_engines({"kind": "sync", "max_concurrency": 8}), profile(weight_sync_s=0.0))
     generation_s = 2 * 10 * 0.001 + 100 * 0.01  # 1.02, on both engines at once
     train_s = 8 * 110 * 0.002 / 2  # 0.88
-    assert result.summary["wall_time_s"] == pytest.approx(3 * (generation_s + train_s), abs=1e-9)
+    assert result.summary.wall_time_s == pytest.approx(3 * (generation_s + train_s), abs=1e-9)
     rollouts = result.events.query("kind == 'generate'")
     assert rollouts.groupby("worker")["group"].nunique().to_dict() == {"engine-0": 6, "engine-1": 6}
 
 
+@pytest.mark.slow
 def test_pipelined_on_two_engines_worked_out_by_hand() -> None:
     # N = 1, room for 2 groups per engine. Batches 0 and 1 both use version 0: batch 0 (2 + 2 groups)
     # ends at 1.02, batch 1 at 2.04. Version 1 is out at 1.02 + 0.88 = 1.90, so at 2.04 the engines
@@ -140,4 +141,4 @@ def test_pipelined_on_two_engines_worked_out_by_hand() -> None:
         _two_engines({"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 4}), profile(weight_sync_s=0.0)
     )
     assert _flat(_train_rows(result)) == pytest.approx(_flat([(1.02, 1.90), (2.04, 2.92), (3.06, 3.94)]), abs=1e-9)
-    assert result.summary["staleness"]["histogram"] == {"0": 8, "1": 16}
+    assert result.summary.staleness.histogram == {"0": 8, "1": 16}

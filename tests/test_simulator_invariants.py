@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from asyncrl.scenarios.loading import validate_scenario
 from asyncrl.simulator.simulation import simulate
 from hypothesis import HealthCheck, given, settings
@@ -87,6 +88,7 @@ costs = st.builds(
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(scenarios(), costs)
 def test_trained_samples_finished_before_their_step_and_respect_the_bound(scenario, cost_profile) -> None:
@@ -103,27 +105,30 @@ def test_trained_samples_finished_before_their_step_and_respect_the_bound(scenar
         assert (staleness == oldest["step"].clip(upper=bound)).all()
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(scenarios(), costs)
 def test_samples_are_conserved_and_utilizations_are_fractions(scenario, cost_profile) -> None:
     summary = run(scenario, cost_profile).summary
-    samples = summary["samples"]
-    assert samples["generated"] == samples["trained"] + samples["queued"] + samples["in_flight"] + samples["dropped"]
-    assert samples["trained"] == scenario.run.steps * scenario.batch_samples
-    assert min(samples.values()) >= 0
+    samples = summary.samples
+    assert samples.generated == samples.trained + samples.queued + samples.in_flight + samples.dropped
+    assert samples.trained == scenario.run.steps * scenario.batch_samples
+    assert min(samples.model_dump().values()) >= 0
     for role in ("generation", "training", "generation_slots"):
-        assert 0.0 <= summary["utilization"][role] <= 1.0 + 1e-9
-    assert summary["steps"] == scenario.run.steps
+        assert 0.0 <= getattr(summary.utilization, role) <= 1.0 + 1e-9
+    assert summary.steps == scenario.run.steps
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), costs)
 def test_same_seed_same_summary_byte_for_byte(scenario, cost_profile) -> None:
-    first = json.dumps(run(scenario, cost_profile).summary)
-    second = json.dumps(run(scenario, cost_profile).summary)
+    first = json.dumps(run(scenario, cost_profile).summary.to_json())
+    second = json.dumps(run(scenario, cost_profile).summary.to_json())
     assert first == second
 
 
+@pytest.mark.slow
 def test_drain_refresh_reaches_a_busy_engine_that_lazy_refresh_never_does() -> None:
     # One engine that is never empty (a loose bound and a queue that never blocks): with lazy
     # refresh it generates everything with version 0; drain makes it stop, finish and load.
@@ -157,4 +162,4 @@ def test_drain_refresh_reaches_a_busy_engine_that_lazy_refresh_never_does() -> N
     assert len(drain.events.query("kind == 'sync'")) > 1
     assert drain.events.query("kind == 'generate'")["version"].nunique() > 5  # it keeps refreshing
     # What is left is the queue's backlog (generation outruns this learner), not weights never refreshed.
-    assert drain.summary["staleness"]["mean"] < lazy.summary["staleness"]["mean"]
+    assert drain.summary.staleness.mean < lazy.summary.staleness.mean

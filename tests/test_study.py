@@ -21,6 +21,7 @@ STUDY = ["study", "cpu-study", "--schedules", "sync,streaming-1,streaming-2", "-
 STEPS = ["--steps", "15", "--target", "0.05", "--holdout", "streaming-1", "--quiet"]
 
 
+@pytest.mark.slow
 def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_path: Path, capsys) -> None:
     out = tmp_path / "study"
     assert main([*STUDY, *STEPS, "--out", str(out)]) == 0

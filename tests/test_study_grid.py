@@ -111,6 +111,7 @@ def test_a_cell_the_scenario_refuses_names_the_cell() -> None:
         build_cells(StudyOptions("cpu-study", overrides=["workload.task=null"], schedules="sync", losses="grpo"))
 
 
+@pytest.mark.slow
 def test_the_command_says_which_flag_is_wrong_on_one_line(tmp_path) -> None:
     out = tmp_path / "study"
     args = [sys.executable, "-m", "asyncrl", "study", "cpu-study", "--schedules", "sync,async-2", "--out", str(out)]

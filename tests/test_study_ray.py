@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 from asyncrl.study import StudyOptions, run_study  # noqa: E402
 
 
+@pytest.mark.slow
 def test_one_cell_runs_as_a_ray_task_and_writes_its_row(tmp_path: Path, local_ray) -> None:
     options = StudyOptions(
         "cpu-study", schedules="streaming-2", losses="grpo", seeds="0", steps=5, out=tmp_path, runtime="ray", quiet=True

@@ -12,17 +12,19 @@ import pandas as pd
 import pytest
 from asyncrl.analysis import plots
 from asyncrl.analysis.tables import cost_cells, device_hours_per_1k
+from asyncrl.scenarios.record import validate_summary
 from asyncrl.simulator import sweep
 from asyncrl.simulator.sweep import grid_points, parse_axis, parse_scalar
 
 from asyncrl.cli import main
 from tests.conftest import small_scenario
+from tests.test_analysis import hand_summary
 
 # ── device-hours per 1,000 trained samples ──────────────────────────────────────
 
 
 def test_device_hours_per_1k_samples_worked_by_hand() -> None:
-    summary = {"wall_time_s": 7200.0, "samples": {"trained": 600}}
+    summary = validate_summary(hand_summary(wall_time_s=7200.0, **{"samples.trained": 600}))
     split = small_scenario()  # 1 generation + 2 training devices
     # 3 devices for 2 hours = 6 device-hours, for 600 samples: 10 device-hours per 1,000
     assert device_hours_per_1k(split, summary) == pytest.approx(10.0)
@@ -31,9 +33,10 @@ def test_device_hours_per_1k_samples_worked_by_hand() -> None:
     assert device_hours_per_1k(colocated, summary) == pytest.approx(4 / 600 * 1000)
     assert cost_cells(split, summary, None) == [pytest.approx(10.0)]
     assert cost_cells(split, summary, 2.5) == [pytest.approx(10.0), "25.00"]
-    assert math.isnan(device_hours_per_1k(split, {"wall_time_s": 1.0, "samples": {"trained": 0}}))
+    assert math.isnan(device_hours_per_1k(split, validate_summary(hand_summary(**{"samples.trained": 0}))))
 
 
+@pytest.mark.slow
 def test_size_csv_appends_device_hours_and_cost_per_1k_samples(tmp_path: Path, capsys) -> None:
     out = tmp_path / "size.csv"
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "2", "--max-staleness", "1"]
@@ -51,6 +54,7 @@ def test_size_csv_appends_device_hours_and_cost_per_1k_samples(tmp_path: Path, c
     assert rows["cost_per_1k_samples_usd"].to_numpy() == pytest.approx(2 * expected.to_numpy())
 
 
+@pytest.mark.slow
 def test_speedup_appends_device_hours_and_leaves_cost_out_without_a_price(capsys) -> None:
     assert main(["speedup", "quickstart", "--steps", "3", "--quiet"]) == 0
     header = capsys.readouterr().out.splitlines()[1]
@@ -75,6 +79,7 @@ FIGURES = [
 ]
 
 
+@pytest.mark.slow
 def test_sweep_writes_the_grid_product_in_order_with_its_figures(tmp_path: Path, capsys) -> None:
     out = tmp_path / "grid.csv"
     args = ["sweep", "quickstart", "--steps", "3", "--vary", f"{SIGMA}=0.5,1.5", "--vary", f"{GENERATION}=4,8,16"]
@@ -121,6 +126,7 @@ def test_a_grid_point_the_scenario_rejects_keeps_its_row_and_reason(tmp_path: Pa
     assert "devices_per_engine=3: cluster.devices_per_engine: 3 does not divide" in printed
 
 
+@pytest.mark.slow
 def test_sweep_writes_under_runs_by_default_and_prints_json(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,6 +230,7 @@ def test_sweep_figure_with_one_key_draws_one_unlabelled_line() -> None:
     assert [tick.get_text() for tick in ax.get_xticklabels()] == ["4", "8", "16"]
 
 
+@pytest.mark.slow
 def test_size_with_one_split_tries_the_middle_one(tmp_path: Path, capsys) -> None:
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "1", "--kind", "streaming", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "size.csv")]) == 0

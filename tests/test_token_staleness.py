@@ -47,7 +47,7 @@ def test_token_mean_counts_each_token_once() -> None:
         ("train", 3.0, 4.0, 2, 2, -1, -1, 0),
     )
     summary = summarize(events, backend="executor", scenario_name="hand", engines=1, concurrency=2)
-    staleness = summary["staleness"]
-    assert staleness["token_mean"] == pytest.approx(38 / 40)
-    assert staleness["mean"] == pytest.approx(1.5)  # per rollout, oldest version: (1 + 2)/2
-    assert staleness["histogram"] == {"1": 1, "2": 1}
+    staleness = summary.staleness
+    assert staleness.token_mean == pytest.approx(38 / 40)
+    assert staleness.mean == pytest.approx(1.5)  # per rollout, oldest version: (1 + 2)/2
+    assert staleness.histogram == {"1": 1, "2": 1}

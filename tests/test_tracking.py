@@ -26,6 +26,7 @@ def test_figures_of_a_row_and_of_a_summary() -> None:
     assert summary_figures(summary) == {"steps": 4.0, "throughput.samples_per_s": 2.0, "staleness.mean": 0.5}
 
 
+@pytest.mark.slow
 def test_a_short_cpu_run_logged_to_tensorboard_reads_back(tmp_path: Path, capsys) -> None:
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -9,9 +9,11 @@ import pandas as pd
 import pytest
 from asyncrl.analysis.validation import figure_errors, validation_lines
 from asyncrl.scenarios.loading import dump_scenario, load_scenario
+from asyncrl.scenarios.record import RunSummary, validate_summary
 
 from asyncrl.cli import main
 from asyncrl.draws import LOSSES, SCHEDULE_CELLS, draw_scenarios
+from tests.test_analysis import hand_summary
 
 
 def test_forty_draws_are_valid_deterministic_and_cover_every_schedule_loss_and_refresh(tmp_path: Path) -> None:
@@ -53,12 +55,14 @@ def test_any_five_draws_in_a_row_see_every_schedule_cell(seed: int) -> None:
         assert cells == set(SCHEDULE_CELLS)
 
 
-def summary(wall: float, staleness: float = 0.0, generation: float = 0.5, training: float = 0.5) -> dict:
-    return {
+def summary(wall: float, staleness: float = 0.0, generation: float = 0.5, training: float = 0.5) -> RunSummary:
+    figures = {
         "wall_time_s": wall,
-        "staleness": {"mean": staleness},
-        "utilization": {"generation": generation, "training": training},
+        "staleness.mean": staleness,
+        "utilization.generation": generation,
+        "utilization.training": training,
     }
+    return validate_summary(hand_summary(**figures))
 
 
 def test_errors_are_the_predictions_relative_to_each_repeat_of_the_measurement() -> None:
@@ -79,6 +83,7 @@ def test_errors_are_the_predictions_relative_to_each_repeat_of_the_measurement()
     assert "speedup" not in sync_only and "wall_sync" not in sync_only
 
 
+@pytest.mark.slow
 def test_validate_calibrates_predicts_executes_and_reports_one_scenario(tmp_path: Path, capsys) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "validate"

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from asyncrl.scenarios.loading import validate_scenario
+from asyncrl.scenarios.record import RunSummary
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.simulation import simulate
 
@@ -48,42 +49,46 @@ def fully_async(prompts: int = 16, every: int = 4, threshold: float = 0.5, parti
     )
 
 
-def run(scenario: Scenario) -> dict[str, Any]:
+def run(scenario: Scenario) -> RunSummary:
     return simulate(scenario).summary
 
 
+@pytest.mark.slow
 def test_a_staleness_threshold_removes_the_waits_at_each_sync_and_makes_samples_staler() -> None:
     zero, tenth, half = (run(fully_async(threshold=t)) for t in (0.0, 0.1, 0.5))
-    assert zero["wall_time_s"] > tenth["wall_time_s"] > half["wall_time_s"]
-    assert zero["staleness"]["mean"] < tenth["staleness"]["mean"] < half["staleness"]["mean"]
+    assert zero.wall_time_s > tenth.wall_time_s > half.wall_time_s
+    assert zero.staleness.mean < tenth.staleness.mean < half.staleness.mean
     # At 0 the engines idle once a window is produced: generation is less busy than with a threshold.
-    assert zero["utilization"]["generation"] < half["utilization"]["generation"]
+    assert zero.utilization.generation < half.utilization.generation
     # At 0 nothing is generated past the window: staleness stays under k (local steps within one sync window),
     # stragglers aside.
-    assert zero["staleness"]["max"] <= 4
+    assert zero.staleness.max <= 4
 
 
+@pytest.mark.slow
 def test_syncing_less_often_means_fewer_bubbles_and_staler_samples() -> None:
     every = {k: run(fully_async(every=k)) for k in (1, 2, 4, 8)}
-    times = [every[k]["wall_time_s"] for k in (1, 2, 4, 8)]
-    staleness = [every[k]["staleness"]["mean"] for k in (1, 2, 4, 8)]
+    times = [every[k].wall_time_s for k in (1, 2, 4, 8)]
+    staleness = [every[k].staleness.mean for k in (1, 2, 4, 8)]
     assert times == sorted(times, reverse=True)
     assert staleness == sorted(staleness)
 
 
+@pytest.mark.slow
 def test_partial_rollout_spares_the_drain_at_each_sync() -> None:
     partial, drained = run(fully_async(partial=True)), run(fully_async(partial=False))
-    assert partial["wall_time_s"] < drained["wall_time_s"]
+    assert partial.wall_time_s < drained.wall_time_s
     # Without a threshold nothing runs past the window when the sync comes: the two are the same schedule.
     assert (
-        run(fully_async(threshold=0.0, partial=True))["wall_time_s"]
-        == run(fully_async(threshold=0.0, partial=False))["wall_time_s"]
+        run(fully_async(threshold=0.0, partial=True)).wall_time_s
+        == run(fully_async(threshold=0.0, partial=False)).wall_time_s
     )
 
 
+@pytest.mark.slow
 def test_the_sync_window_in_samples_is_what_counts() -> None:
     # Smaller local updates (require_batches × ppo_mini_batch_size) with the same window of samples between syncs
     # (trigger_parameter_sync_step × the local update): about the same run; the sync window, not the update
     # size, sets the waits.
     small, large = run(fully_async(prompts=8, every=8)), run(fully_async(prompts=32, every=2))
-    assert small["wall_time_s"] == pytest.approx(large["wall_time_s"], rel=0.1)
+    assert small.wall_time_s == pytest.approx(large.wall_time_s, rel=0.1)
