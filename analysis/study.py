@@ -37,7 +37,6 @@ a loss that often never gets there at high staleness is the least robust whateve
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -47,6 +46,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.tables import format_table
+from asyncrl.scenarios.record import RunRecordError, RunSummary, read_summary
 
 WINDOW = 10
 #: Tolerance of "reaches the target": a rolling mean of floats may miss an exact target by rounding.
@@ -187,14 +187,14 @@ def final_reward(metrics: pd.DataFrame, window: int = WINDOW) -> float:
     return float(metrics.sort_values("step")["reward_mean"].tail(window).mean())
 
 
-def read_finished(run: Path) -> tuple[dict[str, Any], pd.DataFrame] | None:
+def read_finished(run: Path) -> tuple[RunSummary, pd.DataFrame] | None:
     """The run's summary and metrics if it finished (summary.json says ``complete``), else None."""
     try:
-        summary = json.loads((run / "summary.json").read_text())
-        if not isinstance(summary, dict) or summary.get("status") != "complete":
+        summary = read_summary(run)
+        if summary.status != "complete":
             return None
         return summary, pd.read_parquet(run / "metrics.parquet")
-    except (OSError, ValueError):
+    except (RunRecordError, OSError, ValueError):
         return None
 
 
@@ -207,11 +207,11 @@ def unfinished_reason(run: Path) -> str:
     """Why ``run`` holds no finished run, in a few words."""
     if not run.is_dir():
         return "not run"
-    try:
-        status = json.loads((run / "summary.json").read_text()).get("status", "unknown")
-    except OSError:
+    if not (run / "summary.json").is_file():
         return "the run did not end (no summary.json)"
-    except (ValueError, AttributeError):
+    try:
+        status = read_summary(run).status or "unknown"
+    except RunRecordError:
         return "summary.json is not a run summary"
     return f"run {status}" if status != "complete" else "metrics.parquet is missing"
 
@@ -225,9 +225,8 @@ def cell_record(key: CellKey, run: Path, target: float, steps: int, reason: str 
         return {**head, "status": FAILED, "reason": reason or unfinished_reason(run), **_FIGURES_OF_A_FAILED_CELL}
     summary, metrics = finished
     reach = steps_to_target(metrics, target)
-    wall = float(summary["wall_time_s"])
-    samples = summary["samples"]
-    generated, dropped = int(samples["generated"]), int(samples["dropped"])
+    wall = summary.wall_time_s
+    generated, dropped = summary.samples.generated, summary.samples.dropped
     return {
         **head,
         "status": OK,
@@ -237,22 +236,13 @@ def cell_record(key: CellKey, run: Path, target: float, steps: int, reason: str 
         "steps_to_target": reach.steps,
         "wall_to_target_s": reach.wall_s,
         "kl_at_target": reach.kl,
-        "step_time_s": wall / max(1, int(summary["steps"])),
+        "step_time_s": wall / max(1, summary.steps),
         "wall_s": wall,
-        "staleness_mean": _staleness(summary, metrics),
+        "staleness_mean": summary.staleness.token_mean,  # token-weighted
         "dropped_fraction": dropped / generated if generated else math.nan,
         "samples_generated": generated,
         "samples_dropped": dropped,
     }
-
-
-def _staleness(summary: Mapping[str, Any], metrics: pd.DataFrame) -> float:
-    """Token-weighted mean staleness of the run: the summary's, else the steps' mean (equal batches)."""
-    staleness = summary.get("staleness") or {}
-    for key in ("token_mean", "mean"):
-        if staleness.get(key) is not None:
-            return float(staleness[key])
-    return float(metrics["staleness_mean"].mean()) if "staleness_mean" in metrics else math.nan
 
 
 def curve_frame(key: CellKey, run: Path) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from asyncrl.scenarios.loading import dump_scenario
 
 from asyncrl.cli import main
 from asyncrl.study import Cell, StudyOptions, _finished, build_cells, run_cell
+from tests.test_analysis import hand_summary
 from tests.test_study_tables import CELLS_CSV
 
 pytest.importorskip("torch")
@@ -60,7 +61,7 @@ def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_p
 def finished_run(cell: Cell, scenario_yaml: str) -> None:
     """What a finished executor run leaves, as far as the study looks."""
     cell.out.mkdir(parents=True)
-    (cell.out / "summary.json").write_text(json.dumps({"status": "complete", "steps": 3}))
+    (cell.out / "summary.json").write_text(json.dumps(hand_summary(status="complete", steps=3)))
     pd.DataFrame({"step": [0], "end": [0.1], "reward_mean": [0.1], "kl": [0.0]}).to_parquet(
         cell.out / "metrics.parquet"
     )
@@ -74,7 +75,7 @@ def test_a_finished_cell_is_kept_only_with_the_scenario_it_would_run_now(tmp_pat
     assert _finished(cell)
     longer = build_cells(replace(options, steps=4))[0]
     assert longer.out == cell.out and not _finished(longer)  # other --steps: run again
-    (cell.out / "summary.json").write_text(json.dumps({"status": "interrupted"}))
+    (cell.out / "summary.json").write_text(json.dumps(hand_summary(status="interrupted")))
     assert not _finished(cell)
 
 

@@ -24,6 +24,8 @@ from asyncrl.analysis.study import (
     t_quantile,
 )
 
+from tests.test_analysis import hand_summary
+
 #: The contract with the tools that read cells.csv: these columns, in this order.
 CELLS_CSV = [
     "cell", "schedule", "kind", "staleness_bound", "in_flight_updates", "loss", "correction", "seed", "task",
@@ -54,14 +56,10 @@ def metrics(rewards: list[float]) -> pd.DataFrame:
 def write_run(run: Path, rewards: list[float], status: str = "complete", **summary: object) -> Path:
     run.mkdir(parents=True)
     metrics(rewards).to_parquet(run / "metrics.parquet", index=False)
-    record = {
-        "steps": len(rewards),
-        "wall_time_s": 7.0,
-        "staleness": {"mean": 1.0, "token_mean": 0.75},
-        "samples": {"generated": 200, "dropped": 10},
-        "status": status,
-        **summary,
-    }
+    figures = {"wall_time_s": 7.0, "staleness.mean": 1.0, "staleness.token_mean": 0.75}
+    record = hand_summary(
+        steps=len(rewards), **figures, **{"samples.generated": 200, "samples.dropped": 10}, status=status, **summary
+    )
     (run / "summary.json").write_text(json.dumps(record))
     return run
 
