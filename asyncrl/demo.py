@@ -219,9 +219,23 @@ def _host_busy_s() -> float | None:
 
 
 def _own_cpu_s() -> float:
-    """CPU seconds of this process and of its children that have ended (the run's engines and learner)."""
+    """CPU seconds of this process and its descendants: its own, its ended children's, and each live child's
+    with the children it has reaped (the forkserver's: the run's engines fork from it and end before it)."""
     times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
+    return times.user + times.system + times.children_user + times.children_system + _live_children_cpu_s()
+
+
+def _live_children_cpu_s() -> float:
+    """utime + stime + cutime + cstime of this process's live children, from ``/proc``; 0 off Linux."""
+    total, me = 0, os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if int(fields[1]) == me:  # fields[0] is the state, [1] the parent, [11:15] the four times
+            total += sum(int(value) for value in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def load_notes(outcomes: list[ScenarioOutcome]) -> list[str]:
