@@ -143,7 +143,9 @@ def compare_summaries(
     )
 
 
-def compare_speedup(sync_a: RunSummary, async_a: RunSummary, sync_b: RunSummary, async_b: RunSummary) -> SpeedupComparison:
+def compare_speedup(
+    sync_a: RunSummary, async_a: RunSummary, sync_b: RunSummary, async_b: RunSummary
+) -> SpeedupComparison:
     """Predicted speedup wall(sync A)/wall(async A) against measured wall(sync B)/wall(async B)."""
     return SpeedupComparison(
         sync_a_s=sync_a.wall_time_s,
