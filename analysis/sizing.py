@@ -38,12 +38,12 @@ from asyncrl.analysis.tables import (
 )
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.memory import GB, PoolMemory, misfit
-from asyncrl.scenarios.record import RunSummary
+from asyncrl.scenarios.record import RunSummary, Simulated
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
 
-SizingResult = tuple[Labelled, RunSummary | None]  # None: the row does not fit in memory, not simulated
+SizingResult = Simulated[Labelled]  # None: the row does not fit in memory, not simulated
 TABLE_HEADER = ["schedule split tp", *FIGURE_HEADER]
 SIZING_COLUMNS = (
     "label",

@@ -27,7 +27,7 @@ from asyncrl.analysis.tables import (
     format_table,
 )
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.record import RunSummary
+from asyncrl.scenarios.record import RunSummary, Simulated
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
@@ -63,7 +63,7 @@ class Point(Protocol):
     def reason(self) -> str: ...
 
 
-SweepResult = tuple[Point, RunSummary | None]
+SweepResult = Simulated[Point]
 
 
 def figure_columns(priced: bool) -> list[str]:

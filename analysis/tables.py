@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asyncrl.scenarios.memory import memory_problem
+from asyncrl.scenarios.record import Simulated
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -217,16 +218,16 @@ def calibration_lines(model: str, device: str, repeats: int, profile: CostProfil
 
 
 def with_equal_quality(
-    results: Sequence[tuple[Labelled, RunSummary | None]],
-) -> list[tuple[Labelled, RunSummary | None]]:
+    results: Sequence[Simulated[Labelled]],
+) -> list[Simulated[Labelled]]:
     """The results with, in each ``time_to_target``, ``as_written_vs_this``: this run's predicted time to target
     over the scenario as written's (the first result): how much sooner the scenario reaches the same reward.
     Results without a time to target (no penalty, or not simulated) are left as they are."""
-    written = results[0][1]
+    written = results[0].summary
     if written is None or written.time_to_target is None:
         return list(results)
     soonest = written.time_to_target.time_s
-    return [(variant, _with_ratio(summary, soonest) if summary is not None else None) for variant, summary in results]
+    return [Simulated(variant, _with_ratio(summary, soonest) if summary else None) for variant, summary in results]
 
 
 def _with_ratio(summary: RunSummary, written_time_s: float) -> RunSummary:
@@ -239,7 +240,7 @@ def _with_ratio(summary: RunSummary, written_time_s: float) -> RunSummary:
 
 def speedup_lines(
     scenario: Scenario,
-    results: Sequence[tuple[Labelled, RunSummary | None]],
+    results: Sequence[Simulated[Labelled]],
     price_per_device_hour: float | None = None,
     about_target: str | None = None,
 ) -> str:
@@ -251,7 +252,7 @@ def speedup_lines(
     to it; without, one line says it is not predicted. A baseline that does not fit in device memory
     (summary None) has dashes for figures and a line below the table giving its reason.
     """
-    as_written = results[0][1]
+    as_written = results[0].summary
     assert as_written is not None, "the CLI refuses a scenario that does not fit"
     written = as_written.throughput.samples_per_s
     quality = about_target is not None
@@ -280,7 +281,7 @@ def speedup_lines(
     )
 
 
-def _target_block(results: Sequence[tuple[Labelled, RunSummary | None]], about_target: str) -> list[str]:
+def _target_block(results: Sequence[Simulated[Labelled]], about_target: str) -> list[str]:
     """``time to target (...)`` and one line per simulated run: its time to target."""
     simulated = [
         (variant.label, summary.time_to_target)

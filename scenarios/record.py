@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -284,6 +284,17 @@ class RunSummary(_SummarySection):
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready dict ``summary.json`` holds, fields in their documented order; unset optional ones left out."""
         return self.model_dump(mode="json", exclude_none=True)
+
+
+Subject = TypeVar("Subject")
+
+
+class Simulated(NamedTuple, Generic[Subject]):
+    """What a sweep hands back per case: the case (a variant, a grid point) and its simulated summary, read by
+    name (``result.summary``); summary None: not simulated (it does not fit in memory, or does not validate)."""
+
+    subject: Subject
+    summary: RunSummary | None
 
 
 def validate_summary(data: Any, source: Path | str = SUMMARY_FILE) -> RunSummary:

@@ -44,7 +44,7 @@ import yaml
 from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.penalty import PenaltyFit
-from asyncrl.scenarios.record import RunSummary
+from asyncrl.scenarios.record import RunSummary, Simulated
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.simulation import Simulation
@@ -63,7 +63,7 @@ class Variant:
     scenario: Scenario
 
 
-Result = tuple[Variant, RunSummary | None]  # a variant and its simulated summary; None: does not fit
+Result = Simulated[Variant]  # a variant and its simulated summary; None: does not fit
 
 
 def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -197,11 +197,11 @@ def simulate_sizing(
     best = _soonest_first if penalty is not None else _fastest_first
     best_baseline = sorted(_simulated(results[: len(baselines)]), key=best)[:1]  # the best engine size
     ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=best)
-    return ranked + [result for result in results if result[1] is None]
+    return ranked + [result for result in results if result.summary is None]
 
 
 def _simulated(results: list[Result]) -> list[Result]:
-    return [result for result in results if result[1] is not None]
+    return [result for result in results if result.summary is not None]
 
 
 def simulate_fitting(
@@ -214,16 +214,18 @@ def simulate_fitting(
     fitting = [variant for variant in variants if not memory_problem(variant.scenario)]
     simulated = simulate_all(fitting, progress=progress, until_converged=until_converged, penalty=penalty)
     summaries = {id(variant): summary for variant, summary in simulated}
-    return [(variant, summaries.get(id(variant))) for variant in variants]
+    return [Simulated(variant, summaries.get(id(variant))) for variant in variants]
 
 
 def _fastest_first(result: Result) -> float:
-    return -result[1].throughput.samples_per_s
+    assert result.summary is not None  # ranked rows were simulated
+    return -result.summary.throughput.samples_per_s
 
 
 def _soonest_first(result: Result) -> tuple[float, float]:
     """Predicted time to target; between equal times, the higher throughput."""
-    return result[1].time_to_target.time_s, _fastest_first(result)
+    assert result.summary is not None and result.summary.time_to_target is not None  # sized with a penalty
+    return result.summary.time_to_target.time_s, _fastest_first(result)
 
 
 def simulate_all(
@@ -261,7 +263,7 @@ def _with_bar(variants: list[Variant], summaries: Iterable[RunSummary], bar: tqd
     """Pairs each variant with its summary, in order, ticking the bar; closes it at the end."""
     for variant, summary in zip(variants, summaries, strict=True):
         bar.update()
-        yield variant, summary
+        yield Simulated(variant, summary)
     bar.close()
 
 
@@ -291,7 +293,7 @@ class GridPoint:
         return " ".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in self.values.items())
 
 
-GridResult = tuple[GridPoint, RunSummary | None]  # a point and its summary (None: skipped)
+GridResult = Simulated[GridPoint]  # a point and its summary (None: skipped)
 
 
 def parse_scalar(text: str) -> Any:
@@ -345,4 +347,4 @@ def simulate_grid(points: Sequence[GridPoint], progress: bool = True) -> list[Gr
     variants = [Variant(points[index].label, scenario) for index, scenario in valid]
     simulated = simulate_all(variants, progress=progress)
     summaries = {index: summary for (index, _), (_, summary) in zip(valid, simulated, strict=True)}
-    return [(point, summaries.get(index)) for index, point in enumerate(points)]
+    return [Simulated(point, summaries.get(index)) for index, point in enumerate(points)]

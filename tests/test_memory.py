@@ -9,7 +9,7 @@ from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.tables import speedup_lines
 from asyncrl.scenarios import memory
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
-from asyncrl.scenarios.record import validate_summary
+from asyncrl.scenarios.record import Simulated, validate_summary
 from asyncrl.simulator.sweep import Variant, speedup_variants
 
 from asyncrl.cli import main
@@ -206,7 +206,7 @@ def test_a_baseline_that_does_not_fit_shows_its_reason_instead_of_figures(tmp_pa
         "wall_time_s": 120.0,
     }
     summary = validate_summary(hand_summary(**figures))
-    lines = speedup_lines(scenario, [(written, summary), (tight, None)]).splitlines()
+    lines = speedup_lines(scenario, [Simulated(written, summary), Simulated(tight, None)]).splitlines()
     assert lines[3].split()[-2] == "1.00x"  # then device-hours per 1,000 samples
     assert lines[4].split()[-9:] == ["-"] * 9  # seven figures, the speedup and device-hours
     assert lines[5].startswith("sync, one trainer: not simulated, training pool: needs 159.5 GB per device")
