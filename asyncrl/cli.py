@@ -109,6 +109,9 @@ def _one_line(exc: BaseException) -> str:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments; leftover ``dotted.key=value`` ones (after a flag) join the bare overrides."""
     parser = _parser()
+    if not (sys.argv[1:] if argv is None else argv):  # bare `asyncrl`: what it can do, not a usage error
+        parser.print_help()
+        parser.exit(0)
     args, extras = parser.parse_known_args(argv)
     if extras:
         assignments, error = split_assignments(extras, args.subparser._option_string_actions)

@@ -194,6 +194,15 @@ def test_profile_lacking_a_field_is_named(tmp_path: Path, capsys) -> None:
     assert error.rstrip().endswith("profile.yaml: train_token_s: Field required")
 
 
+def test_bare_asyncrl_lists_every_command_and_exits_0(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == 0
+    printed = capsys.readouterr().out
+    for command in ("simulate", "execute", "calibrate", "demo", "speedup", "size", "sweep", "from-verl"):
+        assert f"\n    {command} " in printed or f"\n    {command}\n" in printed, command
+
+
 @pytest.mark.slow
 def test_the_installed_command_exits_2_without_a_traceback(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, workload__completion_tokens__sigma=-1)
