@@ -50,9 +50,9 @@ from asyncrl.arguments import (
     split_assignments,
     window,
 )
-from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
+from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.memory import check_memory, memory_problem
-from asyncrl.scenarios.outputs import check_output_file, default_run_dir, run_directory
+from asyncrl.scenarios.outputs import check_output_file, default_run_dir
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -577,21 +577,18 @@ def _load_fitting(args: argparse.Namespace) -> Scenario:
 
 def _simulate(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import simulation_lines
-    from asyncrl.scenarios.record import write_run
-    from asyncrl.simulator.simulation import simulate
+    from asyncrl.simulator.backend import Simulator
     from asyncrl.simulator.target import step_ends_of_events, time_to_target
 
     scenario = _load_fitting(args)
     fit, about = _penalty_fit(args.penalty, scenario)
     out = args.out or default_run_dir(scenario.name)
-    with run_directory(out, force=args.force):
-        with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
-            result = simulate(scenario, on_step=lambda step, now: bar.update())
-        yaml = dump_scenario(scenario.resolved())
-        write_run(out, scenario_yaml=yaml, events=result.events, summary=result.summary)
-    summary = result.summary  # the run record keeps the simulator's figures; the time to target is printed only
+    with _progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
+        record = Simulator(on_step=lambda step, now: bar.update(), force=args.force).run(scenario, out)
+    summary = record.summary  # the run record keeps the simulator's figures; the time to target is printed only
+    assert summary is not None  # a simulated run always ends
     if fit is not None:
-        reached = time_to_target(fit, summary, step_ends_of_events(result.events))
+        reached = time_to_target(fit, summary, step_ends_of_events(record.events))
         summary = summary.model_copy(update={"time_to_target": reached})
     if args.json:
         return _print_json(summary.to_json())

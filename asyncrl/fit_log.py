@@ -152,8 +152,8 @@ def simulate_phases(scenario: Scenario, efficiency: Efficiency, steps: int = SIM
     sim.run()
     switch = costs.weight_sync(0) + costs.switch_to_generation()
     trains = sim.recorder.trains
-    gaps = [start - end - switch for (_, _, end, *_), (_, start, *_) in itertools.pairwise(trains)]
-    intervals = [later[2] - earlier[2] for earlier, later in itertools.pairwise(trains)]
+    gaps = [later.start - earlier.end - switch for earlier, later in itertools.pairwise(trains)]
+    intervals = [later.end - earlier.end for earlier, later in itertools.pairwise(trains)]
     parts = sim.learner_steps[1:]
 
     def mean(values: Sequence[float]) -> float:

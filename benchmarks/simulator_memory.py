@@ -18,14 +18,13 @@ import sys
 CHILD = """
 import json, resource, sys, tempfile
 from pathlib import Path
-from asyncrl.scenarios.loading import dump_scenario, load_scenario
-from asyncrl.scenarios.record import write_run
+from asyncrl.scenarios.loading import load_scenario
 from asyncrl.simulator.simulation import simulate
 scenario = load_scenario(sys.argv[1], sys.argv[2:])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 result = simulate(scenario)
 with tempfile.TemporaryDirectory() as out:
-    write_run(Path(out), scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
+    result.write(Path(out))
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"rollouts": result.summary.samples.generated, "rows": len(result.events), "before_kb": before, "peak_kb": peak}))
 """

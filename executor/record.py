@@ -6,8 +6,9 @@
     learner loop ── one metrics row per step ───────────────────────┼──► metrics.parquet
     scenario ───────────────────────────────────────────────────────┴──► scenario.yaml, summary.json
 
-The files are the simulator's (``scenarios.record.write_run``, with ``backend:
-"executor"``) plus ``metrics.parquet`` (loss, reward, KL, staleness per step).
+The files are the simulator's (``scenarios.record.RunRecord.write``, with ``backend:
+"executor"``) plus the tables ``metrics`` (loss, reward, KL, staleness per step) and
+``engine_steps``.
 ``summary.json`` is written only when the run ends and says ``status``:
 complete, interrupted or failed (and ``resumed_from``, the checkpoint's step,
 when the run was resumed; ``dtype``, the engines' number format). At a
@@ -19,38 +20,16 @@ directory without summary.json is a run that has not ended, or was killed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
 from asyncrl.executor.messages import STEP_COLUMNS
-from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.record import (
-    EVENT_COLUMNS,
-    SUMMARY_FILE,
-    DevicePools,
-    RunStatus,
-    RunSummary,
-    summarize,
-    write_run,
-)
+from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus
 from asyncrl.scenarios.scenario import Scenario
 
-ENGINE_STEPS_FILE = "engine_steps.parquet"
 PROGRESS_FILE = Path("checkpoint") / "progress.json"
-
-
-@dataclass
-class ExecutionResult:
-    summary: RunSummary | None  # None: the run never started (nothing written)
-    events: pd.DataFrame
-    metrics: pd.DataFrame
-
-    @classmethod
-    def empty(cls) -> ExecutionResult:
-        """What a run that never started its coordinator returns (it writes nothing)."""
-        return cls(None, pd.DataFrame(columns=list(EVENT_COLUMNS)), pd.DataFrame())
 
 
 @dataclass
@@ -77,7 +56,7 @@ class PreviousRun:
         return cls(kept.reset_index(drop=True), metrics[metrics["step"] < step].reset_index(drop=True), wall)
 
 
-class RunRecord:
+class RunLog:
     """The metrics rows of this run, on top of a previous run's record when resumed; writes the whole record."""
 
     def __init__(self, scenario: Scenario, out: Path) -> None:
@@ -97,37 +76,26 @@ class RunRecord:
         status: RunStatus | Literal["checkpoint"],
         event_rows: list[dict[str, Any]],
         engine_steps: list[dict[str, Any]] | None = None,
-    ) -> ExecutionResult:
-        """Write events.parquet, scenario.yaml, metrics.parquet, engine_steps.parquet (what each decode step
-        of this run did; a resumed run keeps only its own), then summary.json with ``status``, or at a
-        checkpoint checkpoint/progress.json instead."""
+    ) -> RunRecord:
+        """Write the run record (events, scenario, the tables ``metrics`` and ``engine_steps``: what each decode
+        step of this run did, a resumed run keeping only its own), then summary.json with ``status``, or at a
+        checkpoint checkpoint/progress.json instead; the record written."""
         new_events = pd.DataFrame(event_rows, columns=list(EVENT_COLUMNS))
         events = pd.concat([self.previous.events, new_events], ignore_index=True).astype(EVENT_COLUMNS)
         metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
-        summary = summarize(
-            events,
-            backend="executor",
-            scenario_name=self.scenario.name,
-            engines=self.scenario.cluster.engines,
-            concurrency=self.scenario.engine_concurrency,
-            devices=DevicePools.of(self.scenario.cluster),
-        )
+        steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])
+        record = RunRecord.of(self.scenario, events, "executor", metrics=metrics, engine_steps=steps)
+        assert record.summary is not None  # RunRecord.of summarizes
         ended = status != "checkpoint"
-        summary = summary.model_copy(
+        summary = record.summary.model_copy(
             update={
                 "status": status if ended else None,
                 "dtype": self.scenario.model.dtype,
                 "resumed_from": self.resumed_from,
             }
         )
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / SUMMARY_FILE).unlink(missing_ok=True)
-        metrics.to_parquet(self.out / "metrics.parquet", index=False)
-        steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])
-        steps.to_parquet(self.out / ENGINE_STEPS_FILE, index=False)
-        yaml = dump_scenario(self.scenario.resolved())
-        write_run(self.out, scenario_yaml=yaml, events=events, summary=summary if ended else None)  # summary last
+        written = replace(record, summary=summary if ended else None).write(self.out)  # summary.json last
         if not ended:
             progress = {**summary.to_json(), "status": "checkpoint"}
-            (self.out / PROGRESS_FILE).write_text(json.dumps(progress, indent=2) + "\n")
-        return ExecutionResult(summary, events, metrics)
+            (written / PROGRESS_FILE).write_text(json.dumps(progress, indent=2) + "\n")
+        return replace(record, summary=summary)

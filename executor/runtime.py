@@ -30,7 +30,7 @@ This module holds the learner loop; the rest of a run lives next to it:
                             ActorProcesses.wait_ready, Coordinator, ActorProcesses.go, publish(first version)
               _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
                             (the record so far, with checkpoint/progress.json instead of summary.json)
-              _Run.finish   RunRecord.write(status): summary.json last  (executor/record.py)
+              _Run.finish   RunLog.write(status): summary.json last  (executor/record.py)
               _Run.stop     ActorProcesses.stop
 """
 
@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Literal
 
 from asyncrl.executor import checkpoint
 from asyncrl.executor.processes import ActorProcesses
-from asyncrl.executor.record import ExecutionResult, RunRecord
+from asyncrl.executor.record import RunLog
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.outputs import run_directory
-from asyncrl.scenarios.record import RunStatus
+from asyncrl.scenarios.record import RunRecord, RunStatus, empty_events
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -66,8 +66,8 @@ def execute(
     on_step: StepCallback | None = None,
     runtime: str = "local",
     force: bool = False,
-) -> ExecutionResult:
-    """Run ``scenario`` for real; write the run record to ``out`` (also when it fails).
+) -> RunRecord:
+    """Run ``scenario`` for real; write the run record to ``out`` (also when it fails) and return it.
 
     ``runtime`` is where the actors run: ``local`` processes, or ``ray`` actors
     (a local Ray, or the cluster ``RAY_ADDRESS`` names). ``out`` is checked and
@@ -152,7 +152,7 @@ class _Run:
         self.scenario, self.out, self.device = scenario, out, device
         self.placement = place(device, _visible_gpus(device), scenario.cluster.engines, runtime)
         self.actors = ActorProcesses(scenario, self.placement, runtime)
-        self.record = RunRecord(scenario, out)
+        self.record = RunLog(scenario, out)
         self.resumed = checkpoint.Resumed()
         self.coordinator: Coordinator | None = None
         self.t0 = time.time()
@@ -235,14 +235,14 @@ class _Run:
 
     # Shutdown and the record.
 
-    def finish(self, status: RunStatus) -> ExecutionResult:
-        """Write the run record, complete or partial (nothing if the coordinator never started)."""
+    def finish(self, status: RunStatus) -> RunRecord:
+        """Write the run record, complete or partial (nothing if the coordinator never started: no summary)."""
         if self.coordinator is None:
-            return ExecutionResult.empty()
+            return RunRecord(self.scenario, None, empty_events())
         self.actors.stop_receiving()
         return self._write(status)
 
-    def _write(self, status: RunStatus | Literal["checkpoint"]) -> ExecutionResult:
+    def _write(self, status: RunStatus | Literal["checkpoint"]) -> RunRecord:
         coordinator = self._coordinator()
         rows = coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
         return self.record.write(status, rows, list(coordinator.engine_steps))

@@ -39,7 +39,7 @@ import simpy
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.costs import CostModel
 from asyncrl.simulator.host import Host
-from asyncrl.simulator.rollouts import Rollouts
+from asyncrl.simulator.rollouts import Rollouts, WeightLoad
 
 _EPS = 1e-9
 
@@ -78,7 +78,7 @@ class Engine:
         self._ready_at = 0.0  # when the last weight load ends
         self._step_s = 0.0  # decode-step time of the current segment
         self._context_offset = 0.0  # context tokens in flight = b · progress + offset
-        self.loads: list[tuple[float, float, int]] = []  # (progress, wall time, version) of each load
+        self.loads: list[WeightLoad] = []  # each weight load, in order
         self.wake: simpy.Event | None = None  # set while idle with nothing in flight
         self._interrupted = False
         self.refused = False  # planning with room left after a dispatch: finishes that add room are quiet
@@ -123,7 +123,7 @@ class Engine:
         self._pause += sync_s + switch_s
         self._ready_at = ready
         self.version = version
-        self.loads.append((self.progress, ready, version))
+        self.loads.append(WeightLoad(self.progress, ready, version))
         return start, loaded, ready
 
     def start(self, group: int, prompt: int, lengths: list[int]) -> tuple[float, float]:

@@ -20,15 +20,38 @@ of such intervals covering it; ``DecodeShares`` integrates 1 / batch along them.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from asyncrl.scenarios.record import EVENT_COLUMNS
 from asyncrl.scenarios.workload import TrainTokens
 from asyncrl.simulator.costs import AllReduceCost
-from asyncrl.simulator.rollouts import Rollouts
+from asyncrl.simulator.rollouts import Rollouts, WeightLoad, cut_at_loads
 
-Load = tuple[float, float, int]  # (engine progress, wall time, version) of one weight load
+
+class Drop(NamedTuple):
+    group: int
+    time: float  # (s)
+
+
+class SyncSpan(NamedTuple):
+    """An engine loading new weights."""
+
+    engine: int
+    start: float  # (s)
+    end: float  # (s)
+    version: int  # loaded
+
+
+class TrainSpan(NamedTuple):
+    """One learner step."""
+
+    step: int
+    start: float  # (s)
+    end: float  # (s)
+    tokens: int  # prompt + completion tokens trained
+    comm_s: float  # exposed data-parallel communication (s)
 
 
 class Recorder:
@@ -36,20 +59,20 @@ class Recorder:
         self.rollouts = rollouts
         self.group_size = rollouts.group_size
         self._ranks, self._square_weight = ranks, square_weight  # how the learner's rows fall on its ranks
-        self._drops: list[tuple[int, float]] = []  # (group, time)
-        self._syncs: list[tuple[int, float, float, int]] = []
+        self._drops: list[Drop] = []
+        self._syncs: list[SyncSpan] = []
         # Each group's prefill span, by group id (groups are numbered in start order). Plain floats, not
         # tuples: one per group, and floats are no work for the garbage collector.
         self._prefill_start: list[float] = []
         self._prefill_end: list[float] = []
         self._switches: list[tuple[str, float, float]] = []  # (worker, start, end)
-        self._trains: list[tuple[int, float, float, int, float]] = []  # (step, start, end, tokens, comm_s)
+        self._trains: list[TrainSpan] = []
 
     def dropped(self, group: int, now: float) -> None:
-        self._drops.append((group, now))
+        self._drops.append(Drop(group, now))
 
     def sync(self, engine: int, start: float, end: float, version: int) -> None:
-        self._syncs.append((engine, start, end, version))
+        self._syncs.append(SyncSpan(engine, start, end, version))
 
     def prefill(self, start: float, end: float) -> None:
         """The prefill of the group started last."""
@@ -60,21 +83,21 @@ class Recorder:
         self._switches.append((worker, start, end))
 
     def train(self, step: int, start: float, end: float, tokens: int, comm_s: float) -> None:
-        self._trains.append((step, start, end, tokens, comm_s))
+        self._trains.append(TrainSpan(step, start, end, tokens, comm_s))
 
     @property
-    def trains(self) -> list[tuple[int, float, float, int]]:
-        """(step, start, end, tokens) of each learner step, as appended."""
+    def trains(self) -> list[TrainSpan]:
+        """Each learner step, as appended."""
         return self._trains
 
     @property
-    def syncs(self) -> list[tuple[int, float, float, int]]:
-        """(engine, start, end, version) of each weight load, as appended."""
+    def syncs(self) -> list[SyncSpan]:
+        """Each weight load, as appended."""
         return self._syncs
 
     @property
-    def drops(self) -> list[tuple[int, float]]:
-        """(group, time) of each dropped group, as appended."""
+    def drops(self) -> list[Drop]:
+        """Each dropped group, as appended."""
         return self._drops
 
     def batch_tokens(self, groups: list[int], minibatches: int) -> TrainTokens:
@@ -86,7 +109,7 @@ class Recorder:
     def events(
         self,
         progress: list[float],
-        loads: list[list[Load]],
+        loads: list[list[WeightLoad]],
         wall_time: float,
         tensor_parallel: AllReduceCost | None = None,
     ) -> pd.DataFrame:
@@ -104,7 +127,7 @@ class Recorder:
         return table.astype(EVENT_COLUMNS)[list(EVENT_COLUMNS)]
 
     def _rollout_rows(
-        self, progress: list[float], loads: list[list[Load]], wall_time: float, tensor_parallel: AllReduceCost
+        self, progress: list[float], loads: list[list[WeightLoad]], wall_time: float, tensor_parallel: AllReduceCost
     ) -> pd.DataFrame:
         size, rollouts = self.group_size, self.rollouts
         group = np.repeat(np.arange(len(rollouts)), size)
@@ -137,7 +160,9 @@ class Recorder:
         )
         return self._split_by_version(rows, loads, shares)
 
-    def _split_by_version(self, rows: pd.DataFrame, loads: list[list[Load]], shares: DecodeShares) -> pd.DataFrame:
+    def _split_by_version(
+        self, rows: pd.DataFrame, loads: list[list[WeightLoad]], shares: DecodeShares
+    ) -> pd.DataFrame:
         """With in-flight updates, one row per (rollout, version) instead of one per rollout."""
         rollouts, size = self.rollouts, self.group_size
         finished = ~np.isnan(np.asarray(rollouts.end, dtype=np.float64))
@@ -153,25 +178,18 @@ class Recorder:
         return pd.concat([rows.drop(index=split_rows), pd.DataFrame(pieces)], ignore_index=True)
 
     @staticmethod
-    def _segments(row: pd.Series, loads: list[Load], join: float, shares: DecodeShares) -> list[dict]:
-        """Cut one rollout's row where its engine loaded new weights mid-rollout."""
-        finish, engine = join + row["tokens"], int(row["worker"].removeprefix("engine-"))
-        pieces, start_mark, start_time, version = [], join, row["start"], row["version"]
-        for mark, time, new_version in loads:
-            if mark >= finish:
-                break
-            count = round(mark - join) - round(start_mark - join)  # whole tokens by each mark: they add up
-            if count > 0:
-                comm = shares.between(engine, start_mark, mark, count)
-                pieces.append(
-                    {**row, "start": start_time, "end": time, "version": version, "tokens": count, "comm_s": comm}
-                )
-                start_mark, start_time = mark, time
-            version = new_version
-        count = round(finish - join) - round(start_mark - join)
-        comm = shares.between(engine, start_mark, finish, count)
-        pieces.append({**row, "start": start_time, "version": version, "tokens": count, "comm_s": comm})
-        return pieces
+    def _segments(row: pd.Series, loads: list[WeightLoad], join: float, shares: DecodeShares) -> list[dict]:
+        """Cut one rollout's row where its engine loaded new weights mid-rollout (``cut_at_loads``)."""
+        engine, start = int(row["worker"].removeprefix("engine-")), row["start"]
+        rows = []
+        for piece in cut_at_loads(join, row["tokens"], row["version"], loads):
+            end = row["end"] if piece.end_time is None else piece.end_time
+            comm = shares.between(engine, piece.first, piece.last, piece.tokens)
+            rows.append(
+                {**row, "start": start, "end": end, "version": piece.version, "tokens": piece.tokens, "comm_s": comm}
+            )
+            start = end
+        return rows
 
     def _drop_rows(self) -> pd.DataFrame:
         size = self.group_size
@@ -313,12 +331,12 @@ def _inverse_batch_integral(starts: np.ndarray, ends: np.ndarray) -> tuple[np.nd
     return points, np.concatenate([[0.0], np.cumsum(np.diff(points) * inverse)])
 
 
-def first_load_after(rollouts: Rollouts, loads: list[list[Load]]) -> np.ndarray:
+def first_load_after(rollouts: Rollouts, loads: list[list[WeightLoad]]) -> np.ndarray:
     """Per rollout: the engine progress at its engine's first weight load after its group started (inf if none).
 
     A finished rollout saw more than one policy version exactly when this is below its finishing progress.
     """
-    marks = np.asarray([load[0] for engine in loads for load in engine] + [math.inf], dtype=np.float64)
+    marks = np.asarray([load.progress for engine in loads for load in engine] + [math.inf], dtype=np.float64)
     offsets = np.concatenate([[0], np.cumsum([len(engine) for engine in loads])]).astype(np.int64)
     engine = np.asarray(rollouts.engine, dtype=np.int64)
     seen = np.asarray(rollouts.loads_seen, dtype=np.int64)

@@ -8,13 +8,55 @@ Sample ``s`` belongs to group ``s // samples_per_prompt``; lists are indexed by
 group id or sample id, which are handed out in start order. Engines set a
 sample's end when it finishes and clear it again when an interrupt undoes a
 finish they had applied ahead (``Engine.settle``).
+
+A rollout occupies ``[join, join + tokens]`` of its engine's progress (decode
+steps). With in-flight updates its engine may load new weights inside that
+span; ``cut_at_loads`` cuts it there into pieces of one policy version each,
+for the event table (``Recorder``) and for a sweep's tallies
+(``simulator.summary``) alike.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from asyncrl.simulator.budget import over_budget
+
+
+class WeightLoad(NamedTuple):
+    """One weight load of an engine."""
+
+    progress: float  # the engine's progress (decode steps) when the new weights took over
+    time: float  # wall time they took over (s)
+    version: int  # the policy version loaded
+
+
+class Piece(NamedTuple):
+    """A stretch of one rollout generated under one policy version."""
+
+    version: int
+    tokens: int  # whole tokens: the pieces of a rollout add up to its tokens
+    first: float  # engine progress where the piece starts
+    last: float  # and where it ends
+    end_time: float | None  # wall time of the load that ended it; None: the rollout's own end
+
+
+def cut_at_loads(join: float, tokens: int, version: int, loads: Sequence[WeightLoad]) -> list[Piece]:
+    """A rollout that joined its engine at progress ``join`` under ``version``, cut at its engine's ``loads``
+    (those after it started, in order); a piece a load would leave empty is skipped."""
+    finish, first, pieces = join + tokens, join, []
+    for load in loads:
+        if load.progress >= finish:
+            break
+        count = round(load.progress - join) - round(first - join)  # whole tokens by each mark: they add up
+        if count > 0:
+            pieces.append(Piece(version, count, first, load.progress, load.time))
+            first = load.progress
+        version = load.version
+    pieces.append(Piece(version, round(finish - join) - round(first - join), first, finish, None))
+    return pieces
 
 
 class Rollouts:

@@ -8,7 +8,7 @@ Every decision is ``scenarios.state.ScheduleState``'s, the same object the
 executor's coordinator holds; this module applies its answers to simulated
 engines and moves simulated time. The live per-group state is in
 ``simulator.rollouts``; the recorder only appends. ``simulate`` returns the
-run's events and summary.
+run's record (``scenarios.record.RunRecord``).
 
 Sweeps may end a run early (``run(until_converged=Tolerance(...))``): once
 its step time and staleness have converged after step k
@@ -22,14 +22,13 @@ span (``Simulation.steady``).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
 
 import pandas as pd
 import simpy
 from asyncrl.scenarios import policy
 from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
-from asyncrl.scenarios.record import DevicePools, RunSummary, summarize
+from asyncrl.scenarios.record import RunRecord
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import Load, ScheduleState
 from asyncrl.scenarios.workload import LengthStream
@@ -43,12 +42,6 @@ from asyncrl.simulator.recorder import Recorder
 from asyncrl.simulator.rollouts import Rollouts
 
 StepCallback = Callable[[int, float], None]
-
-
-@dataclass
-class SimulationResult:
-    events: pd.DataFrame
-    summary: RunSummary
 
 
 class Simulation:
@@ -223,19 +216,8 @@ class Simulation:
         )
 
 
-def simulate(
-    scenario: Scenario, on_step: StepCallback | None = None, costs: CostModel | None = None
-) -> SimulationResult:
-    """Simulate ``scenario`` to its last learner step; the events and their summary."""
+def simulate(scenario: Scenario, on_step: StepCallback | None = None, costs: CostModel | None = None) -> RunRecord:
+    """Simulate ``scenario`` to its last learner step; its record (events and their summary), in memory."""
     sim = Simulation(scenario, costs)
     sim.run(on_step)
-    events = sim.events()
-    summary = summarize(
-        events,
-        backend="simulator",
-        scenario_name=scenario.name,
-        engines=scenario.cluster.engines,
-        concurrency=scenario.engine_concurrency,
-        devices=DevicePools.of(scenario.cluster),
-    )
-    return SimulationResult(events=events, summary=summary)
+    return RunRecord.of(scenario, sim.events(), backend="simulator")

@@ -1,6 +1,6 @@
 """A simulated run's summary straight from its records, without the event table: what sweeps need.
 
-    Simulation (rollouts, engines' loads, recorder) ─► RunRecords ─► tally(steps) ─► Tally ─┬─► summary
+    Simulation (rollouts, engines' loads, recorder) ─► RolloutArrays ─► tally(steps) ─► Tally ─┬─► summary
                                                                                          └─► extrapolated
 
 ``scenarios.record.summarize`` computes the summary from the event table; a
@@ -17,30 +17,22 @@ skipped, each worth one step of the steady span (``extrapolated_summary``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from asyncrl.scenarios.record import (
-    Idle,
-    RunSummary,
-    SampleCounts,
-    Staleness,
-    StepTime,
-    Throughput,
-    Utilization,
-    union_length,
-)
+from asyncrl.scenarios.run_summary import RunSummary
 from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.summarize import Labels, Tally, summary_of, union_length
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.costs import CostModel
 from asyncrl.simulator.recorder import first_load_after
+from asyncrl.simulator.rollouts import cut_at_loads
 from asyncrl.simulator.simulation import Simulation
 
 
 @dataclass(frozen=True)
-class RunRecords:
+class RolloutArrays:
     """A finished simulation as arrays: one entry per rollout, per learner step, per weight load."""
 
     engine: np.ndarray  # per rollout: the engine that generated it
@@ -60,25 +52,7 @@ class RunRecords:
     engines: int
 
 
-@dataclass
-class Tally:
-    """Figures of the steps ``[first, last)`` of a run, as sums that add up over stretches of a run."""
-
-    steps: int
-    wall_s: float  # from the end of step first − 1 (0 for the first step) to the end of step last − 1
-    step_times: np.ndarray  # (s)
-    trained: float  # rollouts trained by these steps
-    tokens: float  # their completion tokens
-    staleness: dict[int, float] = field(default_factory=dict)  # trained rollouts by staleness
-    token_staleness: float = 0.0  # staleness of every trained token, summed (token-steps)
-    generation_busy_s: float = 0.0  # added over engines
-    training_busy_s: float = 0.0
-    rollout_s: float = 0.0  # rollout-seconds (generate and unfinished spans)
-    sync_s: float = 0.0  # weight-load seconds, added over engines
-    dropped: float = 0.0  # rollouts dropped
-
-
-def records(sim: Simulation) -> RunRecords:
+def records(sim: Simulation) -> RolloutArrays:
     """The arrays of a simulation that has run."""
     rollouts, size, wall = sim.rollouts, sim.rollouts.group_size, sim.env.now
     group = np.repeat(np.arange(len(rollouts)), size)
@@ -94,7 +68,7 @@ def records(sim: Simulation) -> RunRecords:
     oldest, mean_version, tokens = _versions_seen(sim, finished, version, tokens)
     trains = sorted(sim.recorder.trains)
     syncs, drops = sim.recorder.syncs, sim.recorder.drops
-    return RunRecords(
+    return RolloutArrays(
         engine=engine,
         start=np.asarray(rollouts.start, dtype=np.float64)[group],
         end=end,
@@ -103,12 +77,12 @@ def records(sim: Simulation) -> RunRecords:
         tokens=tokens,
         oldest=oldest,
         mean_version=mean_version,
-        train_start=np.asarray([t[1] for t in trains], dtype=np.float64),
-        train_end=np.asarray([t[2] for t in trains], dtype=np.float64),
-        sync_engine=np.asarray([s[0] for s in syncs], dtype=np.int64),
-        sync_start=np.asarray([s[1] for s in syncs], dtype=np.float64),
-        sync_end=np.asarray([s[2] for s in syncs], dtype=np.float64),
-        drop_times=np.repeat(np.asarray([d[1] for d in drops], dtype=np.float64), size),
+        train_start=np.asarray([t.start for t in trains], dtype=np.float64),
+        train_end=np.asarray([t.end for t in trains], dtype=np.float64),
+        sync_engine=np.asarray([s.engine for s in syncs], dtype=np.int64),
+        sync_start=np.asarray([s.start for s in syncs], dtype=np.float64),
+        sync_end=np.asarray([s.end for s in syncs], dtype=np.float64),
+        drop_times=np.repeat(np.asarray([d.time for d in drops], dtype=np.float64), size),
         engines=len(sim.engines),
     )
 
@@ -119,7 +93,7 @@ def _versions_seen(
     """Oldest and token-weighted policy version of each rollout, and its tokens, as the event table has them.
 
     A finished rollout its engine loaded new weights under (in-flight updates) is cut where each load
-    came, exactly as ``Recorder._segments`` cuts its row; the others saw one version.
+    came (``cut_at_loads``, as the event table's rows are); the others saw one version.
     """
     oldest, mean_version, tokens = version.copy(), version.astype(np.float64), tokens.copy()
     rollouts, size = sim.rollouts, sim.rollouts.group_size
@@ -129,30 +103,15 @@ def _versions_seen(
     for index in np.flatnonzero(cut).tolist():
         group = index // size
         later = loads[rollouts.engine[group]][rollouts.loads_seen[group] :]
-        pieces = _pieces(rollouts.join[group], int(tokens[index]), int(version[index]), later)
-        count = sum(n for _, n in pieces)
-        oldest[index] = min(v for v, _ in pieces)
-        mean_version[index] = sum(v * n for v, n in pieces) / count if count else oldest[index]
+        pieces = cut_at_loads(rollouts.join[group], int(tokens[index]), int(version[index]), later)
+        count = sum(piece.tokens for piece in pieces)
+        oldest[index] = min(piece.version for piece in pieces)
+        mean_version[index] = sum(piece.version * piece.tokens for piece in pieces) / count if count else oldest[index]
         tokens[index] = count
     return oldest, mean_version, tokens
 
 
-def _pieces(join: float, tokens: int, version: int, loads: Sequence[tuple[float, float, int]]) -> list[tuple[int, int]]:
-    """(version, tokens) of each piece of a rollout cut at its engine's loads (``Recorder._segments``)."""
-    finish, start_mark, pieces = join + tokens, join, []
-    for mark, _, new_version in loads:
-        if mark >= finish:
-            break
-        count = round(mark - join) - round(start_mark - join)  # whole tokens by each mark: they add up
-        if count > 0:
-            pieces.append((version, count))
-            start_mark = mark
-        version = new_version
-    pieces.append((version, round(finish - join) - round(start_mark - join)))
-    return pieces
-
-
-def tally(run: RunRecords, first: int, last: int) -> Tally:
+def tally(run: RolloutArrays, first: int, last: int) -> Tally:
     """The figures of steps ``[first, last)``: spans cut to their time, rollouts trained by those steps."""
     begin = float(run.train_end[first - 1]) if first > 0 else 0.0
     end = float(run.train_end[last - 1]) if last > 0 else 0.0
@@ -235,58 +194,9 @@ def run_summary(sim: Simulation) -> RunSummary:
     if sim.steady is not None:
         whole = extended(whole, tally(run, *sim.steady), sim.scenario.run.steps)
         labels = {"steps_simulated": simulated, "extrapolated": True}
-    return _summary(sim.scenario, whole, queued=queued, in_flight=in_flight, **labels)
-
-
-def _summary(scenario: Scenario, figures: Tally, *, queued: int, in_flight: int, **labels: Any) -> RunSummary:
-    """The RunSummary of a whole run's ``figures``."""
-    wall, engines = figures.wall_s, scenario.cluster.engines
-    histogram = {key: round(count) for key, count in sorted(figures.staleness.items()) if round(count) > 0}
-    trained, dropped = round(figures.trained), round(figures.dropped)
-    summary = RunSummary(
-        backend="simulator",
-        scenario=scenario.name,
-        steps=figures.steps,
-        **labels,
-        wall_time_s=wall,
-        step_time_s=StepTime(mean=_ratio(wall, figures.steps), **_percentiles(figures.step_times)),
-        throughput=Throughput(samples_per_s=_ratio(figures.trained, wall), tokens_per_s=_ratio(figures.tokens, wall)),
-        staleness=Staleness(
-            mean=_ratio(sum(key * count for key, count in figures.staleness.items()), figures.trained),
-            **_percentiles(np.repeat(list(histogram), list(histogram.values()))),
-            max=max(histogram, default=0),
-            token_mean=_ratio(figures.token_staleness, figures.tokens),
-            histogram={str(key): count for key, count in histogram.items()},
-        ),
-        utilization=Utilization(
-            generation=_ratio(figures.generation_busy_s, engines * wall),
-            training=_ratio(figures.training_busy_s, wall),
-            generation_slots=_ratio(figures.rollout_s, engines * scenario.engine_concurrency * wall),
-        ),
-        idle=Idle(
-            generation=1.0 - _ratio(figures.generation_busy_s, engines * wall),
-            training=1.0 - _ratio(figures.training_busy_s, wall),
-        ),
-        weight_sync_s=_ratio(figures.sync_s, engines),
-        samples=SampleCounts(
-            generated=trained + queued + in_flight + dropped,
-            trained=trained,
-            queued=queued,
-            in_flight=in_flight,
-            dropped=dropped,
-        ),
-    )
-    return summary
-
-
-def _percentiles(values: np.ndarray) -> dict[str, float]:
-    if len(values) == 0:
-        return {"p50": 0.0, "p95": 0.0}
-    return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95))}
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return float(numerator / denominator) if denominator > 0 else 0.0
+    scenario = sim.scenario
+    names = Labels("simulator", scenario.name, scenario.cluster.engines, scenario.engine_concurrency)
+    return summary_of(whole, names, queued=queued, in_flight=in_flight, **labels)
 
 
 def simulate_summary(

@@ -20,7 +20,7 @@ from asyncrl.simulator.simulation import Simulation
 
 def step_ends(sim: Simulation) -> np.ndarray:
     """When each learner step of a simulation that has run ended (s), in step order."""
-    return np.asarray([end for _, _, end, *_ in sorted(sim.recorder.trains)], dtype=np.float64)
+    return np.asarray([train.end for train in sorted(sim.recorder.trains)], dtype=np.float64)
 
 
 def step_ends_of_events(events: pd.DataFrame) -> np.ndarray:

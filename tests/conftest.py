@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from asyncrl.scenarios.loading import validate_scenario
 from asyncrl.scenarios.profile import CostProfile
+from asyncrl.scenarios.record import RunRecord
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.costs import MeasuredCosts
-from asyncrl.simulator.simulation import SimulationResult, simulate
+from asyncrl.simulator.simulation import simulate
 
 
 def small_scenario(**sections: dict[str, Any]) -> Scenario:
@@ -52,7 +53,7 @@ def profile(**fields: Any) -> CostProfile:
     return CostProfile(**{**values, **fields})
 
 
-def run(scenario: Scenario, cost_profile: CostProfile) -> SimulationResult:
+def run(scenario: Scenario, cost_profile: CostProfile) -> RunRecord:
     return simulate(scenario, costs=MeasuredCosts(scenario, cost_profile))
 
 

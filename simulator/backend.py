@@ -1,0 +1,37 @@
+"""The simulator as a backend (``scenarios.backend.Backend``): a scenario in, its predicted record out.
+
+Simulator(costs, on_step).run(scenario, out) ──simulate──► RunRecord ──write──► out/ (if given)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from asyncrl.scenarios.outputs import run_directory
+from asyncrl.scenarios.record import RunRecord
+from asyncrl.scenarios.scenario import Scenario
+from asyncrl.simulator.costs import CostModel
+from asyncrl.simulator.simulation import StepCallback, simulate
+
+
+@dataclass(frozen=True)
+class Simulator:
+    """Predicts a run with the SimPy simulator; ``costs`` replaces the scenario's own cost model when given."""
+
+    costs: CostModel | None = None
+    on_step: StepCallback | None = None  # called with (step, simulated time) after each learner step
+    force: bool = False  # write into a directory that holds other files
+
+    @property
+    def name(self) -> str:
+        return "simulator"
+
+    def run(self, scenario: Scenario, out: Path | None = None) -> RunRecord:
+        """Simulate ``scenario``; with ``out``, write its run directory (checked and locked before it starts)."""
+        if out is None:
+            return simulate(scenario, self.on_step, self.costs)
+        with run_directory(out, force=self.force):
+            record = simulate(scenario, self.on_step, self.costs)
+            record.write(out)
+        return record
