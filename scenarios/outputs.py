@@ -6,6 +6,7 @@
                             during: an exclusive lock on out/.asyncrl-run (released when the process ends,
                             however it ends), summary.json removed until the run writes its new one
                             after: a directory the run wrote nothing into is removed again
+    lock_directory(out)     that lock alone, for any writer of a directory (a study locks out/.asyncrl-study)
     check_output_file(p)    a file a command will write: not a directory, its folder can be made, writable
 
 A run directory is marked by its lock file, which stays after the run;
@@ -67,7 +68,7 @@ def run_directory(out: Path, *, force: bool = False, option: str = "--out") -> I
     created = _create(out, option)
     try:
         _check_contents(out, force, option)
-        lock = _lock(out, option)
+        lock = lock_directory(out, option)
     except BaseException:
         _remove_created(created)
         raise
@@ -160,9 +161,12 @@ def _check_contents(out: Path, force: bool, option: str) -> None:
     )
 
 
-def _lock(out: Path, option: str) -> int:
-    """An exclusive lock on ``out``'s lock file, held until the descriptor closes (or the process ends)."""
-    path = out / LOCK_FILE
+def lock_directory(out: Path, option: str = "--out", *, lock_file: str = LOCK_FILE, writer: str = "run") -> int:
+    """An exclusive lock on ``out/lock_file``, held until the descriptor closes (or the process ends).
+
+    The file keeps the holder's pid; OutputError naming ``option`` (and the other ``writer``'s pid) if it is held.
+    """
+    path = out / lock_file
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
@@ -173,7 +177,7 @@ def _lock(out: Path, option: str) -> int:
         holder = os.read(fd, 32).decode(errors="replace").strip()
         os.close(fd)
         if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise OutputError(f"{option}: {out} is being written by another run (pid {holder or '?'})") from None
+            raise OutputError(f"{option}: {out} is being written by another {writer} (pid {holder or '?'})") from None
         raise OutputError(f"{option}: cannot lock {out}: {_reason(exc)}") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
