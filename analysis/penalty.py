@@ -7,7 +7,7 @@ bounds, one fit per (loss, correction) (the model and the file: ``scenarios.pena
 Of each run the fit reads ``staleness_mean`` (token-weighted mean staleness of the trained samples, steps),
 ``dropped_fraction`` (dropped / generated samples) and how far it got: ``steps_to_target`` where it
 ``reached`` the target, else ``steps`` (the steps it ran, a lower bound on its steps to target: the run is
-censored). Runs whose ``status`` is ``failed`` say nothing about learning and are left out. All the runs
+censored). Runs whose ``status`` is not ``complete`` (``failed``, ``interrupted``) say nothing about learning and are left out. All the runs
 must share one ``target`` and one ``task``.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from asyncrl.analysis.statuses import COMPLETE, STATUSES, read_status
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.penalty import Penalty, PenaltyError, PenaltyFit, fit_steps
 
@@ -33,7 +34,6 @@ CELL_COLUMNS = (
     "target",
     "task",
 )
-STATUSES = ("ok", "failed")
 
 
 def read_cells(path: Path) -> pd.DataFrame:
@@ -59,7 +59,7 @@ def fit_penalty(cells: pd.DataFrame, source: str = "") -> Penalty:
         raise PenaltyError(f"{source or 'study table'}: missing columns {', '.join(missing)}")
     runs = _usable_runs(cells)
     if runs.empty:
-        raise PenaltyError("status: no run is ok; there is nothing to fit")
+        raise PenaltyError("status: no run is complete; there is nothing to fit")
     target, task = (_the_one(runs, column) for column in ("target", "task"))
     fits = [_fit_pair(str(loss), str(correction), group) for (loss, correction), group in _pairs(runs)]
     return Penalty(target=float(target), task=str(task), source=source, fits=fits)
@@ -67,11 +67,13 @@ def fit_penalty(cells: pd.DataFrame, source: str = "") -> Penalty:
 
 def _usable_runs(cells: pd.DataFrame) -> pd.DataFrame:
     """The runs that did not fail, with ``reached`` as booleans; PenaltyError for a value out of place."""
-    status = cells["status"].astype(str).str.strip()
+    status = cells["status"].map(read_status)  # an older cells.csv says ok for complete
     unknown = status[~status.isin(STATUSES)]
     if not unknown.empty:
-        raise PenaltyError(f"status: {_row(cells, unknown.index[0])}: {unknown.iloc[0]!r} is not ok or failed")
-    runs = cells[status == "ok"]
+        raise PenaltyError(
+            f"status: {_row(cells, unknown.index[0])}: {unknown.iloc[0]!r} is not complete, interrupted or failed"
+        )
+    runs = cells[status == COMPLETE]
     runs = runs.assign(reached=[_boolean(value, runs, index) for index, value in runs["reached"].items()])
     _check_numbers(runs, "staleness_mean", runs.index, low=0.0)
     _check_numbers(runs, "dropped_fraction", runs.index, low=0.0, high=1.0)
@@ -143,8 +145,8 @@ def _fit_pair(loss: str, correction: str, runs: pd.DataFrame) -> PenaltyFit:
 
 
 def failed_runs(cells: pd.DataFrame) -> int:
-    """Runs the fit left out because they failed."""
-    return int((cells["status"].astype(str).str.strip() == "failed").sum())
+    """Runs the fit left out because they failed (or were interrupted)."""
+    return int((cells["status"].map(read_status) != COMPLETE).sum())
 
 
 def penalty_lines(penalty: Penalty, failed: int = 0) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.analysis.phases import BreakdownUnavailable, Contention, breakdown, run_contention
+from asyncrl.analysis.statuses import COMPLETE, FAILED
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.record import RunSummary, read_summary
 
@@ -91,7 +92,7 @@ def validation_record(
         kind: [read_summary(directory / run_name("measured", kind, r, repeats)) for r in range(1, repeats + 1)]
         for kind in kinds
     }
-    record: dict[str, Any] = {"scenario": name, "label": label, **_settings(settings), "status": "ok", "reason": ""}
+    record: dict[str, Any] = {"scenario": name, "label": label, **_settings(settings), "status": COMPLETE, "reason": ""}
     record.update(_values(predicted, measured, written))
     for key, errors in figure_errors(predicted, measured, written).items():
         record[f"{key}_error"] = statistics.median(errors)
@@ -105,7 +106,7 @@ def validation_record(
 
 def failed_record(name: str, label: str, settings: dict[str, Any], reason: str) -> dict[str, Any]:
     """The row of a scenario whose calibration, prediction or execution failed."""
-    record = {"scenario": name, "label": label, **_settings(settings), "status": "failed", "reason": reason}
+    record = {"scenario": name, "label": label, **_settings(settings), "status": FAILED, "reason": reason}
     return {column: record.get(column, math.nan) for column in columns()}
 
 
@@ -198,7 +199,7 @@ TABLE_HEADER = [
 
 def validation_lines(records: Sequence[dict[str, Any]], repeats: int) -> str:
     """The table (one row per scenario, then median and worst), the worst scenario named, and any failures."""
-    ok = [record for record in records if record["status"] == "ok"]
+    ok = [record for record in records if record["status"] == COMPLETE]
     lines = []
     if ok:
         rows = [[f"{r['scenario'][-2:]} {r['label']}", *_error_cells(r, repeats), _contention(r)] for r in ok]
@@ -206,7 +207,7 @@ def validation_lines(records: Sequence[dict[str, Any]], repeats: int) -> str:
         rows.append(["worst", *_aggregate_cells(ok, _worst), _aggregate_contention(ok, _worst)])
         lines.append(format_table(TABLE_HEADER, rows))
         lines.append(_worst_line(ok))
-    lines += [f"{r['scenario']} ({r['label']}) failed: {r['reason']}" for r in records if r["status"] != "ok"]
+    lines += [f"{r['scenario']} ({r['label']}) failed: {r['reason']}" for r in records if r["status"] != COMPLETE]
     return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from asyncrl.analysis.penalty import fit_penalty, penalty_lines
+from asyncrl.analysis.statuses import COMPLETE
 from asyncrl.scenarios.loading import ScenarioError, apply_override, dump_scenario, validate_scenario
 from asyncrl.scenarios.penalty import Penalty, PenaltyError, write_penalty
 from asyncrl.scenarios.scenario import Scenario
@@ -71,7 +72,7 @@ def check_holdout(
     cells: pd.DataFrame, cell_dirs: dict[str, Path], holdout: str, out: Path, say: Callable[[str], None] = print
 ) -> list[HeldOut]:
     """Predict each (loss, correction) of schedule ``holdout`` from the rest of the study; write OUT/holdout.csv."""
-    ok = cells[cells["status"] == "ok"]
+    ok = cells[cells["status"] == COMPLETE]
     held = ok[ok["schedule"] == holdout]
     results = []
     for (loss, correction), runs in held.groupby(["loss", "correction"], sort=False):

@@ -80,7 +80,7 @@ class ValidateResult:
 
     @property
     def failed(self) -> bool:
-        return any(record["status"] != "ok" for record in self.records)
+        return any(record["status"] != "complete" for record in self.records)
 
 
 def run_validate(options: ValidateOptions, say: Callable[[str], None] = print) -> ValidateResult:
@@ -198,7 +198,7 @@ def _write(options: ValidateOptions, records: list[dict[str, Any]], table: str) 
 def _plot(options: ValidateOptions, records: list[dict[str, Any]]) -> Path | None:
     import importlib.util
 
-    if importlib.util.find_spec("matplotlib") is None or not any(r["status"] == "ok" for r in records):
+    if importlib.util.find_spec("matplotlib") is None or not any(r["status"] == "complete" for r in records):
         return None
     import pandas as pd
 

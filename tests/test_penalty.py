@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.analysis.penalty import fit_penalty, read_cells
+from asyncrl.analysis.penalty import failed_runs, fit_penalty, read_cells
 from asyncrl.scenarios.loading import dump_scenario
 from asyncrl.scenarios.penalty import (
     Penalty,
@@ -201,7 +201,15 @@ def test_one_staleness_value_is_an_error() -> None:
 
 
 def _cells(rows: list[dict]) -> pd.DataFrame:
-    base = {"task": "add", "target": 0.5, "status": "ok", "steps": 300, "dropped_fraction": 0.0, "cell": "c", "seed": 0}
+    base = {
+        "task": "add",
+        "target": 0.5,
+        "status": "complete",
+        "steps": 300,
+        "dropped_fraction": 0.0,
+        "cell": "c",
+        "seed": 0,
+    }
     return pd.DataFrame([base | row for row in rows])
 
 
@@ -238,6 +246,20 @@ def test_fit_penalty_fits_each_pair_counts_censored_runs_and_leaves_failed_ones_
     assert (rloo.pair, rloo.steps_at_zero, rloo.per_staleness) == ("rloo/tis", pytest.approx(80.0), pytest.approx(0.1))
 
 
+def test_an_older_table_s_ok_is_complete_and_interrupted_runs_are_left_out() -> None:
+    cells = _cells(
+        [
+            _run("grpo", "clip", 0.0, 100.0, status="ok"),  # cells.csv before the statuses were the runs' words
+            _run("grpo", "clip", 2.0, 150.0, status=" ok"),
+            _run("grpo", "clip", 1.0, 10.0, status="interrupted"),
+            _run("grpo", "clip", 1.0, 10.0, status="failed"),
+        ]
+    )
+    (fit,) = fit_penalty(cells).fits
+    assert (fit.points, fit.steps_at_zero, fit.per_staleness) == (2, pytest.approx(100.0), pytest.approx(0.25))
+    assert failed_runs(cells) == 2
+
+
 def test_a_pair_reached_at_one_staleness_is_an_error_naming_it() -> None:
     cells = _cells([_run("grpo", "clip", 0.0, 100.0), _run("grpo", "clip", 2.0, None)])
     with pytest.raises(PenaltyError, match=r"^loss grpo, correction clip: .* 1 staleness value \(0\); need 2$"):
@@ -248,7 +270,7 @@ def test_a_pair_reached_at_one_staleness_is_an_error_naming_it() -> None:
     ("change", "message"),
     [
         ({"drop": "staleness_mean"}, "missing columns staleness_mean"),
-        ({"row": {"status": "done"}}, "status: row 1 (cell c, seed 0): 'done' is not ok or failed"),
+        ({"row": {"status": "done"}}, "status: row 1 (cell c, seed 0): 'done' is not complete, interrupted or failed"),
         ({"row": {"reached": "maybe"}}, "reached: row 1 (cell c, seed 0): 'maybe' is not true or false"),
         ({"row": {"staleness_mean": -1.0}}, "staleness_mean: row 1 (cell c, seed 0): -1.0 is not a number ≥ 0"),
         (

@@ -92,7 +92,7 @@ def test_validate_calibrates_predicts_executes_and_reports_one_scenario(tmp_path
     printed = capsys.readouterr().out
     assert "wall as written" in printed and "median" in printed and "worst wall time: validate-00" in printed
     table = pd.read_csv(out / "validate.csv")
-    assert list(table["status"]) == ["ok"]
+    assert list(table["status"]) == ["complete"]
     row = table.iloc[0]
     written = row["schedule"]
     runs = out / "validate-00"
@@ -137,7 +137,7 @@ def test_the_table_has_median_and_worst_rows_and_names_the_worst_scenario() -> N
         return {
             "scenario": name,
             "label": f"{name} settings",
-            "status": "ok",
+            "status": "complete",
             "max_concurrency": 8,
             "decode_contention": contention,
             **errors,
