@@ -12,7 +12,9 @@ import pytest
 from asyncrl.scenarios.loading import dump_scenario
 
 from asyncrl.cli import main
-from asyncrl.study import Cell, StudyOptions, _finished, build_cells, run_cell
+from asyncrl.study import _finished
+from asyncrl.study_cells import Cell, StudyOptions, build_cells
+from asyncrl.study_runs import run_cell
 from tests.test_analysis import hand_summary
 from tests.test_study_tables import CELLS_CSV
 
@@ -36,7 +38,7 @@ def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_p
     cells = pd.read_csv(out / "cells.csv")
     assert list(cells.columns) == CELLS_CSV
     assert list(cells["cell"]) == ["sync.grpo.clip.s0", "streaming-1.grpo.clip.s0", "streaming-2.grpo.clip.s0"]
-    assert list(cells["staleness_bound"]) == [0, 1, 2] and (cells["status"] == "ok").all()
+    assert list(cells["staleness_bound"]) == [0, 1, 2] and (cells["status"] == "complete").all()
     assert (cells["steps"] == 15).all() and (cells["task"] == "sort").all() and (cells["wall_s"] > 0).all()
     assert cells.loc[0, "staleness_mean"] == 0  # sync trains on-policy
     curves = pd.read_csv(out / "curves.csv")
@@ -55,7 +57,7 @@ def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_p
     printed = capsys.readouterr().out
     assert "3 already finished, kept" in printed and "ran " not in printed
     assert {path: path.stat().st_mtime_ns for path in times} == times
-    assert list(pd.read_csv(out / "cells.csv")["status"]) == ["ok", "ok", "ok"]
+    assert list(pd.read_csv(out / "cells.csv")["status"]) == ["complete", "complete", "complete"]
 
 
 def finished_run(cell: Cell, scenario_yaml: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -129,3 +130,22 @@ def test_the_held_out_schedule_is_one_of_the_grid_and_leaves_two_to_fit() -> Non
     with pytest.raises(ScenarioError, match=r"^--holdout: the fit left after holding one schedule out needs two"):
         check_options(StudyOptions("cpu-study", schedules="sync,streaming-2", holdout="streaming-2"))
     check_options(StudyOptions("cpu-study", schedules="sync,streaming-1,streaming-2", holdout="streaming-2"))
+
+
+def test_a_study_directory_is_locked_with_the_runs_lock(tmp_path) -> None:
+    from asyncrl.scenarios.outputs import OutputError, lock_directory
+
+    from asyncrl.study import LOCK_FILE, _study_directory
+
+    out = tmp_path / "study"
+    with _study_directory(out):
+        assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+        with pytest.raises(
+            OutputError, match=rf"^--out: {out} is being written by another study \(pid {os.getpid()}\)$"
+        ):
+            lock_directory(out, lock_file=LOCK_FILE, writer="study")
+    os.close(lock_directory(out, lock_file=LOCK_FILE, writer="study"))  # released
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="holds files that are not a study's"), _study_directory(tmp_path / "other"):
+        pass

@@ -18,6 +18,6 @@ def test_one_cell_runs_as_a_ray_task_and_writes_its_row(tmp_path: Path, local_ra
         "cpu-study", schedules="streaming-2", losses="grpo", seeds="0", steps=5, out=tmp_path, runtime="ray", quiet=True
     )
     result = run_study(options, say=lambda line: None)
-    assert [outcome.status for outcome in result.ran] == ["ok"]
-    assert list(result.cells["status"]) == ["ok"] and list(result.cells["steps"]) == [5]
+    assert [outcome.status for outcome in result.ran] == ["complete"]
+    assert list(result.cells["status"]) == ["complete"] and list(result.cells["steps"]) == [5]
     assert (tmp_path / "cells" / "streaming-2.grpo.clip.s0" / "summary.json").is_file()

@@ -10,19 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from asyncrl.analysis.intervals import mean_ci, ratio_ci, t_quantile
 from asyncrl.analysis.study import (
     CELL_COLUMNS,
     CellKey,
     cell_record,
     cells_table,
     curve_frame,
-    mean_ci,
-    ratio_ci,
-    robustness_table,
     steps_to_target,
-    summary_table,
-    t_quantile,
 )
+from asyncrl.analysis.study_summary import robustness_table, summary_table
 
 from tests.test_analysis import hand_summary
 
@@ -88,7 +85,7 @@ def test_a_finished_cell_becomes_one_row_of_exactly_the_cells_csv_columns(tmp_pa
     run = write_run(tmp_path / "run", REWARDS)
     record = cell_record(KEY, run, target=0.5, steps=14)
     assert list(record) == CELLS_CSV == list(CELL_COLUMNS)
-    assert record["status"] == "ok" and record["reason"] == ""
+    assert record["status"] == "complete" and record["reason"] == ""
     assert record["final_reward"] == pytest.approx(6.1 / 10)  # the last 10 steps
     assert record["reached"] and record["steps_to_target"] == 13
     assert record["wall_to_target_s"] == pytest.approx(6.4) and record["kl_at_target"] == pytest.approx(0.12)
@@ -103,11 +100,14 @@ def test_a_finished_cell_becomes_one_row_of_exactly_the_cells_csv_columns(tmp_pa
     assert len(curve) == 14 and set(curve["cell"]) == {KEY.cell}
 
 
-def test_an_unfinished_cell_is_failed_with_a_reason_and_no_figures(tmp_path: Path) -> None:
+def test_an_unfinished_cell_is_interrupted_or_failed_with_a_reason_and_no_figures(tmp_path: Path) -> None:
     interrupted = cell_record(KEY, write_run(tmp_path / "run", REWARDS, status="interrupted"), 0.5, 14)
-    assert interrupted["status"] == "failed" and interrupted["reason"] == "run interrupted"
+    assert interrupted["status"] == "interrupted" and interrupted["reason"] == "run interrupted"
     assert math.isnan(interrupted["final_reward"]) and interrupted["reached"] is False
-    assert cell_record(KEY, tmp_path / "absent", 0.5, 14)["reason"] == "not run"
+    failed = cell_record(KEY, write_run(tmp_path / "failed", REWARDS, status="failed"), 0.5, 14)
+    assert failed["status"] == "failed" and failed["reason"] == "run failed"
+    absent = cell_record(KEY, tmp_path / "absent", 0.5, 14)
+    assert absent["status"] == "failed" and absent["reason"] == "not run"
     given = cell_record(KEY, tmp_path / "absent", 0.5, 14, reason="RuntimeError: actor 0 exited")
     assert given["reason"] == "RuntimeError: actor 0 exited"
     assert curve_frame(KEY, tmp_path / "absent").empty
@@ -132,7 +132,7 @@ def row(key: CellKey, **figures: object) -> dict[str, object]:
     base = {
         "target": 0.5,
         "steps": 100,
-        "status": "ok",
+        "status": "complete",
         "reason": "",
         "final_reward": 0.6,
         "reached": not math.isnan(steps),

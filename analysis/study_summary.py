@@ -1,0 +1,255 @@
+"""The ``asyncrl study`` tables over seeds: per schedule, loss and correction, and the losses' robustness to staleness.
+
+    cells.csv ─► summary_table    ─► summary.csv, summary_lines       (one row per schedule × loss × correction)
+              └► robustness_table ─► robustness.csv, robustness_lines (one row per loss × correction)
+
+**Over seeds** (``summary_table``): each figure is a mean over the seeds whose run finished
+(``seeds``), with the half-width of its 95% confidence interval from the t-distribution
+(``mean ± t(0.975, n − 1) · s / √n``; NaN with one seed: no interval). Figures at the target are
+means over the seeds that reached it (``reached`` says how many), so read them with that count.
+``speedup`` is the speedup at equal quality: the mean ``wall_to_target_s`` of ``sync`` with the
+same loss and correction divided by this schedule's (NaN where either never reached the target).
+
+**Robustness** (``robustness_table``): per loss and correction, the ratio of the mean steps to
+target at the grid's highest staleness bound (every schedule with that bound pooled, e.g.
+``streaming-8`` and ``streaming-8-inflight``) to the mean at bound 0 (``sync``). 1.0 means stale
+data cost no extra steps; 1.5 means it took half as many steps again. Its 95% interval comes from
+the delta method for a ratio of two independent means, ``R · t · √(s_a²/(n_a·ā²) + s_b²/(n_b·b̄²))``
+with ``t`` at ``min(n_a, n_b) − 1`` degrees of freedom (a conservative choice). Losses rank by the
+fraction of stale cells that reached the target (most first), then by the ratio (smallest first):
+a loss that often never gets there at high staleness is the least robust whatever its ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+from asyncrl.analysis.intervals import mean_ci, missing, ratio_ci
+from asyncrl.analysis.statuses import COMPLETE
+from asyncrl.analysis.study import WINDOW
+from asyncrl.analysis.tables import format_table
+
+GROUP_COLUMNS = ("schedule", "loss", "correction")
+SUMMARY_COLUMNS = (
+    "schedule",
+    "kind",
+    "staleness_bound",
+    "in_flight_updates",
+    "loss",
+    "correction",
+    "seeds",
+    "failed",
+    "final_reward",
+    "final_reward_ci",
+    "reached",
+    "steps_to_target",
+    "steps_to_target_ci",
+    "wall_to_target_s",
+    "wall_to_target_s_ci",
+    "kl_at_target",
+    "kl_final",
+    "staleness_mean",
+    "dropped_fraction",
+    "speedup",
+    "samples_generated",
+    "samples_dropped",
+)
+ROBUSTNESS_COLUMNS = (
+    "rank",
+    "loss",
+    "correction",
+    "staleness_bound",
+    "stale_schedules",
+    "reached_stale",
+    "cells_stale",
+    "reached_sync",
+    "cells_sync",
+    "steps_to_target_sync",
+    "steps_to_target_stale",
+    "ratio",
+    "ratio_ci",
+)
+
+
+def summary_table(cells: pd.DataFrame, curves: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (schedule, loss, correction), in grid order: means over seeds with 95% half-widths,
+    the speedup at equal quality over sync, and (from ``curves``) the KL over the last steps."""
+    final_kl = _final_kl(curves) if curves is not None else {}
+    rows = []
+    for (schedule, loss, correction), group in cells.groupby(list(GROUP_COLUMNS), sort=False):
+        ok = group[group["status"] == COMPLETE]
+        first = group.iloc[0]
+        reward, reward_ci = mean_ci(ok["final_reward"])
+        steps, steps_ci = mean_ci(ok["steps_to_target"])
+        wall, wall_ci = mean_ci(ok["wall_to_target_s"])
+        rows.append(
+            {
+                "schedule": schedule,
+                "kind": first["kind"],
+                "staleness_bound": int(first["staleness_bound"]),
+                "in_flight_updates": bool(first["in_flight_updates"]),
+                "loss": loss,
+                "correction": correction,
+                "seeds": len(ok),
+                "failed": len(group) - len(ok),
+                "final_reward": reward,
+                "final_reward_ci": reward_ci,
+                "reached": int(ok["reached"].sum()),
+                "steps_to_target": steps,
+                "steps_to_target_ci": steps_ci,
+                "wall_to_target_s": wall,
+                "wall_to_target_s_ci": wall_ci,
+                "kl_at_target": _mean(ok["kl_at_target"]),
+                "kl_final": _mean(final_kl.get(cell, math.nan) for cell in ok["cell"]),
+                "staleness_mean": _mean(ok["staleness_mean"]),
+                "dropped_fraction": _mean(ok["dropped_fraction"]),
+                "speedup": math.nan,
+                "samples_generated": _mean(ok["samples_generated"]),
+                "samples_dropped": _mean(ok["samples_dropped"]),
+            }
+        )
+    table = pd.DataFrame.from_records(rows, columns=list(SUMMARY_COLUMNS))
+    table["speedup"] = speedups(table)
+    return table
+
+
+def speedups(summary: pd.DataFrame) -> pd.Series:
+    """Per row, sync's mean wall time to target (same loss and correction) over the row's: the speedup
+    at equal quality. NaN where sync is not in the grid or either never reached the target."""
+    sync = summary[summary["kind"] == "sync"].set_index(["loss", "correction"])["wall_to_target_s"]
+    sync = sync[~sync.index.duplicated()]
+    baseline = [
+        sync.get((loss, correction), math.nan)
+        for loss, correction in zip(summary["loss"], summary["correction"], strict=True)
+    ]
+    return pd.Series(baseline, index=summary.index, dtype=float) / summary["wall_to_target_s"].astype(float)
+
+
+def _final_kl(curves: pd.DataFrame, window: int = WINDOW) -> dict[str, float]:
+    """Each cell's mean ``kl`` over its last ``window`` steps, by cell."""
+    if not len(curves):
+        return {}
+    last = curves.sort_values("step").groupby("cell", sort=False).tail(window)
+    return last.groupby("cell")["kl"].mean().to_dict()
+
+
+def _mean(values: Iterable[float]) -> float:
+    return mean_ci(values)[0]
+
+
+def robustness_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per (loss, correction): steps to target at the grid's highest staleness bound over those at bound 0,
+    with a 95% half-width, ranked most robust first. Empty if the grid has no bound 0 or nothing above it."""
+    ok = cells[cells["status"] == COMPLETE]
+    if not len(ok) or not (ok["staleness_bound"] == 0).any() or ok["staleness_bound"].max() == 0:
+        return pd.DataFrame(columns=list(ROBUSTNESS_COLUMNS))
+    top = int(ok["staleness_bound"].max())
+    rows = []
+    for (loss, correction), group in ok.groupby(["loss", "correction"], sort=False):
+        base = group[group["staleness_bound"] == 0]
+        stale = group[group["staleness_bound"] == top]
+        ratio, ratio_ci_ = ratio_ci(stale["steps_to_target"], base["steps_to_target"])
+        rows.append(
+            {
+                "rank": 0,
+                "loss": loss,
+                "correction": correction,
+                "staleness_bound": top,
+                "stale_schedules": " ".join(dict.fromkeys(stale["schedule"])),
+                "reached_stale": int(stale["reached"].sum()),
+                "cells_stale": len(stale),
+                "reached_sync": int(base["reached"].sum()),
+                "cells_sync": len(base),
+                "steps_to_target_sync": _mean(base["steps_to_target"]),
+                "steps_to_target_stale": _mean(stale["steps_to_target"]),
+                "ratio": ratio,
+                "ratio_ci": ratio_ci_,
+            }
+        )
+    table = pd.DataFrame.from_records(rows, columns=list(ROBUSTNESS_COLUMNS))
+    share = table["reached_stale"] / table["cells_stale"].where(table["cells_stale"] > 0)
+    order = pd.DataFrame({"share": -share.fillna(0), "ratio": table["ratio"].fillna(math.inf)})
+    table = table.loc[order.sort_values(["share", "ratio"], kind="stable").index].reset_index(drop=True)
+    table["rank"] = range(1, len(table) + 1)
+    return table
+
+
+# ── the terminal ────────────────────────────────────────────────────────────────
+
+
+def with_ci(mean: float, half: float, digits: str = ".3g") -> str:
+    """``mean ± half`` (``mean`` alone without an interval; ``-`` without a mean)."""
+    if missing(mean):
+        return "-"
+    if missing(half):
+        return format(mean, digits)
+    return f"{format(mean, digits)} ± {format(half, digits)}"
+
+
+def summary_lines(summary: pd.DataFrame, target: float, steps: int) -> str:
+    """The per-schedule table as the terminal shows it."""
+    header = [
+        "schedule",
+        "loss",
+        "correction",
+        "final reward",
+        "reached",
+        f"steps to {target:g}",
+        "wall to target (s)",
+        "KL at target",
+        "KL at end",
+        "staleness",
+        "dropped",
+        "speedup",
+        "generated",
+    ]
+    rows = [
+        [
+            row.schedule,
+            row.loss,
+            row.correction,
+            with_ci(row.final_reward, row.final_reward_ci),
+            f"{row.reached}/{row.seeds}" + (f" ({row.failed} failed)" if row.failed else ""),
+            with_ci(row.steps_to_target, row.steps_to_target_ci, ".0f"),
+            with_ci(row.wall_to_target_s, row.wall_to_target_s_ci),
+            with_ci(row.kl_at_target, math.nan),
+            with_ci(row.kl_final, math.nan),
+            with_ci(row.staleness_mean, math.nan),
+            "-" if missing(row.dropped_fraction) else f"{row.dropped_fraction:.1%}",
+            "-" if missing(row.speedup) else f"{row.speedup:.2f}x",
+            with_ci(row.samples_generated, math.nan, ",.0f"),
+        ]
+        for row in summary.itertuples()
+    ]
+    intro = (
+        f"time to quality: reward (mean of {WINDOW} steps) ≥ {target:g}, {steps} learner steps per cell; "
+        "means over seeds ± 95% CI (t); speedup = sync's wall to target / this one's"
+    )
+    return "\n".join([intro, format_table(header, rows)])
+
+
+def robustness_lines(robustness: pd.DataFrame) -> str:
+    """The loss ranking as the terminal shows it, or why there is none."""
+    if not len(robustness):
+        return "robustness: no ranking (the grid needs sync, staleness 0, and a schedule with a higher bound)"
+    bound = int(robustness["staleness_bound"].iloc[0])
+    header = ["rank", "loss", "correction", "reached stale", "steps sync", f"steps at bound {bound}", "ratio"]
+    rows = [
+        [
+            row.rank,
+            row.loss,
+            row.correction,
+            f"{row.reached_stale}/{row.cells_stale}",
+            with_ci(row.steps_to_target_sync, math.nan, ".0f"),
+            with_ci(row.steps_to_target_stale, math.nan, ".0f"),
+            with_ci(row.ratio, row.ratio_ci, ".2f"),
+        ]
+        for row in robustness.itertuples()
+    ]
+    intro = (
+        f"robustness to stale data: steps to target at staleness bound {bound} "
+        f"({robustness['stale_schedules'].iloc[0]}) over sync's, most robust first"
+    )
+    return "\n".join([intro, format_table(header, rows)])
