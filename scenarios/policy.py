@@ -29,7 +29,8 @@ the engine holds a version ≥ ``i // B − η``:
   ahead of the batches the learner trains before the next sync; ``max_staleness``
   then only drops stragglers.
 
-No SimPy, torch or Ray here: the state is a handful of integers.
+Each rule that differs between kinds asks the schedule (``scenarios/schedules.py``: one class per
+kind, no branching on ``kind``). No SimPy, torch or Ray here: the state is a handful of integers.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from asyncrl.scenarios.scenario import Scenario, verl_window_groups
+from asyncrl.scenarios.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def lowest_version(group: int, scenario: Scenario) -> int:
 
 def exact_versions(scenario: Scenario) -> bool:
     """Sync and pipelined generate each batch with one prescribed version."""
-    return scenario.schedule.kind != "streaming"
+    return scenario.schedule.exact_versions
 
 
 def admissible_groups(
@@ -108,33 +109,23 @@ def admission_limit(
         if engine_version != lowest_version(live_groups, scenario):
             return live_groups
     else:
-        queue_full = scenario.schedule.queue_policy == "block" and queued_groups >= scenario.queue_capacity
+        queue_full = scenario.schedule.blocks(queued_groups, scenario.queue_capacity)
         if queue_full or draining(scenario, engine_version=engine_version, latest_version=latest_version):
             return live_groups
-    window_end = (engine_version + scenario.staleness_bound + 1) * scenario.batch_groups
-    if getattr(scenario.schedule, "staleness_threshold", None) is not None:
-        window_end = min(window_end, engine_version * scenario.batch_groups + verl_window(scenario))
+    window_end = scenario.schedule.admission_end(engine_version, scenario.batch_groups)
     run_end = scenario.run.steps * scenario.batch_groups  # no group beyond what the run trains
     return min(window_end, run_end)
-
-
-def verl_window(scenario: Scenario) -> int:
-    """Groups past an engine's version that verl's rule admits: ⌊k·(1 + t)·B⌋ (``verl_window_groups``)."""
-    return verl_window_groups(scenario.schedule, scenario.batch_groups)  # type: ignore[arg-type]
 
 
 def reaches_engines(scenario: Scenario, version: int, first_version: int = 0) -> bool:
     """Whether a newly published version is synced to the engines: every ``sync_every`` steps (and the
     first weights of a run, always)."""
-    return version == first_version or version % getattr(scenario.schedule, "sync_every", 1) == 0
+    return scenario.schedule.reaches_engines(version, first_version)
 
 
 def draining(scenario: Scenario, *, engine_version: int, latest_version: int) -> bool:
     """``refresh: drain``: an engine this far behind starts nothing more; once empty it loads."""
-    schedule = scenario.schedule
-    if getattr(schedule, "refresh", "lazy") != "drain":
-        return False
-    return latest_version - engine_version >= schedule.refresh_every
+    return scenario.schedule.draining(engine_version, latest_version)
 
 
 def sync_target(
@@ -157,9 +148,7 @@ def sync_target(
 
 def overflow(scenario: Scenario, *, queued_groups: int) -> int:
     """How many of the oldest queued groups a newly finished group pushes out."""
-    if exact_versions(scenario) or scenario.schedule.queue_policy != "drop_oldest":
-        return 0
-    return max(0, queued_groups + 1 - scenario.queue_capacity)
+    return scenario.schedule.overflow(queued_groups, scenario.queue_capacity)
 
 
 def select_batch(scenario: Scenario, queue: Sequence[FinishedGroup], step: int) -> BatchChoice:

@@ -101,7 +101,7 @@ class ScheduleState:
         self._group_size = scenario.workload.samples_per_prompt
         self._capacity = scenario.engine_concurrency
         self._exact = policy.exact_versions(scenario)
-        self._in_flight_updates = bool(getattr(scenario.schedule, "in_flight_updates", False))
+        self._in_flight_updates = scenario.schedule.in_flight_updates
         self._room: dict[int, set[int]] = {}  # version -> engines with room for a group
         self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
         self._maybe_load: set[int] = set()  # engines behind the latest version that could load now

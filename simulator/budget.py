@@ -85,7 +85,7 @@ def over_budget(started: int, budget: int) -> MemoryBudgetError:
 
 def _rows_per_rollout(scenario: Scenario) -> int:
     """Event rows one rollout is recorded as: one, or (assumed) two when in-flight updates split it by version."""
-    return 2 if getattr(scenario.schedule, "in_flight_updates", False) else 1
+    return 2 if scenario.schedule.in_flight_updates else 1
 
 
 def available_bytes() -> int:

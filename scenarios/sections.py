@@ -1,0 +1,247 @@
+"""The sections that say what runs where: ``model``, ``hardware``, ``cluster``, ``workload``.
+
+    scenario.yaml ─► Scenario ─┬─ model:    ModelSpec     (a preset or its architecture figures)
+                               ├─ hardware: HardwareSpec  (the device, its efficiency, a measured profile)
+                               ├─ cluster:  ClusterSpec   (generation and training devices, engines)
+                               └─ workload: WorkloadSpec  (a step's groups, the prompt and completion lengths)
+
+``Section`` is every section's base: unknown keys are refused (a typo fails at load time with the
+field's path), values are frozen, and no infinity or NaN gets in. ``scenarios.scenario`` assembles
+the sections; import them from there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
+from asyncrl.scenarios.distributions import Fixed, LengthDistribution
+from asyncrl.scenarios.efficiency import Efficiency
+from asyncrl.scenarios.efficiency import resolve as resolve_efficiency
+from asyncrl.scenarios.limits import Devices, Fraction, NonNegativeFloat, PositiveInt
+from asyncrl.scenarios.profile import CostProfile, load_profile
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+DeviceName = Literal[tuple(DEVICES)]  # type: ignore[valid-type]
+PresetName = Literal[tuple(MODEL_PRESETS)]  # type: ignore[valid-type]
+
+
+class Section(BaseModel):
+    """A scenario section: unknown keys refused, frozen, finite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class ModelSpec(Section):
+    """The policy: a catalog preset, or its architecture figures given directly."""
+
+    preset: PresetName | None = Field(None, description="catalog entry; explicit fields below override it")
+    params: PositiveInt | None = Field(None, description="all weights")
+    active_params: PositiveInt | None = Field(
+        None, description="weights one token passes through (MoE); default params"
+    )
+    layers: PositiveInt | None = None
+    hidden: PositiveInt | None = None
+    heads: PositiveInt | None = Field(None, description="attention heads; default hidden / head_dim")
+    kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    vocab: PositiveInt | None = Field(None, description="vocabulary size (the learner's logits); from the preset")
+    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"
+    path: Path | None = Field(
+        None,
+        description="executor: a checkpoint directory (safetensors; relative to the scenario file where it exists "
+        "there), or a hub name already in the local Hugging Face cache; else built from preset",
+    )
+    trust_remote_code: bool = Field(False, description="executor: allow code shipped with a local checkpoint")
+
+    @field_validator("path")
+    @classmethod
+    def _path_beside_the_scenario(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        base = (info.context or {}).get("base_dir")
+        if path is None or path.is_absolute() or not base or not (Path(base) / path).exists():
+            return path  # absolute, relative to the working directory, or a hub name
+        return (Path(base) / path).resolve()
+
+    @model_validator(mode="after")
+    def _fill_from_preset(self) -> ModelSpec:
+        if self.preset is not None:
+            preset = MODEL_PRESETS[self.preset]
+            for name in ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, getattr(preset, name))
+        missing = [
+            name for name in ("params", "layers", "hidden", "kv_heads", "head_dim") if getattr(self, name) is None
+        ]
+        if missing:
+            raise ValueError(f"give a preset, or {', '.join(missing)}")
+        if self.active_params is None:
+            object.__setattr__(self, "active_params", self.params)
+        if self.heads is None:
+            object.__setattr__(self, "heads", max(1, self.hidden // self.head_dim))
+        if self.active_params > self.params:
+            raise ValueError(f"active_params: {self.active_params} exceeds params ({self.params})")
+        return self
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def weight_bytes(self) -> float:
+        return float(self.params * self.dtype_bytes)
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """Key and value vectors of one token across all layers."""
+        return float(2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes)
+
+    @property
+    def label(self) -> str:
+        return self.preset or f"{self.params / 1e9:.2g}B"
+
+
+class HardwareSpec(Section):
+    """The device kind, its efficiency, and optionally measured costs."""
+
+    device: DeviceName = Field(description="catalog entry")
+    mfu: Fraction | None = Field(
+        None,
+        description="model-FLOPs utilization of the learner and prefill; unset: the profile's, else the "
+        "catalogue's (scenarios/efficiency.py)",
+    )
+    mbu: Fraction | None = Field(
+        None, description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's"
+    )
+    sync_latency_s: NonNegativeFloat = Field(0.05, description="fixed cost of one weight sync besides the transfer")
+    profile: Path | None = Field(
+        None,
+        description="measured cost profile; relative to the scenario file (given with --set: to the working directory)",
+    )
+    host_cores: PositiveInt | None = Field(
+        None,
+        description="cpu only: cores the run's processes share (scenarios/cores.py); unset: each device its own",
+    )
+
+    @model_validator(mode="after")
+    def _host_cores_on_cpu(self) -> HardwareSpec:
+        if self.host_cores is not None and self.device != "cpu":
+            raise ValueError(
+                f"host_cores: {self.host_cores} applies to the cpu device, whose devices are cores; "
+                f"device is {self.device} (remove host_cores)"
+            )
+        return self
+
+    @field_validator("profile")
+    @classmethod
+    def _profile_loads(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is None:
+            return None
+        base = (info.context or {}).get("base_dir")
+        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
+        load_profile(resolved)
+        return resolved
+
+    @property
+    def spec(self) -> DeviceSpec:
+        return DEVICES[self.device]
+
+    def cost_profile(self) -> CostProfile | None:
+        """The measured profile ``profile`` names, if it is one (else the analytic model's, with efficiencies)."""
+        profile = load_profile(self.profile) if self.profile is not None else None
+        return profile if isinstance(profile, CostProfile) else None
+
+    def efficiency(self) -> Efficiency:
+        """The analytic model's efficiency terms: defaults, a ``kind: efficiency`` profile, explicit mfu/mbu."""
+        profile = load_profile(self.profile) if self.profile is not None else None
+        explicit = {"mbu": self.mbu} if self.mbu is not None else {}
+        if self.mfu is not None:  # the learner's utilization: its no-grad passes as well
+            explicit |= {"mfu": self.mfu, "forward_mfu": self.mfu}
+        return resolve_efficiency(profile if isinstance(profile, Efficiency) else None, explicit)
+
+
+class ClusterSpec(Section):
+    """How many devices generate, how many train, and how engines span them."""
+
+    generation_devices: Devices
+    training_devices: Devices
+    devices_per_engine: Devices = Field(1, description="tensor-parallel size of one generation engine")
+    colocated: bool = Field(False, description="the same devices alternate between generating and training")
+    devices_per_node: PositiveInt = Field(
+        8, description="devices that share a node (NVLink); engines, then the learner, fill nodes in order"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterSpec:
+        if self.generation_devices % self.devices_per_engine:
+            raise ValueError(
+                f"devices_per_engine: {self.devices_per_engine} does not divide generation_devices ({self.generation_devices})"
+            )
+        if self.devices_per_node % self.devices_per_engine:
+            raise ValueError(
+                f"devices_per_engine: {self.devices_per_engine} does not divide devices_per_node "
+                f"({self.devices_per_node}); an engine's devices share one node"
+            )
+        if self.colocated and self.training_devices != self.generation_devices:
+            raise ValueError(
+                f"training_devices: {self.training_devices} differs from generation_devices ({self.generation_devices}); "
+                "colocated devices both train and generate"
+            )
+        return self
+
+    @property
+    def engines(self) -> int:
+        return self.generation_devices // self.devices_per_engine
+
+    @property
+    def total_devices(self) -> int:
+        return self.generation_devices if self.colocated else self.generation_devices + self.training_devices
+
+
+class WorkloadSpec(Section):
+    """What one learner step consumes, and how long prompts and completions are."""
+
+    prompts_per_step: PositiveInt = Field(description="groups per learner step")
+    samples_per_prompt: PositiveInt = Field(description="group size")
+    prompt_tokens: LengthDistribution = Field(default_factory=lambda: Fixed(kind="fixed", value=256))
+    completion_tokens: LengthDistribution
+    task: str | None = Field(
+        None,
+        description="executor: a shipped task name or module:function; none = timing mode (lengths drawn, enforced)",
+    )
+    prompts: Path | None = Field(
+        None,
+        description="executor: task mode on a prompts file (JSONL, one {prompt, ...} per line; relative to the "
+        "scenario file), tokenized by model.path's own tokenizer; with reward",
+    )
+    reward: str | None = Field(
+        None, description="executor: module:function scoring a completion: f(completion_text, record) -> float"
+    )
+
+    @field_validator("prompts")
+    @classmethod
+    def _prompts_beside_the_scenario(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is None:
+            return None
+        base = (info.context or {}).get("base_dir")
+        resolved = (Path(base) / path if base and not path.is_absolute() else path).resolve()
+        if not resolved.is_file():
+            raise ValueError(f"file not found: {resolved}")
+        return resolved
+
+    @model_validator(mode="after")
+    def _one_task_source(self) -> WorkloadSpec:
+        if (self.prompts is None) != (self.reward is None):
+            raise ValueError("reward: a prompts file and a reward function go together; give both or neither")
+        if self.prompts is not None and self.task is not None:
+            raise ValueError("task: give a task, or prompts and reward, not both")
+        return self
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.prompts_per_step * self.samples_per_prompt
+
+    @property
+    def task_mode(self) -> bool:
+        """A real reward (a task, or prompts and reward) rather than timing mode."""
+        return self.task is not None or self.prompts is not None

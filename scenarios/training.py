@@ -1,0 +1,132 @@
+"""The sections that say how the learner trains and for how long: ``algorithm``, ``learner``, ``run``.
+
+    scenario.yaml ─► Scenario ─┬─ algorithm: AlgorithmSpec  (the loss, its correction, the updates per step)
+                               ├─ learner:   LearnerSpec    (how the learner holds the model in memory)
+                               └─ run:       RunSpec        (steps, seed, checkpoints)
+
+``scenarios.scenario`` assembles the sections; import them from there.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Seed, Steps
+from asyncrl.scenarios.sections import Section
+from pydantic import Field, model_validator
+
+
+class AlgorithmSpec(Section):
+    """The loss and how much learner work one step does."""
+
+    loss: Literal["grpo", "rloo", "online_dpo", "ppo"] = "grpo"
+    updates_per_step: PositiveInt = Field(
+        1, description="optimizer updates per batch (minibatches); compute is unchanged"
+    )
+    extra_forward_passes: NonNegativeInt = Field(1, description="forward passes per sample besides the training pass")
+    learning_rate: PositiveFloat = Field(1e-4, description="executor: Adam learning rate")
+    correction: Literal["clip", "tis", "decoupled", "none"] = Field(
+        "clip",
+        description="executor: off-policy correction of grpo, rloo and ppo (executor/losses.py): clip (PPO clip of "
+        "pi/mu), tis (weight min(pi/mu, c), no clip), decoupled (AReaL: weight pi_prox/mu, PPO clip of pi/pi_prox, "
+        "pi_prox the policy at the start of the step), none (stale samples taken as on-policy)",
+    )
+    clip_eps: PositiveFloat | None = Field(
+        0.2, description="executor: PPO-style clip of the ratio (pi/mu for clip, pi/pi_prox for decoupled); none = off"
+    )
+    truncation_cap: PositiveFloat | None = Field(
+        None,
+        description="executor: cap c on the importance weight (pi/mu for clip and tis, pi_prox/mu for decoupled); "
+        "none = no cap, except tis: 2",
+    )
+    kl_coef: NonNegativeFloat = Field(0.0, description="executor: KL-to-initial-policy penalty")
+    dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature")
+    dpo_reference: Literal["initial", "behaviour"] = Field(
+        "initial",
+        description="executor, online_dpo: the anchor of the implicit reward, the initial policy (the paper's) "
+        "or the behaviour policy that sampled the pair",
+    )
+    temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
+    normalise_std: bool = Field(
+        True, description="executor, grpo: divide advantages by the group's reward std; false is Dr. GRPO"
+    )
+    grad_clip: PositiveFloat | None = Field(
+        1.0, description="executor: largest global gradient norm per update (clipped above it); none = no clipping"
+    )
+    gamma: NonNegativeFloat = Field(1.0, le=1.0, description="executor, ppo: discount per token")
+    gae_lambda: NonNegativeFloat = Field(0.95, le=1.0, description="executor, ppo: GAE lambda")
+    value_coef: NonNegativeFloat = Field(0.5, description="executor, ppo: weight of the value loss")
+    value_clip_eps: PositiveFloat | None = Field(
+        0.2, description="executor, ppo: clip of the value change from its value at the start of the step; none = off"
+    )
+
+    @model_validator(mode="after")
+    def _correction_of_a_policy_gradient_loss(self) -> AlgorithmSpec:
+        if self.loss == "online_dpo" and self.correction != "clip":
+            raise ValueError(
+                f"correction: {self.correction!r} would have no effect: online_dpo takes no importance weights "
+                "(its loss is off-policy by construction); remove the setting, or use grpo, rloo or ppo"
+            )
+        return self
+
+
+class LearnerSpec(Section):
+    """How the learner holds the model in memory (``scenarios/memory.py``); verl and OpenRLHF names given."""
+
+    sharding: Literal["fsdp", "zero3", "zero2", "zero1", "ddp"] = Field(
+        "fsdp",
+        description="what is split over the training devices: fsdp/zero3 weights, gradients and optimizer; "
+        "zero2 gradients and optimizer; zero1 optimizer; ddp nothing "
+        "(verl: actor.strategy=fsdp; OpenRLHF: --zero_stage)",
+    )
+    param_dtype: Literal["bf16", "fp16", "fp32", "fp8"] | None = Field(
+        None,
+        description="weights and activations; default model.dtype "
+        "(verl: fsdp_config.mixed_precision.param_dtype; OpenRLHF: --param_dtype / --bf16)",
+    )
+    master_weights: Literal["fp32", "none"] = Field(
+        "fp32", description="an fp32 copy of the weights the optimizer updates (none: update them in param_dtype)"
+    )
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="gradients (verl: fsdp_config.mixed_precision.reduce_dtype; OpenRLHF: --grad_accum_dtype)",
+    )
+    optimizer: Literal["adam", "sgd"] = Field(
+        "adam", description="adam: two fp32 states per weight; sgd: none (verl: actor.optim)"
+    )
+    optimizer_offload: bool = Field(
+        False,
+        description="master weights and optimizer states on CPU through the update (OpenRLHF: --adam_offload; "
+        "verl's fsdp_config.optimizer_offload frees them only between steps)",
+    )
+    param_offload: bool = Field(
+        False,
+        description="weights on CPU, fetched layer by layer (DeepSpeed: offload_param; "
+        "verl's fsdp_config.param_offload frees them only between steps)",
+    )
+    activation_checkpointing: bool = Field(
+        True,
+        description="keep only each layer's input, recompute the rest in backward "
+        "(verl: model.enable_gradient_checkpointing; OpenRLHF: --gradient_checkpointing)",
+    )
+    micro_batch_tokens: PositiveInt = Field(
+        16384,
+        description="tokens per micro-batch on one device, at least one whole rollout "
+        "(verl: actor.ppo_max_token_len_per_gpu; OpenRLHF: --train_max_tokens_per_gpu)",
+    )
+    shard_devices: PositiveInt | None = Field(
+        None,
+        description="devices one FSDP shard group spans; the groups replicate each other (HSDP); default: a node "
+        "when its devices hold the learner state, else all of them (verl: actor.fsdp_config.fsdp_size)",
+    )
+    model_parallel: PositiveInt = Field(
+        1,
+        description="training devices that hold one copy of a sequence (verl: actor.ulysses_sequence_parallel_size; "
+        "Megatron: tensor × pipeline × context parallel); the rest are data-parallel ranks",
+    )
+
+
+class RunSpec(Section):
+    steps: Steps = Field(100, description="learner steps")
+    seed: Seed = 0
+    checkpoint_every: PositiveInt | None = Field(None, description="executor: learner checkpoint every N steps")
