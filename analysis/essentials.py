@@ -1,6 +1,6 @@
 """A scenario's essentials in a few words: what a report page and each figure title say a run was.
 
-    scenario.yaml ─► Scenario ─► essentials(): "llama-3.1-8b on 8+8 h100 (tp1), streaming η=2, 64×8 per step,
+    scenario.yaml ─► Scenario ─► essentials(): "llama-3.1-8b on 8+8 h100 (tp1), streaming-2, 64×8 per step,
                                                lognormal median 1024 σ 1 ≤ 8,192"
 
 ``run_essentials`` reads a run directory's resolved ``scenario.yaml``; a run without a readable one
@@ -27,13 +27,9 @@ def devices_text(scenario: Scenario) -> str:
 
 
 def schedule_text(scenario: Scenario) -> str:
-    """``streaming η=2``, ``pipelined N=1`` or ``sync``."""
-    schedule = scenario.schedule
-    if schedule.kind == "streaming":
-        return f"streaming η={schedule.max_staleness}" + (" in-flight" if schedule.in_flight_updates else "")
-    if schedule.kind == "pipelined":
-        return f"pipelined N={schedule.off_policy_steps}"
-    return "sync"
+    """The schedule's label (``scenarios.schedules``): ``streaming-2``, ``streaming-2-inflight``, ``pipelined-1``
+    or ``sync``."""
+    return scenario.schedule.label
 
 
 def lengths_text(scenario: Scenario) -> str:

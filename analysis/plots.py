@@ -27,12 +27,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import Comparison, format_relative, relative_error
-from asyncrl.analysis.sizing import read_sizing, schedule_label
+from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.sweep_table import METRICS, short_names
 from asyncrl.analysis.trace import natural_key
 from asyncrl.analysis.validation import FIGURES as VALIDATION_FIGURES
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.record import RunSummary
+from asyncrl.scenarios.schedules import schedule_label
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure

@@ -68,7 +68,6 @@ OPTIONAL_COLUMNS = ("label", "fits", "reason", "steps_simulated")  # older CSVs 
 INTEGER_COLUMNS = ("bound", "generation_devices", "training_devices", "devices_per_engine")
 COUNT_COLUMNS = ("staleness_max", "dropped", "steps_simulated")  # integers, empty where a row was not simulated
 FLOAT_COLUMNS = ("samples_per_s", "step_s", "staleness_mean", "generation_utilization", "training_utilization")
-BOUND_NAMES = {"pipelined": "N", "streaming": "η"}
 TARGET_COLUMNS = (
     "steps_to_target",  # the penalty fit at the row's mean token staleness and dropped fraction (steps)
     "time_to_target_s",  # wall time at which those steps have finished (s)
@@ -77,12 +76,6 @@ COST_COLUMNS = (
     "device_hours_per_1k_samples",  # all the plan's devices × wall time / 3600 per 1,000 trained samples
     "cost_per_1k_samples_usd",  # only with a price per device-hour
 )
-
-
-def schedule_label(schedule: str, bound: int) -> str:
-    """``streaming η=2``, ``pipelined N=1`` or ``sync``."""
-    name = BOUND_NAMES.get(schedule)
-    return f"{schedule} {name}={bound}" if name else schedule
 
 
 def sizing_record(variant: Labelled, summary: RunSummary | None) -> dict[str, Any]:

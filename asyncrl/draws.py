@@ -39,6 +39,7 @@ import numpy as np
 
 from asyncrl.scenarios.loading import ScenarioError, validate_scenario
 from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.schedules import SCHEDULES
 
 SCHEDULE_CELLS = ("sync", "pipelined", "streaming in-flight", "streaming lazy", "streaming drain")
 LOSSES = ("grpo", "rloo", "online_dpo", "ppo")
@@ -147,18 +148,24 @@ def _draw_data(
 
 
 def _schedule(rng: np.random.Generator, cell: str) -> tuple[dict[str, Any], str]:
-    """The schedule section of a cell, and its label."""
+    """The schedule section of a cell, and its label: the schedule's own (``pipelined-2``,
+    ``streaming-3-inflight``), then the refresh of a streaming cell without in-flight updates
+    (``streaming-1 lazy``)."""
+    section = _schedule_section(rng, cell)
+    label = SCHEDULES[section["kind"]].model_validate(section).label
+    refresh = section.get("refresh")
+    return section, f"{label} {refresh}" if refresh else label
+
+
+def _schedule_section(rng: np.random.Generator, cell: str) -> dict[str, Any]:
     if cell == "sync":
-        return {"kind": "sync"}, "sync"
+        return {"kind": "sync"}
     if cell == "pipelined":
-        n = int(rng.integers(1, 3))
-        return {"kind": "pipelined", "off_policy_steps": n}, f"pipelined N={n}"
-    eta = int(rng.integers(1, 4))
-    streaming: dict[str, Any] = {"kind": "streaming", "max_staleness": eta}
+        return {"kind": "pipelined", "off_policy_steps": int(rng.integers(1, 3))}
+    streaming: dict[str, Any] = {"kind": "streaming", "max_staleness": int(rng.integers(1, 4))}
     if cell == "streaming in-flight":
-        return {**streaming, "in_flight_updates": True}, f"streaming η={eta} in-flight"
-    refresh = cell.split()[1]
-    return {**streaming, "in_flight_updates": False, "refresh": refresh}, f"streaming η={eta} {refresh}"
+        return {**streaming, "in_flight_updates": True}
+    return {**streaming, "in_flight_updates": False, "refresh": cell.split()[1]}
 
 
 def _completion(rng: np.random.Generator) -> tuple[dict[str, Any], str]:

@@ -5,7 +5,7 @@
 
 A label is ``sync``, ``pipelined-N`` (N ≥ 1: ``schedule.off_policy_steps``) or ``streaming-η``,
 ``streaming-η-inflight`` (η ≥ 0: ``schedule.max_staleness``, ``schedule.in_flight_updates`` false
-or true). Bad items are a ScenarioError naming the flag (one line, exit 2). Losses are checked
+or true): the schedule's own label (``scenarios.schedules``), the one every table prints. Bad items are a ScenarioError naming the flag (one line, exit 2). Losses are checked
 against the scenario's own ``algorithm.loss`` choices; corrections are not checked here, the
 scenario judges them (``algorithm.correction``), except that where the scenario has no such field
 yet, ``clip`` (the executor's PPO-style clip, its only correction then) adds no override.
@@ -19,12 +19,11 @@ when the command line is built; it imports nothing heavy.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import get_args
 
 from asyncrl.scenarios.loading import ScenarioError, did_you_mean
 from asyncrl.scenarios.scenario import AlgorithmSpec
+from asyncrl.scenarios.schedules import LABEL_FORMS, LabelError, ScheduleLabel, UnknownLabel, parse_label
 
 DEFAULT_SCHEDULES = (
     "sync,pipelined-1,pipelined-2,pipelined-4,streaming-1,streaming-2,streaming-4,streaming-8,"
@@ -36,48 +35,18 @@ DEFAULT_SEEDS = "0,1,2"
 DEFAULT_TARGET = 0.5
 #: The correction every executor applies where the scenario has no ``algorithm.correction`` yet.
 BUILT_IN_CORRECTION = "clip"
-_LABEL = re.compile(r"^(?:(sync)|(pipelined)-(\d+)|(streaming)-(\d+)(-inflight)?)$")
-_LABEL_FORMS = "sync, pipelined-N (N ≥ 1), streaming-η or streaming-η-inflight (η ≥ 0)"
-
-
-@dataclass(frozen=True)
-class ScheduleLabel:
-    """A schedule as the command line names it, and the scenario overrides it stands for."""
-
-    label: str
-    kind: str
-    bound: int
-    in_flight: bool = False
-
-    @property
-    def overrides(self) -> list[str]:
-        if self.kind == "sync":
-            return ["schedule.kind=sync"]
-        if self.kind == "pipelined":
-            return ["schedule.kind=pipelined", f"schedule.off_policy_steps={self.bound}"]
-        return [
-            "schedule.kind=streaming",
-            f"schedule.max_staleness={self.bound}",
-            f"schedule.in_flight_updates={str(self.in_flight).lower()}",
-        ]
 
 
 def parse_schedule(text: str) -> ScheduleLabel:
-    """``sync``, ``pipelined-N``, ``streaming-η`` or ``streaming-η-inflight``; ScenarioError naming --schedules."""
-    match = _LABEL.match(text)
-    if match is None:
+    """``sync``, ``pipelined-N``, ``streaming-η`` or ``streaming-η-inflight`` (``scenarios.schedules.parse_label``);
+    ScenarioError naming --schedules."""
+    try:
+        return parse_label(text)
+    except UnknownLabel as exc:
         hint = did_you_mean(text, ["sync", "pipelined-1", "streaming-1", "streaming-1-inflight"])
-        raise ScenarioError(f"--schedules: {text!r} is not a schedule{hint} (labels: {_LABEL_FORMS})")
-    sync, pipelined, depth, _, eta, inflight = match.groups()
-    if sync:
-        return ScheduleLabel("sync", "sync", 0)
-    if pipelined:
-        if int(depth) < 1:
-            raise ScenarioError(f"--schedules: {text!r}: a pipelined schedule is at least 1 step off-policy")
-        return ScheduleLabel(f"pipelined-{int(depth)}", "pipelined", int(depth))
-    bound = int(eta)
-    suffix = "-inflight" if inflight else ""
-    return ScheduleLabel(f"streaming-{bound}{suffix}", "streaming", bound, bool(inflight))
+        raise ScenarioError(f"--schedules: {exc}{hint} (labels: {LABEL_FORMS})") from None
+    except LabelError as exc:
+        raise ScenarioError(f"--schedules: {exc}") from None
 
 
 def parse_schedules(text: str) -> list[ScheduleLabel]:

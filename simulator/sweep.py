@@ -41,11 +41,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
+from asyncrl.scenarios import loading
+from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.penalty import PenaltyFit
 from asyncrl.scenarios.record import RunSummary, Simulated
 from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.schedules import schedule_label
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.simulation import Simulation
 from asyncrl.simulator.summary import run_summary
@@ -67,13 +69,15 @@ Result = Simulated[Variant]  # a variant and its simulated summary; None: does n
 
 
 def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
-    """A copy of ``scenario`` with some fields of some sections replaced, validated again."""
-    data = scenario.model_dump(mode="json")
+    """A variant of ``scenario`` (``scenarios.loading.variant``) with some fields of some sections replaced; a
+    schedule of another kind starts from that kind's defaults (keeping ``max_concurrency``), not from the
+    settings of the one it replaces."""
+    changes: dict[str, Any] = {}
     for section, fields in sections.items():
         if section == "schedule" and "kind" in fields:
-            data[section] = {"kind": fields["kind"], "max_concurrency": data[section].get("max_concurrency")}
-        data[section].update(fields)
-    return validate_scenario(data)
+            changes["schedule"] = {"kind": fields["kind"], "max_concurrency": scenario.schedule.max_concurrency}
+        changes.update({f"{section}.{name}": value for name, value in fields.items()})
+    return loading.variant(scenario, changes)
 
 
 def speedup_variants(scenario: Scenario) -> list[Variant]:
@@ -127,9 +131,9 @@ def _baselines(scenario: Scenario, devices: int) -> list[Variant]:
 
 def _schedule(kind: str, bound: int) -> tuple[str, dict[str, Any]]:
     if kind == "pipelined":
-        return f"pipelined N={bound}", {"kind": kind, "off_policy_steps": max(1, bound)}
+        return schedule_label(kind, bound), {"kind": kind, "off_policy_steps": max(1, bound)}
     if kind == "streaming":
-        return f"streaming η={bound}", {"kind": kind, "max_staleness": bound}
+        return schedule_label(kind, bound), {"kind": kind, "max_staleness": bound}
     return "sync", {"kind": "sync"}
 
 

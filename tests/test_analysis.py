@@ -517,10 +517,10 @@ def test_sizing_figure_has_a_line_per_schedule_and_tp(tmp_path: Path, monkeypatc
     csv = tmp_path / "size.csv"
     csv.write_text(
         SIZING_HEADER + "sync colocated 4 tp1 (baseline),sync,0,True,4,4,1,2.0,10,0.0,0,0.5,0.2,0\n"
-        "streaming η=2 1:3 tp1,streaming,2,False,1,3,1,1.5,12,1.2,2,0.9,0.3,0\n"
-        "streaming η=2 2:2 tp1,streaming,2,False,2,2,1,3.0,8,1.4,2,0.8,0.6,0\n"
-        "streaming η=2 3:1 tp1,streaming,2,False,3,1,1,2.5,9,1.1,2,0.4,0.9,0\n"
-        "streaming η=2 2:2 tp2,streaming,2,False,2,2,2,2.8,8,1.3,2,0.7,0.6,0\n"
+        "streaming-2 1:3 tp1,streaming,2,False,1,3,1,1.5,12,1.2,2,0.9,0.3,0\n"
+        "streaming-2 2:2 tp1,streaming,2,False,2,2,1,3.0,8,1.4,2,0.8,0.6,0\n"
+        "streaming-2 3:1 tp1,streaming,2,False,3,1,1,2.5,9,1.1,2,0.4,0.9,0\n"
+        "streaming-2 2:2 tp2,streaming,2,False,2,2,2,2.8,8,1.3,2,0.7,0.6,0\n"
     )
     table = sizing.read_sizing(csv)
     assert table["colocated"].tolist() == [True, False, False, False, False]
@@ -535,7 +535,7 @@ def test_sizing_figure_has_a_line_per_schedule_and_tp(tmp_path: Path, monkeypatc
     assert figure.get_suptitle() == "Sizing: generation:training split of 4 devices"
     throughput, staleness = figure.axes
     assert throughput.get_ylabel() == "throughput (samples/s)" and staleness.get_ylabel() == "mean staleness (steps)"
-    names = ["streaming η=2 tp1", "streaming η=2 tp2", "sync colocated 4 tp1 (baseline)"]
+    names = ["streaming-2 tp1", "streaming-2 tp2", "sync colocated 4 tp1 (baseline)"]
     for ax, column in ((throughput, "samples_per_s"), (staleness, "staleness_mean")):
         assert ax.get_xlabel() == "generation:training devices"
         assert texts(ax.get_xticklabels()) == ["1:3", "2:2", "3:1"]

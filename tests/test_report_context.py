@@ -16,7 +16,7 @@ from asyncrl.simulator.simulation import simulate
 from asyncrl.cli import main
 from tests.test_analysis import B_CHANGES, hand_summary, write_hand_run
 
-QUICKSTART = "llama-3.1-8b on 8+8 h100 (tp1), streaming η=2, 64×8 per step, lognormal median 1024 σ 1 ≤ 8,192"
+QUICKSTART = "llama-3.1-8b on 8+8 h100 (tp1), streaming-2, 64×8 per step, lognormal median 1024 σ 1 ≤ 8,192"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_report_page_and_figure_titles_say_what_ran(run: Path, tmp_path: Path, m
     assert main(["report", str(run), "--out", str(out)]) == 0
     page = (out / "index.html").read_text()
     assert page.index("<h2>Scenario</h2>") < page.index("<h2>Runs</h2>")
-    for field in ("llama-3.1-8b", "8+8 h100 (tp1)", "streaming η=2", "64×8", "lognormal median 1024 σ 1 ≤ 8,192"):
+    for field in ("llama-3.1-8b", "8+8 h100 (tp1)", "streaming-2", "64×8", "lognormal median 1024 σ 1 ≤ 8,192"):
         assert f"<td>{field}</td>" in page
     assert len(titles) == 4 and all(QUICKSTART in title for title in titles)  # with the breakdown bars
 
