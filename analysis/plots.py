@@ -1,17 +1,13 @@
-"""PNG figures of run records: timelines, staleness, throughput and queue depth, comparisons, sizing.
+"""PNG figures of run records: timelines, staleness, throughput and queue depth, device time, comparisons.
 
-    events.parquet ─► timeline, throughput_and_queue
+    events.parquet ─► analysis.event_series (intervals, rates, queue depth) ─► timeline, throughput_and_queue
     summary.json   ─► staleness_histogram, breakdown
     Comparison     ─► predicted_vs_measured
-    size CSV       ─► sizing (its tidy columns, via analysis.sizing.read_sizing)
-    sweep rows     ─► sweep (a figure against the first varied key, via analysis.sweep_table)
-    validate rows  ─► validation (each figure's error per drawn scenario, via analysis.validation)
+    tables         ─► analysis.table_plots: sizing, sweep, validation (importable from here too)
 
-Each function draws one figure with the Agg canvas (no pyplot, no global
-backend switch) and writes it to ``out``; matplotlib is imported here and
-nowhere else, so the simulator and the scenarios never pay for it. Except for
-``sizing``, a ``*_figure`` function builds the same figure without writing it
-(the tests read its bars, lines, labels and legend back).
+Each function draws one figure on ``analysis.canvas`` (the Agg canvas, no pyplot, no global
+backend switch) and writes it to ``out`` through this module's ``_save``; a ``*_figure`` function
+builds the same figure without writing it (the tests read its bars, lines, labels and legend back).
 
 Timelines stay legible with hundreds of workers: each worker's spans are
 merged into busy intervals per kind first (an engine runs many rollouts at
@@ -26,21 +22,32 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from asyncrl.analysis.canvas import DPI, WIDTH_IN
+from asyncrl.analysis.canvas import new_figure as _figure
+from asyncrl.analysis.canvas import save_png as _save
+from asyncrl.analysis.canvas import with_context as _with_context
 from asyncrl.analysis.compare import Comparison, format_relative, relative_error
-from asyncrl.analysis.sizing import read_sizing
-from asyncrl.analysis.sweep_table import METRICS, short_names
+from asyncrl.analysis.event_series import (
+    Window,
+    busy_intervals,
+    generated_rate,
+    labelled_rows,
+    queue_depth,
+    run_wall,
+    trained_rate,
+    window_bounds,
+)
+from asyncrl.analysis.table_plots import sizing as sizing
+from asyncrl.analysis.table_plots import sweep as sweep
+from asyncrl.analysis.table_plots import sweep_figure as sweep_figure
+from asyncrl.analysis.table_plots import validation as validation
+from asyncrl.analysis.table_plots import validation_figure as validation_figure
 from asyncrl.analysis.trace import natural_key
-from asyncrl.analysis.validation import FIGURES as VALIDATION_FIGURES
-from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.record import RunSummary
-from asyncrl.scenarios.schedules import schedule_label
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-DPI = 120
-WIDTH_IN = 12.0
 KIND_COLOURS = {
     "unfinished": "#a9c4e4",
     "generate": "#3a75b0",
@@ -74,37 +81,13 @@ ROLE_ORDER = {"training": 0, "generation": 1}
 ROW_IN_MAX = 0.24  # height of one worker row while few; rows thin out past this
 PANEL_ROWS_IN = 7.5  # most inches the rows of one timeline panel take
 PANEL_EXTRA_IN = 0.9  # title and axis of one panel
-LABELLED_ROWS = 32  # at most about this many worker names on one panel's axis
-NICE_STEPS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 256, 500, 1000, 10**9)
 MIN_SPAN_PX = 2.5  # busy intervals are drawn at least this wide, so short syncs still show
 
 LabelledEvents = tuple[str, pd.DataFrame]
 Histogram = Mapping[str, int]
-#: A time window of the timeline in seconds: (start, end); end None runs to the last span.
-Window = tuple[float, float | None]
 
 
 # ── timeline ────────────────────────────────────────────────────────────────────
-
-
-def busy_intervals(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, float]]:
-    """The union of intervals [start, end] as (start, width) pairs, in time order."""
-    if len(starts) == 0:
-        return []
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    opens = np.flatnonzero(np.concatenate([[True], starts[1:] > reach[:-1]]))
-    block_ends = np.maximum.reduceat(ends, opens)
-    return [(float(start), float(end - start)) for start, end in zip(starts[opens], block_ends, strict=True)]
-
-
-def run_wall(events: pd.DataFrame) -> float:
-    """End of the last learner step (the summary's wall time), or of the last span if none trained."""
-    train = events.loc[events["kind"] == "train", "end"]
-    if len(train):
-        return float(train.max())
-    return float(events["end"].max()) if len(events) else 0.0
 
 
 def timeline_workers(events: pd.DataFrame) -> list[tuple[str, str]]:
@@ -177,15 +160,6 @@ def timeline_figure(
     return figure
 
 
-def window_bounds(window: Window | None, horizon: float) -> tuple[float, float]:
-    """The x range drawn: the window (its open end at the horizon), else the whole run."""
-    if window is None:
-        return 0.0, horizon * 1.01 or 1.0
-    start, end = window
-    end = horizon * 1.01 if end is None else end
-    return start, end if end > start else start + 1.0
-
-
 def _draw_drops(ax: Axes, dropped: pd.DataFrame) -> None:
     """A row under the workers with a tick at each drop, labelled with how many were dropped."""
     bottom = ax.get_ylim()[0]  # rows grow downwards: the current bottom edge
@@ -229,7 +203,7 @@ def _draw_timeline_panel(
                 widened = [(start, max(width, min_width_s)) for start, width in intervals]
                 ax.broken_barh(widened, band, facecolors=colour, linewidth=0)
     ax.set_ylim(float(tops[-1] + heights[-1]), 0.0)
-    ticks = _labelled_rows([name for name, _ in workers])
+    ticks = labelled_rows([name for name, _ in workers])
     ax.set_yticks(
         [tops[row] + heights[row] / 2 for row in ticks],
         [workers[row][0] for row in ticks],
@@ -239,20 +213,6 @@ def _draw_timeline_panel(
     ax.set_ylabel(f"worker ({len(workers)})")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-
-
-def _labelled_rows(names: list[str]) -> list[int]:
-    """Rows whose worker is named on the axis: all when few; else the leading non-engine rows (the
-    learner) and every k-th engine, k a round number."""
-    if len(names) <= LABELLED_ROWS:
-        return list(range(len(names)))
-    first_engine = next((row for row, name in enumerate(names) if "engine" in name), 0)
-    engines = len(names) - first_engine
-    every = next(step for step in NICE_STEPS if engines / step <= LABELLED_ROWS)
-    rows = list(range(first_engine)) + list(range(first_engine, len(names), every))
-    if len(names) - 1 - rows[-1] > every / 2:
-        rows.append(len(names) - 1)
-    return rows
 
 
 # ── staleness ───────────────────────────────────────────────────────────────────
@@ -292,48 +252,6 @@ def _shares(histogram: Histogram) -> dict[int, float]:
 
 
 # ── throughput and queue depth ──────────────────────────────────────────────────
-
-
-def trained_rate(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Step edges [0, end_1, …, end_n] and trained samples per second over each step (n values)."""
-    train = events[events["kind"] == "train"].sort_values("end")
-    trained = events[(events["kind"] == "generate") & (events["step"] >= 0)].drop_duplicates(["group", "sample"])
-    per_step = trained.groupby("step").size().reindex(train["step"].to_numpy(), fill_value=0).to_numpy()
-    edges = np.concatenate([[0.0], train["end"].to_numpy()])
-    lengths = np.diff(edges)
-    rates = np.divide(per_step, lengths, out=np.zeros(len(lengths)), where=lengths > 0)
-    return edges, rates
-
-
-def generated_rate(events: pd.DataFrame, bin_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """Bin edges and finished rollouts per second in each bin (a rollout finishes at its last generate end)."""
-    finished = events[events["kind"] == "generate"].groupby(["group", "sample"])["end"].max().to_numpy()
-    wall = run_wall(events)
-    edges = np.arange(0.0, wall + bin_s, bin_s) if wall > 0 else np.array([0.0, bin_s])
-    counts, _ = np.histogram(finished, bins=edges)
-    return edges, counts / bin_s
-
-
-def queue_depth(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Times and finished groups waiting after each: from a group's last generate end to the start of the
-    train step that consumes it (or to its drop, or to the end of the run if still queued)."""
-    generated = events[events["kind"].isin(["generate", "unfinished"])]
-    if generated.empty:
-        return np.zeros(1), np.zeros(1)
-    by_group = generated.groupby("group").agg(
-        ready=("end", "max"), step=("step", "max"), unfinished=("kind", lambda kinds: (kinds == "unfinished").any())
-    )
-    by_group = by_group[~by_group["unfinished"]]
-    train_start = events[events["kind"] == "train"].groupby("step")["start"].min()
-    dropped_at = events[events["kind"] == "drop"].groupby("group")["start"].min()
-    consumed = by_group["step"].map(train_start)
-    consumed = consumed.fillna(pd.Series(by_group.index, index=by_group.index).map(dropped_at))
-    consumed = consumed.fillna(run_wall(events)).clip(lower=by_group["ready"])
-    times = np.concatenate([by_group["ready"].to_numpy(), consumed.to_numpy()])
-    deltas = np.concatenate([np.ones(len(by_group)), -np.ones(len(by_group))])
-    moments, where = np.unique(times, return_inverse=True)  # net change per moment: no false spikes
-    net = np.bincount(where, weights=deltas, minlength=len(moments))
-    return np.concatenate([[0.0], moments]), np.concatenate([[0.0], np.cumsum(net)])
 
 
 def throughput_and_queue(runs: Sequence[LabelledEvents], out: Path, context: str = "") -> Path:
@@ -463,188 +381,3 @@ def predicted_vs_measured_figure(comparison: Comparison, context: str = "") -> F
 
 def _short(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-# ── sizing ──────────────────────────────────────────────────────────────────────
-
-
-def sizing(csv_path: Path, out: Path) -> Path:
-    """Throughput and mean staleness against the generation:training split, one line per schedule and tp."""
-    table = read_sizing(csv_path)
-    table = table[table["fits"]]  # rows that do not fit in memory were not simulated
-    splits, baselines = table[~table["colocated"]], table[table["colocated"]]
-    if splits.empty:
-        raise ScenarioError(f"{csv_path}: no generation:training split rows to plot")
-    figure = _figure(WIDTH_IN, 5.2)
-    axes = figure.subplots(1, 2)
-    metrics = (("samples_per_s", "throughput (samples/s)"), ("staleness_mean", "mean staleness (steps)"))
-    lines = splits.groupby(["schedule", "bound", "devices_per_engine"], sort=True)
-    for ax, (column, unit) in zip(axes, metrics, strict=True):
-        for index, ((schedule, bound, tp), rows) in enumerate(lines):
-            rows = rows.sort_values("generation_devices")
-            ax.plot(
-                rows["generation_devices"],
-                rows[column],
-                marker="o",
-                ms=4,
-                color=f"C{index % 10}",
-                label=f"{schedule_label(schedule, bound)} tp{tp}",
-            )
-        for _, baseline in baselines.iterrows():
-            label = (
-                f"{baseline['schedule']} colocated {baseline['generation_devices']} tp{baseline['devices_per_engine']}"
-            )
-            ax.axhline(baseline[column], color="#555555", ls="--", lw=1, label=f"{label} (baseline)")
-        ax.set_ylabel(unit)
-        ax.set_ylim(bottom=0)
-        ax.set_title(unit.split(" (")[0], loc="left")
-        ax.grid(alpha=0.3)
-        _split_ticks(ax, splits)
-    axes[0].legend(frameon=False, fontsize=8)
-    figure.suptitle(f"Sizing: generation:training split of {_device_total(splits)} devices", fontsize=13)
-    return _save(figure, out)
-
-
-def _split_ticks(ax: Axes, splits: pd.DataFrame) -> None:
-    pairs = splits[["generation_devices", "training_devices"]].drop_duplicates().sort_values("generation_devices")
-    span = max(1.0, float(pairs["generation_devices"].max() - pairs["generation_devices"].min()))
-    shown: list[tuple[int, int]] = []
-    for generation, training in zip(pairs["generation_devices"], pairs["training_devices"], strict=True):
-        if not shown or generation - shown[-1][0] >= span / 9:  # labels at least a ninth of the axis apart
-            shown.append((int(generation), int(training)))
-    ax.set_xticks([g for g, _ in shown], [f"{g}:{t}" for g, t in shown])
-    ax.set_xlabel("generation:training devices")
-
-
-def _device_total(splits: pd.DataFrame) -> str:
-    totals = (splits["generation_devices"] + splits["training_devices"]).unique()
-    return str(int(totals[0])) if len(totals) == 1 else "various"
-
-
-# ── what-if sweep ───────────────────────────────────────────────────────────────
-
-MAX_VALUE_TICKS = 12  # a numeric x axis ticks each varied value up to this many
-#: Units of common scenario keys, by their last part, for the sweep's x axis.
-KEY_UNITS = {
-    "generation_devices": "devices",
-    "training_devices": "devices",
-    "devices_per_engine": "devices",
-    "median": "tokens",
-    "max_tokens": "tokens",
-    "value": "tokens",
-    "scale": "tokens",
-    "sigma": "σ of log length",
-    "alpha": "Pareto tail index",
-    "prompts_per_step": "groups per step",
-    "samples_per_prompt": "samples per group",
-    "max_staleness": "steps",
-    "off_policy_steps": "steps",
-    "steps": "learner steps",
-    "max_concurrency": "rollouts per engine",
-    "queue_capacity": "groups",
-    "mfu": "fraction of peak FLOPs",
-    "mbu": "fraction of peak bandwidth",
-    "sync_latency_s": "s",
-}
-
-
-def sweep(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario: str, out: Path) -> Path:
-    """Write ``sweep_figure(...)`` to ``out`` as PNG."""
-    return _save(sweep_figure(table, keys, metric, scenario), out)
-
-
-def sweep_figure(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario: str) -> Figure:
-    """``metric`` against the first varied key, one line per value of the second key, or with three
-    or more keys one line per combination of all but the first; a skipped point is a gap in its line."""
-    x_key, rest = keys[0], list(keys[1:])
-    positions, ticks = _sweep_positions(table[x_key])
-    figure = _figure(8.0, 4.8)
-    ax = figure.subplots()
-    lines = table.groupby(rest, sort=False, dropna=False) if rest else [((), table)]
-    names = short_names(keys)[1:]
-    for index, (combination, rows) in enumerate(lines):
-        values = combination if isinstance(combination, tuple) else (combination,)
-        label = ", ".join(f"{name}={value}" for name, value in zip(names, values, strict=True)) or scenario
-        x = rows[x_key].map(positions).astype(float)
-        ax.plot(x, rows[metric].astype(float), marker="o", ms=4, color=f"C{index % 10}", label=label)
-    if ticks:
-        ax.set_xticks(range(len(ticks)), ticks)
-    elif len(positions) <= MAX_VALUE_TICKS:
-        ax.set_xticks(sorted(positions.values()), [f"{value:g}" for value in sorted(positions.values())])
-    unit = KEY_UNITS.get(x_key.rsplit(".", 1)[-1])
-    ax.set_xlabel(f"{x_key} ({unit})" if unit else x_key)
-    ax.set_ylabel(METRICS[metric])
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    if rest:
-        ax.legend(frameon=False, fontsize=9)
-    ax.set_title(f"{scenario}: {METRICS[metric].split(' (')[0]} against {short_names(keys)[0]}")
-    return figure
-
-
-def _sweep_positions(column: pd.Series) -> tuple[dict[object, float], list[str]]:
-    """Where each value of the x key sits: the value itself if every value is a number, else its rank
-    in grid order (with those values as the tick labels)."""
-    values = list(dict.fromkeys(column))
-    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-        return {value: float(value) for value in values}, []
-    return {value: float(rank) for rank, value in enumerate(values)}, [str(value) for value in values]
-
-
-# ── validate ────────────────────────────────────────────────────────────────────
-
-#: The fidelity target drawn on each panel: ±10% for relative errors, ±0.25 steps of mean staleness.
-TARGETS = {"%": 10.0, "steps": 0.25}
-
-
-def validation(table: pd.DataFrame, title: str, out: Path) -> Path:
-    return _save(validation_figure(table, title), out)
-
-
-def validation_figure(table: pd.DataFrame, title: str) -> Figure:
-    """One panel per figure: the prediction's error for each scenario (bars), with the repeats' spread
-    (whiskers from the smallest to the largest error) when there is one; the fidelity target dashed."""
-    figure = _figure(WIDTH_IN, 6.4)
-    axes = figure.subplots(2, 3, sharex=True).ravel()
-    positions = np.arange(len(table))
-    names = [str(name)[-2:] for name in table["scenario"]]
-    for ax, (key, label, unit) in zip(axes, VALIDATION_FIGURES, strict=True):
-        scale = 100.0 if unit == "%" else 1.0
-        value = pd.to_numeric(table[f"{key}_error"], errors="coerce").to_numpy(float) * scale
-        low = pd.to_numeric(table[f"{key}_error_min"], errors="coerce").to_numpy(float) * scale
-        high = pd.to_numeric(table[f"{key}_error_max"], errors="coerce").to_numpy(float) * scale
-        ax.bar(positions, np.nan_to_num(value), color="#3a75b0", width=0.7)
-        spread = np.vstack([value - low, high - value])
-        if np.nan_to_num(spread).any():
-            ax.errorbar(positions, value, yerr=np.nan_to_num(spread), fmt="none", ecolor="black", capsize=2, lw=1)
-        ax.axhline(0, color="black", lw=0.8)
-        for bound in (-TARGETS[unit], TARGETS[unit]):
-            ax.axhline(bound, color="grey", lw=0.8, ls="--")
-        ax.set_title(f"{label}", fontsize=10)
-        ax.set_ylabel("error (% of measured)" if unit == "%" else "predicted - measured (steps)")
-        ax.set_xticks(positions, names)
-        ax.grid(axis="y", alpha=0.3)
-    for ax in axes[3:]:
-        ax.set_xlabel("scenario")
-    figure.suptitle(title)
-    return figure
-
-
-# ── shared ──────────────────────────────────────────────────────────────────────
-
-
-def _with_context(title: str, context: str) -> str:
-    """The title, and under it what the runs were (the scenario's essentials), when known."""
-    return f"{title}\n{context}" if context else title
-
-
-def _figure(width_in: float, height_in: float) -> Figure:
-    figure = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def _save(figure: Figure, out: Path) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=DPI, format="png")
-    return out

@@ -7,8 +7,8 @@
                 └─► frontier       final reward (95% CI) against KL to the initial policy at the end:
                                    a point per schedule × loss × correction
 
-Drawn like ``analysis.plots`` (Agg canvas, no pyplot; matplotlib imported here and in the other
-plot modules only). Against wall time, each seed's curve is interpolated onto a common grid up
+Drawn like ``analysis.plots``, on ``analysis.canvas`` (Agg canvas, no pyplot; matplotlib imported here
+and in the other plot modules only). Against wall time, each seed's curve is interpolated onto a common grid up
 to the earliest end of the seeds, then averaged, so the line stops where a seed's run did.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from asyncrl.analysis.plots import WIDTH_IN, _figure, _save
+from asyncrl.analysis.canvas import WIDTH_IN, new_figure, save_png
 from asyncrl.analysis.study import WINDOW
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -34,10 +34,10 @@ REWARD_LABEL = f"reward (mean of the last {WINDOW} steps)"
 def study_plots(curves: pd.DataFrame, summary: pd.DataFrame, target: float, title: str, out: Path) -> list[Path]:
     """Every figure of a study, written under ``out``; the paths."""
     return [
-        _save(reward_curves_figure(curves, target, "end", title), out / "reward_wall.png"),
-        _save(reward_curves_figure(curves, target, "step", title), out / "reward_step.png"),
-        _save(robustness_figure(summary, target, title), out / "robustness.png"),
-        _save(frontier_figure(summary, title), out / "frontier.png"),
+        save_png(reward_curves_figure(curves, target, "end", title), out / "reward_wall.png"),
+        save_png(reward_curves_figure(curves, target, "step", title), out / "reward_step.png"),
+        save_png(robustness_figure(summary, target, title), out / "robustness.png"),
+        save_png(frontier_figure(summary, title), out / "frontier.png"),
     ]
 
 
@@ -73,7 +73,7 @@ def reward_curves_figure(curves: pd.DataFrame, target: float, x: str, title: str
     styles = schedule_styles(list(schedules["schedule"]), list(schedules["in_flight_updates"].astype(bool)))
     columns = min(4, len(panels))
     rows = math.ceil(len(panels) / columns)
-    figure = _figure(WIDTH_IN, 1.2 + 3.2 * rows)
+    figure = new_figure(WIDTH_IN, 1.2 + 3.2 * rows)
     axes = np.atleast_1d(figure.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
     for ax, ((loss, correction), panel) in zip(axes, panels, strict=False):
         for schedule, cells in panel.groupby("schedule", sort=False):
@@ -97,7 +97,7 @@ def reward_curves_figure(curves: pd.DataFrame, target: float, x: str, title: str
 
 def robustness_figure(summary: pd.DataFrame, target: float, title: str) -> Figure:
     """Steps to target against measured mean staleness, a line per loss × correction, 95% CI bars."""
-    figure = _figure(WIDTH_IN * 0.7, 5.0)
+    figure = new_figure(WIDTH_IN * 0.7, 5.0)
     ax = figure.subplots()
     for index, ((loss, correction), rows) in enumerate(summary.groupby(["loss", "correction"], sort=False)):
         rows = rows.dropna(subset=["steps_to_target", "staleness_mean"]).sort_values("staleness_mean")
@@ -125,7 +125,7 @@ def robustness_figure(summary: pd.DataFrame, target: float, title: str) -> Figur
 
 def frontier_figure(summary: pd.DataFrame, title: str) -> Figure:
     """Final reward (95% CI) against KL at the end: a colour per loss × correction, a marker per schedule kind."""
-    figure = _figure(WIDTH_IN * 0.7, 5.0)
+    figure = new_figure(WIDTH_IN * 0.7, 5.0)
     ax = figure.subplots()
     for index, ((loss, correction), rows) in enumerate(summary.groupby(["loss", "correction"], sort=False)):
         rows = rows.dropna(subset=["kl_final", "final_reward"])

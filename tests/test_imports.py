@@ -23,7 +23,9 @@ HEAVY = ("torch", "transformers", "ray", "matplotlib")
 PACKAGES = ("asyncrl", "asyncrl.scenarios", "asyncrl.simulator", "asyncrl.executor", "asyncrl.analysis")
 #: Modules that draw, and so import matplotlib (and nothing heavier).
 PLOTTING = {
+    "asyncrl.analysis.canvas",
     "asyncrl.analysis.plots",
+    "asyncrl.analysis.table_plots",
     "asyncrl.analysis.report",
     "asyncrl.analysis.study_plots",
     "asyncrl.analysis.length_plots",
