@@ -265,4 +265,3 @@ def parse_label(text: str) -> ScheduleLabel:
             raise LabelError(f"{text!r}: a pipelined schedule is at least 1 step off-policy")
         return ScheduleLabel("pipelined", int(depth))
     return ScheduleLabel("streaming", int(eta), bool(inflight))
-
