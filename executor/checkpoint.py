@@ -58,7 +58,7 @@ def save(out: Path, step: int, learner: Learner, versions: dict[int, torch.Tenso
 def check(out: Path) -> None:
     """ScenarioError (``--resume: <file>: ...``) unless ``out`` holds a checkpoint whose files all load."""
     import torch
-    from asyncrl.executor.learner import OPTIMIZER_FILE, POLICY_FILE, STATE_FILE
+    from asyncrl.executor.learner_checkpoint import OPTIMIZER_FILE, POLICY_FILE, STATE_FILE
     from safetensors import safe_open
 
     learner = out / CHECKPOINT_DIR / "learner"

@@ -33,7 +33,8 @@ pytest.importorskip("safetensors")
 
 from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
 from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
-from asyncrl.executor.losses import LOSSES, LossConfig  # noqa: E402
+from asyncrl.executor.loss_inputs import LossConfig  # noqa: E402
+from asyncrl.executor.losses import LOSSES  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.tasks import TASKS, Task, TaskPrompt, load_task, to_request  # noqa: E402
 from asyncrl.executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer  # noqa: E402
@@ -276,7 +277,7 @@ def teacher_forced_logprobs(model: torch.nn.Module, rollout: Rollout, temperatur
 
 def small_learner(loss: str = "grpo") -> Learner:
     model = build_model("tiny", seed=0, vocab_size=CharTokenizer().vocab_size)
-    return Learner(model, LearnerConfig(loss=loss, temperature=TEMPERATURE), pad_token_id=0)
+    return Learner(model, LearnerConfig(algorithm=LossConfig(loss=loss, temperature=TEMPERATURE)), pad_token_id=0)
 
 
 def test_collate_pads_group_major_rows() -> None:
@@ -358,7 +359,7 @@ def test_a_model_with_dropout_still_sees_ratio_one_on_fresh_rollouts() -> None:
     engine = ContinuousBatchingEngine(
         copy.deepcopy(model), max_batch=8, eos_token_id=2, pad_token_id=0, temperature=TEMPERATURE
     )
-    learner = Learner(model, LearnerConfig(temperature=TEMPERATURE), pad_token_id=0)
+    learner = Learner(model, LearnerConfig(algorithm=LossConfig(temperature=TEMPERATURE)), pad_token_id=0)
     prompts = load_task("copy").prompts(np.random.default_rng(0), 2)
     requests = [to_request(prompt, index * 2 + sample) for index, prompt in enumerate(prompts) for sample in range(2)]
     rollouts = sorted(generate_all(engine, requests), key=lambda rollout: rollout.id)
@@ -402,15 +403,18 @@ LOSS_SETTINGS = {
 
 def test_scenario_loss_settings_reach_the_loss_config() -> None:
     config = LearnerConfig.from_scenario(learning_scenario(seed=0, grad_clip=None, **LOSS_SETTINGS))
-    assert config.max_grad_norm is None
-    assert {name: getattr(config.loss_config, name) for name in LOSS_SETTINGS} == LOSS_SETTINGS
-    assert LearnerConfig.from_scenario(learning_scenario(seed=0, grad_clip=0.5)).max_grad_norm == 0.5
+    assert config.algorithm.grad_clip is None
+    assert {name: getattr(config.algorithm, name) for name in LOSS_SETTINGS} == LOSS_SETTINGS
+    assert LearnerConfig.from_scenario(learning_scenario(seed=0, grad_clip=0.5)).algorithm.grad_clip == 0.5
 
 
 def test_default_algorithm_gives_the_default_loss_config_and_gradient_clip() -> None:
     config = LearnerConfig.from_scenario(learning_scenario(seed=0))
-    assert config.loss_config == LossConfig()
-    assert config.max_grad_norm == LearnerConfig().max_grad_norm == 1.0
+    defaults = LossConfig()
+    assert {name: getattr(config.algorithm, name) for name in LOSS_SETTINGS} == {
+        name: getattr(defaults, name) for name in LOSS_SETTINGS
+    }
+    assert config.algorithm.grad_clip == LearnerConfig().algorithm.grad_clip == 1.0
 
 
 @pytest.mark.parametrize(

@@ -20,16 +20,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from asyncrl.executor.engine import Rollout  # noqa: E402
-from asyncrl.executor.learner import (  # noqa: E402
-    Learner,
-    LearnerConfig,
-    _at_columns,
-    collate,
-    micro_batches,
-    token_logprobs,
-)
-from asyncrl.executor.losses import LossConfig  # noqa: E402
+from asyncrl.executor.learner import Learner, LearnerConfig  # noqa: E402
+from asyncrl.executor.loss_inputs import LossConfig  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
+from asyncrl.executor.rollout_batch import collate, micro_batches  # noqa: E402
+from asyncrl.executor.token_logprobs import at_columns, token_logprobs  # noqa: E402
 from asyncrl.executor.work import engine_model  # noqa: E402
 
 from tests.conftest import small_scenario  # noqa: E402
@@ -80,9 +75,10 @@ def scored_groups(groups: int = 3, group_size: int = 4, seed: int = 0) -> list[l
     return result
 
 
-def float64_learner(loss: str = "grpo", **config: object) -> Learner:
+def float64_learner(loss: str = "grpo", algorithm: dict | None = None, **config: object) -> Learner:
     model = build_model("tiny", seed=0, vocab_size=VOCAB).double()
-    return Learner(model, LearnerConfig(loss=loss, temperature=0.8, **config), pad_token_id=0)
+    settings = LossConfig(loss=loss, temperature=0.8, **(algorithm or {}))
+    return Learner(model, LearnerConfig(algorithm=settings, **config), pad_token_id=0)
 
 
 def test_learner_logprobs_equal_log_softmax_of_the_full_logits() -> None:
@@ -92,7 +88,7 @@ def test_learner_logprobs_equal_log_softmax_of_the_full_logits() -> None:
         _, logprobs = learner._logprobs(batch, learner.model)
         logits = learner.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         expected = full_logprobs(
-            _at_columns(logits, batch.predicting_columns), torch.nn.Identity(), batch.completion_ids, 0.8
+            at_columns(logits, batch.predicting_columns), torch.nn.Identity(), batch.completion_ids, 0.8
         )
     mask = batch.mask.bool()
     assert logits.shape[-1] == VOCAB and logprobs.shape == batch.mask.shape
@@ -111,7 +107,7 @@ def test_micro_batches_cut_consecutive_rows_within_the_token_budget() -> None:
     assert len(micro_batches(batch, 10_000)) == 1 and len(micro_batches(batch, 1)) == len(widths)
 
 
-DECOUPLED = {"updates_per_step": 3, "loss_config": LossConfig(correction="decoupled", truncation_cap=3.0)}
+DECOUPLED = {"updates_per_step": 3, "correction": "decoupled", "truncation_cap": 3.0}
 
 
 @pytest.mark.slow
@@ -123,8 +119,8 @@ DECOUPLED = {"updates_per_step": 3, "loss_config": LossConfig(correction="decoup
 def test_an_update_in_micro_batches_equals_one_pass_over_the_minibatch(loss: str, settings: dict) -> None:
     # With three updates, decoupled's π_prox and PPO's old values come from the pass before the first update.
     groups = scored_groups()
-    whole = float64_learner(loss, **settings)
-    split = float64_learner(loss, micro_batch_tokens=25, logprob_chunk_tokens=4, **settings)
+    whole = float64_learner(loss, settings)
+    split = float64_learner(loss, settings, micro_batch_tokens=25, logprob_chunk_tokens=4)
     batch = collate(groups, pad_token_id=0)
     assert len(micro_batches(batch, 25)) > 3 and len(micro_batches(batch, whole.config.micro_batch_tokens)) == 1
 

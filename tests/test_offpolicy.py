@@ -19,15 +19,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from asyncrl.executor.advantages import grpo_advantages  # noqa: E402
+from asyncrl.executor.corrections import corrected_surrogate  # noqa: E402
 from asyncrl.executor.engine import Rollout  # noqa: E402
 from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate  # noqa: E402
-from asyncrl.executor.losses import (  # noqa: E402
-    LossBatch,
-    LossConfig,
-    LossOutput,
-    corrected_surrogate,
-    grpo_advantages,
-)
+from asyncrl.executor.loss_inputs import LossBatch, LossConfig, LossOutput  # noqa: E402
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.tokenizer import CharTokenizer  # noqa: E402
 
@@ -58,12 +54,15 @@ def tiny_model(seed: int = 0) -> torch.nn.Module:
 
 
 def learner_with(correction: str, updates_per_step: int = 1, learning_rate: float = 1e-4) -> Learner:
-    config = LearnerConfig(
+    algorithm = LossConfig(
         temperature=TEMPERATURE,
         updates_per_step=updates_per_step,
         learning_rate=learning_rate,
-        loss_config=LossConfig(correction=correction, clip_eps=EPS, truncation_cap=CAP),  # type: ignore[arg-type]
+        correction=correction,  # type: ignore[arg-type]
+        clip_eps=EPS,
+        truncation_cap=CAP,
     )
+    config = LearnerConfig(algorithm=algorithm)
     return Learner(tiny_model(), config, pad_token_id=0)
 
 
@@ -94,7 +93,7 @@ def test_each_correction_sees_the_stale_ratio_and_marks_the_right_tokens(correct
     torch.testing.assert_close(ratio[keep], torch.tensor([rho for row in RATIOS for rho in row]), atol=1e-5, rtol=1e-5)
 
     advantages = grpo_advantages(loss_batch.rewards, 2)[:, None].expand_as(loss_batch.logprobs)
-    surrogate = corrected_surrogate(loss_batch, advantages, learner.config.loss_config)
+    surrogate = corrected_surrogate(loss_batch, advantages, learner.config.algorithm)
     clipped, truncated, weights = EXPECTED[correction]
     assert (surrogate.clipped & keep).tolist() == padded(clipped, False)
     assert (surrogate.truncated & keep).tolist() == padded(truncated, False)
