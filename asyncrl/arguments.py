@@ -8,6 +8,10 @@
 
 Overrides come verl/AReaL style, bare beside the scenario (``asyncrl simulate quickstart
 schedule.max_staleness=2``), or as ``--set KEY=VALUE``; both apply in the order given, ``--set`` first.
+
+Errors the layers below raise about one of a command's arguments name the argument (``devices: ...``,
+``calibration_steps: ...``); ``as_flag`` writes the flag the user typed instead (``--devices: ...``,
+``--calibration-steps: ...``), so only the command line speaks of flags.
 """
 
 from __future__ import annotations
@@ -25,17 +29,18 @@ EXIT_BAD_INPUT = 2
 ASSIGNMENT = re.compile(r"^\+{0,2}[A-Za-z_][\w-]*(\.[\w-]+)*=")
 _INVALID_CHOICE = re.compile(r"^argument ([^:]+): invalid choice: '(.*)' \(choose from (.*)\)$", re.DOTALL)
 _ARGUMENT = re.compile(r"^argument ([^:]+): ")
+_NAMED = re.compile(r"^([a-z][a-z0-9_]*): ")  # an error about an argument, named as the code names it
 
 #: A worked example per command, shown at the end of its ``--help``.
 EXAMPLES: dict[str, str] = {
     "simulate": (
         "asyncrl simulate quickstart schedule.max_staleness=4 --steps 50\n"
         "    predict the quickstart scenario with a looser staleness bound, for 50 learner steps;\n"
-        "    writes runs/quickstart-8b/ (summary.json, events.parquet, scenario.yaml)"
+        "    writes runs/quickstart-8b-90ee35d1/ (the overrides' hash: runs/quickstart-8b/ is the scenario as written)"
     ),
     "execute": (
         "asyncrl execute cpu-timing --steps 20\n"
-        "    run the shipped CPU scenario for real (tiny model, two cores) and write runs/cpu-timing-executed/"
+        "    run the shipped CPU scenario for real (tiny model, two cores) and write runs/cpu-timing-3f055f92-executed/"
     ),
     "calibrate": (
         "asyncrl calibrate cpu-timing --out profiles/cpu-timing.yaml\n"
@@ -57,7 +62,7 @@ EXAMPLES: dict[str, str] = {
     ),
     "sweep": (
         "asyncrl sweep quickstart --steps 30 --vary workload.completion_tokens.sigma=0.5,1,1.5\n"
-        "    simulate three tails; writes runs/quickstart-8b-sweep.csv and .png"
+        "    simulate three tails; writes runs/quickstart-8b-d930440f-sweep.csv and .png (--out FILE.csv to choose)"
     ),
     "schema": "asyncrl schema > scenario.schema.json\n    for editors that validate YAML against a JSON Schema",
     "validate": (
@@ -67,12 +72,13 @@ EXAMPLES: dict[str, str] = {
     "study": (
         "asyncrl study cpu-study --schedules sync,streaming-4 --losses grpo,online_dpo --seeds 0,1 --steps 150\n"
         "    execute 8 cells (2 schedules x 2 losses x 2 seeds) one after another; steps and wall time to a reward\n"
-        "    of 0.5 per cell, means over seeds and the speedup over sync in runs/cpu-study-study/"
+        "    of 0.5 per cell, means over seeds and the speedup over sync in runs/cpu-study-1a2f69fa-study/"
     ),
     "compare": (
-        "asyncrl compare runs/demo/cpu-timing/predicted-streaming runs/demo/cpu-timing/measured-streaming "
+        "asyncrl compare runs/demo/cpu-timing/measured-streaming runs/demo/cpu-timing/predicted-streaming "
         "--tolerance 0.1\n"
-        "    the measured run's figures against the prediction; exit 1 if one is off by more than 10%"
+        "    the prediction's figures relative to the measured run (A, the reference); exit 1 if one is off by\n"
+        "    more than 10%; --out FILE.json also writes the comparison"
     ),
     "report": ("asyncrl report runs/quickstart-8b --out runs/report\n    figures, Perfetto traces and index.html"),
     "trace": "asyncrl trace runs/quickstart-8b\n    writes runs/quickstart-8b/trace.json.gz; open it at ui.perfetto.dev",
@@ -93,8 +99,7 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line, ``asyncrl: error: FLAG: what is wrong``, exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        printable = "".join(char if char.isprintable() else ascii(char)[1:-1] for char in readable(message))
-        print(f"asyncrl: error: {printable}", file=sys.stderr)  # control characters from the input escaped
+        error(readable(message), EXIT_BAD_INPUT)  # control characters from the input escaped
         sys.exit(EXIT_BAD_INPUT)
 
 
@@ -112,6 +117,39 @@ def readable(message: str) -> str:
 def _flag(name: str) -> str:
     """``--out/-o`` → ``--out``; a positional's metavar as is."""
     return name.split("/")[0]
+
+
+def error(message: str, status: int) -> int:
+    """Print ``asyncrl: error: MESSAGE`` (on one line) to stderr; return ``status``."""
+    print(f"asyncrl: error: {printable(message)}", file=sys.stderr)
+    return status
+
+
+def printable(message: str) -> str:
+    """The message on one line: line breaks and other control characters (from the input itself) escaped."""
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in message)
+
+
+def one_line(exc: BaseException) -> str:
+    """What went wrong, on one line: the OS's reason and the file, or the exception's first line."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def as_flag(message: str, parser: argparse.ArgumentParser | None) -> str:
+    """``name: ...`` about one of ``parser``'s optional arguments (its dest, e.g. ``calibration_steps``) as
+    ``--calibration-steps: ...``; any other message (a scenario field, a file) as it is."""
+    named = _NAMED.match(message)
+    if parser is None or named is None:
+        return message
+    for action in parser._actions:
+        if action.dest == named.group(1) and action.option_strings:
+            return f"{action.option_strings[0]}: {message[named.end() :]}"
+    return message
 
 
 def split_assignments(extras: Sequence[str], option_strings: Iterable[str]) -> tuple[list[str], str | None]:

@@ -13,6 +13,7 @@ import yaml
 from asyncrl.scenarios.outputs import LOCK_FILE, check_output_file, default_run_dir, run_directory
 
 from asyncrl.cli import main
+from asyncrl.commands.common import overrides_tag
 
 ROOT = Path(__file__).parents[1]
 QUICK = ["--steps", "2", "--quiet"]
@@ -53,7 +54,8 @@ def test_a_scenario_named_to_escape_writes_under_runs(tmp_path: Path, monkeypatc
     scenario.write_text(yaml.safe_dump(data))
     monkeypatch.chdir(tmp_path / "work" / "deep")
     assert simulate(capsys, None, scenario=str(scenario))[0] == 0
-    assert (tmp_path / "work" / "deep" / "runs" / "escaped" / "summary.json").is_file()
+    steps = overrides_tag(["run.steps=2"])  # QUICK's --steps: an override, so the name carries its hash
+    assert (tmp_path / "work" / "deep" / "runs" / f"escaped{steps}" / "summary.json").is_file()
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "work" / "escaped").exists()
 
 

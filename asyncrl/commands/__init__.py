@@ -1,0 +1,21 @@
+"""The ``asyncrl`` commands, one module per family; ``asyncrl.cli`` only parses and dispatches.
+
+    runs         simulate, execute                 one scenario, predicted or run for real
+    calibrate    calibrate                         a cost profile from short runs, benchmarks, runs or logs
+    experiments  demo, validate, study             workflows over many runs
+    planning     speedup, size, penalty, sweep     plans compared, ranked and fitted
+    records      compare, report, trace            what run records say
+    inputs       lengths, from-verl                a scenario's inputs from logs and configs
+    catalog      schema, list                      what a scenario may say
+
+Each module defines ``add_parsers(commands)``, which adds its commands' parsers and sets each one's
+handler (``args.command``, a function of the parsed arguments returning the exit status). What they
+share (scenario arguments, default output names, progress bars) is ``asyncrl.commands.common``.
+"""
+
+from __future__ import annotations
+
+from asyncrl.commands import calibrate, catalog, experiments, inputs, planning, records, runs
+
+#: The families, in the order ``asyncrl --help`` lists their commands.
+FAMILIES = (runs, calibrate, experiments, planning, records, inputs, catalog)

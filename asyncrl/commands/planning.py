@@ -1,0 +1,222 @@
+"""``asyncrl speedup``, ``size``, ``sweep`` and ``penalty``: plans simulated side by side, ranked, or fitted.
+
+    speedup  SCENARIO            the scenario as written against sync on the same devices    ─► table / JSON
+    size     SCENARIO --devices  generation:training splits of a budget, ranked               ─► CSV + table
+    sweep    SCENARIO --vary     every combination of values of any keys                      ─► CSV + PNG + table
+    penalty  CELLS.csv           the staleness penalty fitted to a study's runs               ─► JSON file
+
+``size`` and ``sweep`` write a CSV: ``--out`` is a file name ending in ``.csv`` (an existing directory, or a
+name without ``.csv``, is refused on one line); by default ``runs/<scenario name>[-<hash of the
+overrides>]-size.csv`` (``-sweep.csv``). All three simulating commands take ``--quiet`` (no progress bar).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from asyncrl.arguments import non_negative, positive
+from asyncrl.commands.common import (
+    default_out,
+    load,
+    load_fitting,
+    output_file,
+    overrides,
+    penalty_argument,
+    penalty_fit,
+    plot_path,
+    price_argument,
+    print_json,
+    scenario_arguments,
+    summary_or_reason,
+)
+from asyncrl.scenarios.outputs import check_output_file
+
+CSV = (".csv",)
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    _speedup_parser(commands)
+    _size_parser(commands)
+    _penalty_parser(commands)
+    _sweep_parser(commands)
+
+
+def _speedup_parser(commands: argparse._SubParsersAction) -> None:
+    speedup = commands.add_parser("speedup", help="the scenario as written vs sync on the same devices")
+    scenario_arguments(speedup)
+    price_argument(speedup)
+    penalty_argument(
+        speedup,
+        "also predict each run's wall time to the target reward of this penalty file, and the speedup at equal "
+        "quality: a baseline's time to target over the scenario's",
+    )
+    speedup.set_defaults(command=run_speedup)
+
+
+def _size_parser(commands: argparse._SubParsersAction) -> None:
+    size = commands.add_parser("size", help="rank generation:training splits of a device budget")
+    scenario_arguments(size)
+    size.add_argument("--devices", type=positive, required=True, help="device budget to split")
+    size.add_argument(
+        "--kind",
+        action="append",
+        choices=["sync", "pipelined", "streaming"],
+        help="schedule kinds (repeatable; default: the scenario's)",
+    )
+    size.add_argument(
+        "--max-staleness",
+        action="append",
+        type=non_negative,
+        help="staleness bounds (repeatable; default: the scenario's)",
+    )
+    size.add_argument(
+        "--splits", type=positive, default=16, help="most generation device counts tried per engine size (default 16)"
+    )
+    size.add_argument("--top", type=positive, default=20, help="rows printed (all go to the CSV; default 20)")
+    size.add_argument(
+        "--exact",
+        action="store_true",
+        help="simulate every step of every run (default: end each run once its step time and staleness have "
+        "converged, and extrapolate)",
+    )
+    size.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE.csv",
+        help="CSV of the ranked table, a file name ending in .csv (default: runs/<scenario name>-size.csv, with a "
+        "hash of the overrides before -size when there are some)",
+    )
+    price_argument(size)
+    penalty_argument(
+        size,
+        "rank by predicted wall time to the target reward of this penalty file, soonest first (equal times: "
+        "higher samples/s first), instead of by samples/s; the sync baseline stays on top",
+    )
+    size.set_defaults(command=run_size)
+
+
+def _penalty_parser(commands: argparse._SubParsersAction) -> None:
+    penalty = commands.add_parser(
+        "penalty", help="fit the staleness penalty (steps to a target reward vs staleness) to a study's runs"
+    )
+    penalty.add_argument("cells", type=Path, metavar="CELLS.csv", help="the study table: one row per executor run")
+    penalty.add_argument("--out", type=Path, help="penalty file to write (default: penalty.json beside CELLS.csv)")
+    penalty.add_argument("--json", action="store_true", help="print the penalty file instead of a table")
+    penalty.set_defaults(command=run_penalty)
+
+
+def _sweep_parser(commands: argparse._SubParsersAction) -> None:
+    sweep = commands.add_parser("sweep", help="what-if: simulate every combination of values of any scenario keys")
+    scenario_arguments(sweep)
+    sweep.add_argument(
+        "--vary",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="a dotted key and the values it takes, read as YAML (repeatable; the grid is the product, first outermost)",
+    )
+    sweep.add_argument(
+        "--metric",
+        default="samples_per_s",
+        help="CSV figure to plot (default samples_per_s; e.g. tokens_per_s, step_s, staleness_mean, "
+        "device_hours_per_1k_samples)",
+    )
+    sweep.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE.csv",
+        help="CSV of the grid, a file name ending in .csv (default: runs/<scenario name>-sweep.csv, with a hash of "
+        "the overrides before -sweep when there are some)",
+    )
+    sweep.add_argument("--plot", type=Path, help="PNG of the metric (default: the CSV's path ending in .png)")
+    price_argument(sweep)
+    sweep.set_defaults(command=run_sweep)
+
+
+def run_speedup(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.tables import speedup_lines, with_equal_quality
+    from asyncrl.simulator.sweep import simulate_speedup
+
+    scenario = load_fitting(args)
+    fit, about = penalty_fit(args.penalty, scenario)
+    results = with_equal_quality(simulate_speedup(scenario, progress=not args.quiet, penalty=fit))
+    if args.json:
+        return print_json({variant.label: summary_or_reason(variant, summary) for variant, summary in results})
+    print(speedup_lines(scenario, results, args.price_per_device_hour, about))
+    return 0
+
+
+def run_size(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.sizing import sizing_lines, write_sizing_csv
+    from asyncrl.simulator.sweep import simulate_sizing
+
+    if args.out is not None:
+        output_file(args.out, CSV)
+    scenario = load(args)
+    fit, about = penalty_fit(args.penalty, scenario)
+    kinds = args.kind or [scenario.schedule.kind]
+    bounds = args.max_staleness or [scenario.staleness_bound]
+    csv_path = check_output_file(args.out or default_out(scenario.name, overrides(args), "-size.csv"))
+    ranked = simulate_sizing(
+        scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact, penalty=fit
+    )
+    out = write_sizing_csv(csv_path, ranked, args.price_per_device_hour, with_target=fit is not None)
+    if args.json:
+        return print_json(
+            [{"label": variant.label, **summary_or_reason(variant, summary)} for variant, summary in ranked]
+        )
+    print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour, about))
+    print(f"wrote {out}")
+    return 0
+
+
+def run_penalty(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.penalty import failed_runs, fit_penalty, penalty_lines, read_cells
+    from asyncrl.scenarios.penalty import write_penalty
+
+    out = check_output_file(args.out or args.cells.parent / "penalty.json")
+    cells = read_cells(args.cells)
+    penalty = fit_penalty(cells, source=str(args.cells))
+    write_penalty(penalty, out)
+    if args.json:
+        return print_json(penalty.model_dump(mode="json"))
+    print(penalty_lines(penalty, failed_runs(cells)))
+    print(f"wrote {out} (give it to simulate, speedup or size as --penalty {out})")
+    return 0
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.sweep_table import check_metric, sweep_lines, sweep_records, write_sweep_csv
+    from asyncrl.simulator.sweep import grid_points, parse_axis, simulate_grid
+
+    if args.out is not None:
+        output_file(args.out, CSV)
+    scenario = load(args)  # the scenario itself is sound before any grid point is tried
+    check_metric(args.metric, priced=args.price_per_device_hour is not None)
+    csv_path = check_output_file(args.out or default_out(scenario.name, overrides(args), "-sweep.csv"))
+    plot = plot_path(args.plot, csv_path.with_suffix(".png"))
+    if plot is not None:
+        check_output_file(plot, "--plot")
+    axes = [parse_axis(text) for text in args.vary]
+    results = simulate_grid(grid_points(args.scenario, overrides(args), axes), progress=not args.quiet)
+    keys = [axis.key for axis in axes]
+    records = sweep_records(keys, results, args.price_per_device_hour)
+    written = [write_sweep_csv(csv_path, records)]
+    if plot is not None:
+        name = f"{scenario.name} ({scenario.run.steps} steps per point)"
+        written.append(_sweep_plot(records, keys, args.metric, name, plot))
+    if args.json:
+        return print_json(records)
+    print(sweep_lines(scenario, keys, results, args.price_per_device_hour))
+    print(f"wrote {' and '.join(str(path) for path in written)}")
+    return 0
+
+
+def _sweep_plot(records: list[dict[str, Any]], keys: list[str], metric: str, name: str, out: Path) -> Path:
+    import pandas as pd
+
+    from asyncrl.analysis.plots import sweep
+
+    return sweep(pd.DataFrame.from_records(records), keys, metric, name, out)
