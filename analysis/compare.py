@@ -1,11 +1,16 @@
-"""Two run records side by side: how far run B is from run A, figure by figure.
+"""Two run records side by side: how far run B is from run A, the reference, figure by figure.
 
-    run A (e.g. simulator, predicted) ─┐
-                                       ├─► compare_summaries ─► Comparison ─► table / comparison.json
-    run B (e.g. executor, measured)  ──┘                          └─► figures_off(tolerance)
+    run A, the reference (e.g. executor, measured) ─┐
+                                                    ├─► compare_summaries ─► Comparison ─► table / JSON
+    run B (e.g. simulator, predicted)             ──┘                          └─► figures_off(tolerance)
 
 Every figure is read from ``summary.json`` (see ``scenarios.record.summarize``),
 so simulator and executor runs compare the same way, in any mix.
+
+One rule for every comparison in asyncrl: the error of X is ``(X − reference) / |reference|``.
+Here the reference is A and X is B (``asyncrl compare A B`` reports B relative to A);
+``asyncrl demo`` and ``asyncrl validate`` take the measured run as the reference, so
+their errors are the prediction's, ``(predicted − measured) / |measured|``.
 
 Relative error is ``(B − A) / |A|``. Where A is 0 it is 0 when B is 0 too and
 ±infinity otherwise (any departure from an exact zero is off by more than any
@@ -17,8 +22,9 @@ sum of absolute differences between the normalized histograms: 0 when the
 shapes match, 1 when they share no staleness value. The tolerance check holds
 it to the same bound as the relative errors.
 
-The speedup comparison takes four runs: predicted speedup ``wall(sync A) /
-wall(async A)`` against measured ``wall(sync B) / wall(async B)``.
+The speedup comparison takes four runs: B's speedup ``wall(sync B) / wall(async B)``
+relative to A's ``wall(sync A) / wall(async A)``, by the same rule (``predicted`` and
+``measured`` name A's and B's speedup, as ``asyncrl compare --speedup`` has long called them).
 """
 
 from __future__ import annotations
@@ -77,16 +83,29 @@ class SpeedupComparison:
     async_b_s: float
 
     @property
-    def predicted(self) -> float:
+    def a(self) -> float:
+        """A's speedup, the reference: wall(sync A) / wall(async A)."""
         return _speedup(self.sync_a_s, self.async_a_s)
 
     @property
-    def measured(self) -> float:
+    def b(self) -> float:
+        """B's speedup: wall(sync B) / wall(async B)."""
         return _speedup(self.sync_b_s, self.async_b_s)
 
     @property
+    def predicted(self) -> float:
+        """A's speedup (the name from when A was always the prediction)."""
+        return self.a
+
+    @property
+    def measured(self) -> float:
+        """B's speedup (the name from when B was always the measurement)."""
+        return self.b
+
+    @property
     def relative_error(self) -> float:
-        return relative_error(self.predicted, self.measured)
+        """B's speedup relative to A's: ``(b − a) / |a|``."""
+        return relative_error(self.a, self.b)
 
 
 @dataclass(frozen=True)
@@ -128,7 +147,8 @@ def total_variation(a: Mapping[str, int], b: Mapping[str, int]) -> float:
 def compare_summaries(
     a: RunSummary, b: RunSummary, *, a_label: str = "A", b_label: str = "B", speedup: SpeedupComparison | None = None
 ) -> Comparison:
-    """Every figure of B against A, the staleness histogram distance, and the speedup comparison if given."""
+    """Every figure of B relative to A (the reference), the staleness histogram distance, and the speedup
+    comparison if given."""
     figures = [
         FigureComparison(key, label, figure_value(a, path), figure_value(b, path)) for key, label, path in FIGURES
     ]
@@ -146,7 +166,7 @@ def compare_summaries(
 def compare_speedup(
     sync_a: RunSummary, async_a: RunSummary, sync_b: RunSummary, async_b: RunSummary
 ) -> SpeedupComparison:
-    """Predicted speedup wall(sync A)/wall(async A) against measured wall(sync B)/wall(async B)."""
+    """B's speedup wall(sync B)/wall(async B) against A's, the reference, wall(sync A)/wall(async A)."""
     return SpeedupComparison(
         sync_a_s=sync_a.wall_time_s,
         async_a_s=async_a.wall_time_s,
@@ -231,9 +251,9 @@ def table_rows(comparison: Comparison, tolerance: float | None = None) -> list[l
         rows.append(
             [
                 "speedup sync/async",
-                speedup.predicted,
-                speedup.measured,
-                speedup.measured - speedup.predicted,
+                speedup.a,
+                speedup.b,
+                speedup.b - speedup.a,
                 format_relative(speedup.relative_error),
             ]
         )
@@ -286,9 +306,9 @@ def _speedup_dict(speedup: SpeedupComparison) -> dict[str, Any]:
             "sync_b": speedup.sync_b_s,
             "async_b": speedup.async_b_s,
         },
-        "predicted": speedup.predicted,
-        "measured": speedup.measured,
-        "absolute_error": speedup.measured - speedup.predicted,
+        "predicted": speedup.a,  # A's speedup (the key keeps its name in comparison.json)
+        "measured": speedup.b,  # B's
+        "absolute_error": speedup.b - speedup.a,
         "relative_error": _finite_or_none(speedup.relative_error),
     }
 

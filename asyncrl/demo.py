@@ -161,9 +161,9 @@ def _one_scenario(
     predicted = {
         kind: _predict(_variant(name, steps, kind, written, profile), out / f"predicted-{kind}") for kind in measured
     }
-    speedup = compare_speedup(predicted["sync"], predicted[written], measured["sync"], measured[written])
-    comparison = compare_summaries(
-        predicted[written], measured[written], a_label="predicted", b_label="measured", speedup=speedup
+    speedup = compare_speedup(measured["sync"], measured[written], predicted["sync"], predicted[written])
+    comparison = compare_summaries(  # the measured run is the reference: the errors are the prediction's
+        measured[written], predicted[written], a_label="measured", b_label="predicted", speedup=speedup
     )
     return ScenarioOutcome(name, comparison, predicted, measured, {k: v for k, v in others.items() if v is not None})
 
