@@ -8,8 +8,9 @@
             .admission_end(), .draining(), .blocks(), .overflow(), .reaches_engines(), .queue_groups()
     "pipelined-2" ─► parse_label ─► ScheduleLabel(kind, bound, in_flight) ─► .fields / .overrides
 
-A kind is registered once, as a member of ``Schedule``; nothing else branches on ``kind``.
-``scenarios.policy`` (the rulebook both backends call) asks the schedule instead.
+A kind is registered once, as a member of ``Schedule`` (``SCHEDULES`` maps each kind to its class, and
+the label parser reads it); ``scenarios.policy`` (the rulebook both backends call) asks the schedule
+instead of branching on ``kind``.
 
 **The label** is what a user types to ``asyncrl study --schedules`` and what every table, figure title
 and report prints: ``sync``; ``pipelined-N`` (N ≥ 1, ``off_policy_steps``); ``streaming-η`` or
@@ -28,11 +29,11 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from asyncrl.scenarios.limits import Concurrency, NonNegativeFloat, NonNegativeInt, PositiveInt
 from asyncrl.scenarios.sections import Section
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 IN_FLIGHT_SUFFIX = "-inflight"
 LABEL_FORMS = "sync, pipelined-N (N ≥ 1), streaming-η or streaming-η-inflight (η ≥ 0)"
-_LABEL = re.compile(r"^(?:(sync)|(pipelined)-(\d+)|(streaming)-(\d+)(-inflight)?)$")
+_LABEL = re.compile(r"^([a-z]+)(?:-(\d+))?(-inflight)?$")  # kind, bound, in-flight: checked against SCHEDULES
 
 
 class LabelError(ValueError):
@@ -50,8 +51,10 @@ class _ScheduleBase(Section):
     exact_versions: ClassVar[bool] = True
     #: Generation and training may time-share the same devices (``cluster.colocated``).
     may_colocate: ClassVar[bool] = False
-    #: The field that holds the staleness bound (none: the bound is 0).
+    #: The field that holds the staleness bound (none: the bound is 0, and the label has none).
     bound_field: ClassVar[str | None] = None
+    #: What a label whose bound the field refuses is told.
+    bound_refused: ClassVar[str] = "the bound is out of range"
 
     max_concurrency: Concurrency | None = Field(
         None, description="rollouts in flight per engine; default: what fits in memory"
@@ -116,6 +119,7 @@ class PipelinedSchedule(_ExactSchedule):
     """Batch-level overlap: the batch trained at step k was generated with version k − N."""
 
     bound_field: ClassVar[str | None] = "off_policy_steps"
+    bound_refused: ClassVar[str] = "a pipelined schedule is at least 1 step off-policy"
 
     kind: Literal["pipelined"]
     off_policy_steps: PositiveInt = Field(
@@ -253,15 +257,20 @@ class ScheduleLabel:
 
 
 def parse_label(text: str) -> ScheduleLabel:
-    """The schedule a label names; LabelError (its message without a flag) where it names none."""
+    """The schedule a label names; UnknownLabel where the text has no label's form, LabelError where the
+    schedule refuses its bound (messages without a flag: the caller names its own)."""
     match = _LABEL.match(text)
-    if match is None:
+    cls = SCHEDULES.get(match.group(1)) if match else None
+    if match is None or cls is None or not _fits(cls, match.group(2), bool(match.group(3))):
         raise UnknownLabel(f"{text!r} is not a schedule")
-    sync, pipelined, depth, _, eta, inflight = match.groups()
-    if sync:
-        return ScheduleLabel("sync", 0)
-    if pipelined:
-        if int(depth) < 1:
-            raise LabelError(f"{text!r}: a pipelined schedule is at least 1 step off-policy")
-        return ScheduleLabel("pipelined", int(depth))
-    return ScheduleLabel("streaming", int(eta), bool(inflight))
+    label = ScheduleLabel(match.group(1), int(match.group(2) or 0), bool(match.group(3)))
+    try:
+        cls.model_validate(label.fields)
+    except ValidationError:
+        raise LabelError(f"{text!r}: {cls.bound_refused}") from None
+    return label
+
+
+def _fits(cls: type[_ScheduleBase], bound: str | None, in_flight: bool) -> bool:
+    """A label has a bound exactly when its schedule has one, and ``-inflight`` only where it can update in flight."""
+    return (bound is None) == (cls.bound_field is None) and (not in_flight or "in_flight_updates" in cls.model_fields)
