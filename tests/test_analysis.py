@@ -105,12 +105,16 @@ def test_comparison_json_is_strict_json(hand_runs: tuple[Path, Path], tmp_path: 
 # ── command line: compare, trace, errors ────────────────────────────────────────
 
 
-def test_compare_command_prints_the_table_and_writes_next_to_b(hand_runs: tuple[Path, Path], capsys) -> None:
+def test_compare_command_prints_the_table_and_writes_only_to_out(
+    hand_runs: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
     a, b = hand_runs
     assert main(["compare", str(a), str(b)]) == 0
     printed = capsys.readouterr().out
     assert "wall time (s)" in printed and "+10.0%" in printed and "n/a" in printed and "inf" not in printed
-    assert json.loads((b / "comparison.json").read_text())["b"]["backend"] == "executor"
+    assert not (b / "comparison.json").exists() and not (a / "comparison.json").exists()  # inputs stay as they were
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "c.json")]) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["b"]["backend"] == "executor"
 
 
 def test_compare_tolerance_exit_codes(hand_runs: tuple[Path, Path], tmp_path: Path, capsys) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -214,3 +215,60 @@ def test_the_installed_command_exits_2_without_a_traceback(tmp_path: Path) -> No
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.strip() == "asyncrl: error: workload.completion_tokens.sigma: Input should be greater than 0"
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so progress bars show unless asked not to."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["speedup", "quickstart"],
+        ["size", "quickstart", "--devices", "16", "--splits", "1", "--kind", "streaming"],
+        ["sweep", "quickstart", "--vary", "cluster.generation_devices=4,8"],
+    ],
+)
+def test_quiet_hides_the_progress_bar_of_every_simulating_command(
+    command: list[str], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    out = ["--out", str(tmp_path / "t.csv")] if command[0] != "speedup" else []
+    for quiet, shown in (([], True), (["--quiet"], False)):
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert main([*command, "--steps", "2", *out, *quiet]) == 0
+        assert ("simulating" in terminal.getvalue()) == shown, terminal.getvalue()
+    capsys.readouterr()
+
+
+def test_compare_reports_b_relative_to_a(tmp_path: Path, capsys) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["simulate", "quickstart", "--steps", "3", "--quiet", "--out", str(a)]) == 0
+    assert main(["simulate", "quickstart", "--steps", "3", "--quiet", "--out", str(b), "schedule.kind=sync"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    wall = json.loads(capsys.readouterr().out)["figures"]["wall_time_s"]
+    assert wall["relative_error"] == pytest.approx((wall["b"] - wall["a"]) / wall["a"]) and wall["b"] > wall["a"]
+    assert "reference" in _parser_help("compare") and "(B - A) / |A|" in _parser_help("compare")
+
+
+def _parser_help(command: str) -> str:
+    from asyncrl.cli import _parser
+
+    return _parser()._subparsers._group_actions[0].choices[command].format_help()
+
+
+def test_an_error_about_an_argument_is_printed_with_its_flag() -> None:
+    from asyncrl.arguments import as_flag
+    from asyncrl.cli import _parser
+
+    calibrate = _parser()._subparsers._group_actions[0].choices["calibrate"]
+    assert as_flag("calibration_steps: give at least 4", calibrate) == "--calibration-steps: give at least 4"
+    assert as_flag("from_log: no step has a timing", calibrate) == "--from-log: no step has a timing"
+    assert (
+        as_flag("run.steps: Input should be greater than 0", calibrate) == "run.steps: Input should be greater than 0"
+    )
+    assert as_flag("scenario: not a dest of a flag", calibrate) == "scenario: not a dest of a flag"

@@ -169,3 +169,75 @@ def test_size_refuses_an_unwritable_csv_before_simulating(tmp_path: Path, capsys
     status = main(["size", "quickstart", "--devices", "16", "--out", str(tmp_path), "--quiet"])
     assert status == 2 and "--out: " in one_error(capsys.readouterr().err)
     assert time.perf_counter() - started < 5
+
+
+# ── one meaning per --out, and default names that carry the overrides ──────────
+
+
+def test_a_variant_never_replaces_the_record_as_written(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    runs = {
+        "as written": ["--steps", "2"],
+        "sync": ["--steps", "2", "schedule.kind=sync"],
+        "sync again": ["--set", "run.steps=2", "--set", "schedule.kind=sync"],  # other words, other order
+    }
+    wrote = {}
+    for label, args in runs.items():
+        assert main(["simulate", "quickstart", "--quiet", *args]) == 0
+        wrote[label] = Path(capsys.readouterr().out.splitlines()[-1].split()[1].rstrip("/"))
+    assert wrote["as written"] == Path("runs") / f"quickstart-8b{overrides_tag(['run.steps=2'])}"
+    assert wrote["sync"] == Path("runs") / f"quickstart-8b{overrides_tag(['schedule.kind=sync', 'run.steps=2'])}"
+    assert wrote["sync again"] == Path("runs") / f"quickstart-8b{overrides_tag(['run.steps=2', 'schedule.kind=sync'])}"
+    assert len(set(wrote.values())) == 3 and all(path.is_dir() for path in wrote.values())
+    assert yaml.safe_load((wrote["as written"] / "scenario.yaml").read_text())["schedule"]["kind"] == "streaming"
+    assert yaml.safe_load((wrote["sync"] / "scenario.yaml").read_text())["schedule"]["kind"] == "sync"
+    assert overrides_tag([]) == "" and default_run_dir("quickstart-8b") == Path("runs/quickstart-8b")  # none
+
+
+@pytest.mark.parametrize("command", [["size", "--devices", "16"], ["sweep", "--vary", "run.seed=1,2"]])
+def test_a_csv_out_without_csv_is_refused_with_the_name_to_give(
+    command: list[str], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main([command[0], "quickstart", *command[1:], "--quiet", "--out", "sw"]) == 2
+    assert one_error(capsys.readouterr().err) == "asyncrl: error: --out: sw does not end in .csv; give e.g. sw.csv"
+    Path("sw").mkdir()
+    assert main([command[0], "quickstart", *command[1:], "--quiet", "--out", "sw"]) == 2
+    error = one_error(capsys.readouterr().err)
+    assert error.startswith("asyncrl: error: --out: sw is a directory; give a file name")
+    assert list(tmp_path.iterdir()) == [tmp_path / "sw"] and not any(Path("sw").iterdir())
+
+
+def test_compare_writes_into_no_run_and_out_is_a_json_file(tmp_path: Path, capsys) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert simulate(capsys, a)[0] == 0 and simulate(capsys, b, "--seed", "1")[0] == 0
+    before = {run: sorted(p.name for p in run.iterdir()) for run in (a, b)}
+    assert main(["compare", str(a), str(b)]) == 0
+    assert "wrote" not in capsys.readouterr().out
+    assert {run: sorted(p.name for p in run.iterdir()) for run in (a, b)} == before
+    out = tmp_path / "c.json"
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out and json.loads(out.read_text())["b"]["run"] == str(b)
+    for bad, message in ((tmp_path, "is a directory"), (tmp_path / "c.txt", "does not end in .json")):
+        assert main(["compare", str(a), str(b), "--out", str(bad)]) == 2
+        assert message in one_error(capsys.readouterr().err)
+
+
+def test_from_verl_out_is_a_yaml_file(tmp_path: Path, capsys) -> None:
+    config = ROOT / "tests" / "data" / "verl_ppo_trainer.yaml"
+    assert main(["from-verl", str(config), "--device", "h100", "--out", str(tmp_path / "plan")]) == 2
+    assert "--out: " in (error := one_error(capsys.readouterr().err)) and error.endswith("plan.yaml")
+    assert main(["from-verl", str(config), "--device", "h100", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in one_error(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["lengths", "tests/data/none.jsonl"], ["report", "runs/x"], ["validate"], ["demo"]],
+)
+def test_a_directory_out_refuses_a_file(command: list[str], tmp_path: Path, capsys) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
+    assert main([*command, "--out", str(a_file)]) == 2
+    assert one_error(capsys.readouterr().err) == f"asyncrl: error: --out: {a_file} is a file; give a directory"
+    assert a_file.read_text() == "mine\n"
