@@ -23,6 +23,7 @@ from typing import Any
 from asyncrl.executor.messages import (
     ActorFailed,
     Command,
+    EngineStep,
     EngineSteps,
     FinishedRollout,
     Go,
@@ -30,6 +31,7 @@ from asyncrl.executor.messages import (
     LoadWeights,
     Ready,
     RolloutDone,
+    Segment,
     StartGroups,
     StepFinished,
     Stop,
@@ -149,7 +151,7 @@ class _Actor:
         self.index, self.group_size, self.engine, self.results, self.t0 = index, group_size, engine, results, t0
         self.group_start: dict[int, float] = {}
         self.group_left: dict[int, int] = {}  # samples not finished yet
-        self.steps: list[tuple[float, float, int, int, int, int, int]] = []  # not reported yet
+        self.steps: list[EngineStep] = []  # not reported yet
         self.loads: list[tuple[float, int]] = []  # (time the version became active, version)
 
     def now(self) -> float:
@@ -172,7 +174,15 @@ class _Actor:
         stats = self.engine.last_step
         if stats.batch or stats.joins:
             self.steps.append(
-                (start, self.now(), stats.batch, stats.context, stats.joins, stats.prefill_tokens, stats.retired)
+                EngineStep(
+                    start=start,
+                    end=self.now(),
+                    batch=stats.batch,
+                    context=stats.context,
+                    joins=stats.joins,
+                    prefill_tokens=stats.prefill_tokens,
+                    retired=stats.retired,
+                )
             )
         if rollouts or len(self.steps) >= STEPS_PER_REPORT:
             self.results.put(EngineSteps(self.index, self.steps))
@@ -190,7 +200,7 @@ class _Actor:
         if done:
             self.results.put(StepFinished(self.index, tuple(done)))
 
-    def _segments(self, versions: list[int], start: float, end: float) -> list[tuple[int, float, float, int]]:
+    def _segments(self, versions: list[int], start: float, end: float) -> list[Segment]:
         """Runs of tokens made by one version, timed by the loads that switched versions."""
         runs: list[list[int]] = []
         for version in versions:
@@ -199,10 +209,10 @@ class _Actor:
             else:
                 runs.append([version, 1])
         if not runs:
-            return [(0, start, end, 0)]
+            return [Segment(version=0, start=start, end=end, tokens=0)]
         starts = [start] + [self._load_time(version, start) for version, _ in runs[1:]]
         ends = [*starts[1:], end]
-        return [(v, s, e, n) for (v, n), s, e in zip(runs, starts, ends, strict=True)]
+        return [Segment(version=v, start=s, end=e, tokens=n) for (v, n), s, e in zip(runs, starts, ends, strict=True)]
 
     def _load_time(self, version: int, after: float) -> float:
         return next((t for t, v in self.loads if v == version and t >= after), after)

@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 from asyncrl.executor.messages import (
-    STEP_COLUMNS,
     ActorFailed,
     EngineSteps,
     FinishedRollout,
@@ -153,9 +152,7 @@ class Coordinator:
                     self._row(message.actor, "sync", message.start, message.end, version=message.version)
                 elif isinstance(message, EngineSteps):
                     worker = f"engine-{message.actor}"
-                    self.engine_steps.extend(
-                        {"worker": worker, **dict(zip(STEP_COLUMNS, row, strict=True))} for row in message.rows
-                    )
+                    self.engine_steps.extend({"worker": worker, **step._asdict()} for step in message.steps)
                 elif isinstance(message, ActorFailed):
                     self.failure = f"actor {message.actor} failed:\n{message.traceback}"
             self._dispatch()
@@ -241,9 +238,19 @@ class Coordinator:
 
     def _generate_rows(self, record: GroupRecord, step: int) -> list[dict[str, Any]]:
         return [
-            _event_row(record.actor, "generate", start, end, step, version, record.group, rollout.sample, tokens)
+            _event_row(
+                record.actor,
+                "generate",
+                segment.start,
+                segment.end,
+                step=step,
+                version=segment.version,
+                group=record.group,
+                sample=rollout.sample,
+                tokens=segment.tokens,
+            )
             for rollout in record.rollouts
-            for version, start, end, tokens in rollout.segments
+            for segment in rollout.segments
         ]
 
     def _row(self, worker: int | str, kind: str, start: float, end: float, **columns: int) -> None:

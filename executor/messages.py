@@ -5,7 +5,7 @@
     StartGroups(StartGroup, …)  generate these, together    StepFinished(actor, done)   what one step finished
     LoadWeights(version)        receive weights, load them  Loaded(actor, version, start, end)
     Stop()                      leave the loop              ActorFailed(actor, traceback)
-                                                            EngineSteps(actor, rows)   what each decode step did
+                                                            EngineSteps(actor, steps)  what each decode step did
 
 Messages are plain dataclasses: they pickle through multiprocessing and Ray
 queues alike. The actor reports every sample as it finishes, so the
@@ -21,7 +21,16 @@ yet full and start groups the whole step would have blocked).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Segment(NamedTuple):
+    """A run of a rollout's tokens that one weights version produced, and when it ran."""
+
+    version: int
+    start: float
+    end: float
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class FinishedRollout:
     versions: list[int]
     start: float
     end: float
-    segments: list[tuple[int, float, float, int]]  # (version, start, end, tokens)
+    segments: list[Segment]  # in token order
 
 
 # Commands: coordinator to actor.
@@ -110,16 +119,28 @@ class ActorFailed:
     traceback: str
 
 
-#: Columns of one engine step as an actor records it (seconds on the run clock, then StepStats' fields).
-STEP_COLUMNS = ("start", "end", "batch", "context", "joins", "prefill_tokens", "retired")
+class EngineStep(NamedTuple):
+    """One engine step as an actor records it: its span on the run clock, then ``engine.StepStats``' fields."""
+
+    start: float
+    end: float
+    batch: int
+    context: int
+    joins: int
+    prefill_tokens: int
+    retired: int
+
+
+#: Columns of the run's engine-step table (engine_steps.parquet) besides the worker.
+STEP_COLUMNS = EngineStep._fields
 
 
 @dataclass(frozen=True)
 class EngineSteps:
-    """The engine steps an actor took since its last report, one tuple of ``STEP_COLUMNS`` each."""
+    """The engine steps an actor took since its last report."""
 
     actor: int
-    rows: list[tuple[float, float, int, int, int, int, int]]
+    steps: list[EngineStep]
 
 
 Result = Ready | RolloutDone | StepFinished | Loaded | ActorFailed | EngineSteps
