@@ -33,7 +33,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Generator
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import simpy
 from asyncrl.scenarios.scenario import Scenario
@@ -42,6 +42,13 @@ from asyncrl.simulator.host import Host
 from asyncrl.simulator.rollouts import Rollouts, WeightLoad
 
 _EPS = 1e-9
+
+
+class Prefill(NamedTuple):
+    """When a started group's prompt prefill runs on its engine."""
+
+    start: float  # (s)
+    end: float  # (s)
 
 
 class Listener(Protocol):
@@ -126,8 +133,8 @@ class Engine:
         self.loads.append(WeightLoad(self.progress, ready, version))
         return start, loaded, ready
 
-    def start(self, group: int, prompt: int, lengths: list[int]) -> tuple[float, float]:
-        """Prefill ``group``'s prompt, then decode its samples alongside the others; the prefill's (start, end)."""
+    def start(self, group: int, prompt: int, lengths: list[int]) -> Prefill:
+        """Prefill ``group``'s prompt, then decode its samples alongside the others; when the prefill runs."""
         self.advance(self.env.now)
         if not self.in_flight:
             self.host.busy(self, self._threads)
@@ -140,7 +147,7 @@ class Engine:
             heapq.heappush(heap, (progress + length, sample))
             sample += 1
         self._context_offset += size * (prompt - progress)
-        return prefill_start, self.env.now + self._pause * slowness
+        return Prefill(start=prefill_start, end=self.env.now + self._pause * slowness)
 
     def rate_changed(self, rate: float) -> None:
         """The host's cores are shared differently: account the time so far at the old rate, replan at ``rate``."""

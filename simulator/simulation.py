@@ -107,7 +107,8 @@ class Simulation:
                     self.rollouts.start_group(
                         engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
                     )
-                    self.recorder.prefill(*engine.start(group, prompt, lengths))
+                    prefill = engine.start(group, prompt, lengths)
+                    self.recorder.prefill(prefill.start, prefill.end)
             engine.replan()
 
     def _confirm_refused(self) -> None:
