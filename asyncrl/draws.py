@@ -33,16 +33,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 from asyncrl.scenarios.loading import ScenarioError, validate_scenario
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.scenario import AlgorithmSpec, Scenario
 from asyncrl.scenarios.schedules import SCHEDULES
 
 SCHEDULE_CELLS = ("sync", "pipelined", "streaming in-flight", "streaming lazy", "streaming drain")
-LOSSES = ("grpo", "rloo", "online_dpo", "ppo")
+LOSSES: tuple[str, ...] = get_args(AlgorithmSpec.model_fields["loss"].annotation)  # the scenario's names, in order
 LENGTH_KINDS = ("lognormal", "pareto", "fixed")
 MAX_CAP = 256
 MAX_ATTEMPTS = 100
