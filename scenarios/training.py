@@ -27,7 +27,7 @@ class AlgorithmSpec(Section):
     learning_rate: PositiveFloat = Field(1e-4, description="executor: Adam learning rate")
     correction: Literal["clip", "tis", "decoupled", "none"] = Field(
         "clip",
-        description="executor: off-policy correction of grpo, rloo and ppo (executor/losses.py): clip (PPO clip of "
+        description="executor: off-policy correction of grpo, rloo and ppo (executor/corrections.py): clip (PPO clip of "
         "pi/mu), tis (weight min(pi/mu, c), no clip), decoupled (AReaL: weight pi_prox/mu, PPO clip of pi/pi_prox, "
         "pi_prox the policy at the start of the step), none (stale samples taken as on-policy)",
     )
