@@ -27,7 +27,7 @@ from asyncrl.executor.loss_inputs import LossBatch, LossConfig, LossOutput  # no
 from asyncrl.executor.models import build_model  # noqa: E402
 from asyncrl.executor.tokenizer import CharTokenizer  # noqa: E402
 
-from tests.test_learning import TEMPERATURE, teacher_forced_logprobs  # noqa: E402
+from tests.test_learner_batch import TEMPERATURE, teacher_forced_logprobs  # noqa: E402
 
 EPS, CAP = 0.2, 1.4
 # Per-token ratio ρ = π_θ/μ of each row's completion tokens; rewards [1, 0 | 0, 1] give A = [+1, -1 | -1, +1].
