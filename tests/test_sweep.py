@@ -17,6 +17,7 @@ from asyncrl.simulator import sweep
 from asyncrl.simulator.sweep import grid_points, parse_axis, parse_scalar
 
 from asyncrl.cli import main
+from asyncrl.commands.common import overrides_tag
 from tests.conftest import small_scenario
 from tests.test_analysis import hand_summary
 
@@ -134,9 +135,10 @@ def test_sweep_writes_under_runs_by_default_and_prints_json(
     assert main(["sweep", "quickstart", "--steps", "3", "--vary", f"{GENERATION}=4,8", "--json", "--quiet"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [(record[GENERATION], record["status"]) for record in records] == [(4, "ok"), (8, "ok")]
-    table = pd.read_csv(tmp_path / "runs" / "quickstart-8b-sweep.csv")
+    name = f"quickstart-8b{overrides_tag(['run.steps=3'])}-sweep"  # --steps 3: the overrides' hash in the name
+    table = pd.read_csv(tmp_path / "runs" / f"{name}.csv")
     assert table["samples_per_s"].to_numpy() == pytest.approx([record["samples_per_s"] for record in records])
-    assert (tmp_path / "runs" / "quickstart-8b-sweep.png").is_file()
+    assert (tmp_path / "runs" / f"{name}.png").is_file()
 
 
 @pytest.mark.parametrize(
