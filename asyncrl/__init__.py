@@ -16,3 +16,15 @@ __version__ = "0.1.0"
 _checkout = Path(__file__).resolve().parent.parent
 if (_checkout / "pyproject.toml").is_file() and (_checkout / "simulator" / "__init__.py").is_file():
     __path__.append(str(_checkout))
+
+#: The Python API (``asyncrl/api.py``), imported on first use so ``import asyncrl`` stays instant.
+_API = ("load_scenario", "simulate", "execute", "compare", "RunRecord", "Scenario")
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        from asyncrl import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'asyncrl' has no attribute {name!r}")

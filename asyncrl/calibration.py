@@ -18,23 +18,22 @@ seed draws other lengths than the runs the profile is then compared with.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from asyncrl.scenarios.loading import ScenarioError, apply_override, validate_scenario
+from asyncrl.scenarios.loading import ScenarioError, variant
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
     from asyncrl.analysis.fit import FitReport
+    from asyncrl.scenarios.backend import Backend
     from asyncrl.scenarios.profile import CostProfile
 
 CALIBRATION_STEPS = 8  # learner steps of each calibration run
 MIN_CALIBRATION_STEPS = 2  # the learner's line needs several steps
 CALIBRATION_SEED_OFFSET = 1  # calibration runs use the scenario's seed + 1: other lengths than the measured runs
-
-Execute = Callable[[Scenario, Path], object]  # runs a scenario for real into a run directory
 
 
 @dataclass(frozen=True)
@@ -66,22 +65,21 @@ def calibration_kinds(scenario: Scenario) -> list[str]:
     return [written] if written == "sync" else [written, "sync"]
 
 
-def as_kind(scenario: Scenario, kind: str, overrides: Sequence[str] = ()) -> Scenario:
-    """``scenario`` as schedule ``kind`` (its own kind: unchanged), with dotted ``overrides``, validated again."""
-    data = scenario.model_dump(mode="json")
-    for override in [*([] if kind == scenario.schedule.kind else [f"schedule.kind={kind}"]), *overrides]:
-        apply_override(data, override)
-    return validate_scenario(data)
+def as_kind(scenario: Scenario, kind: str, changes: Mapping[str, Any] | None = None) -> Scenario:
+    """``scenario`` as schedule ``kind`` (its own kind: unchanged), with ``changes`` to dotted fields
+    (``{"run.steps": 8}``): a variant (``scenarios.loading.variant``)."""
+    fields = {} if kind == scenario.schedule.kind else {"schedule.kind": kind}
+    return variant(scenario, {**fields, **(changes or {})})
 
 
 def calibration_scenario(scenario: Scenario, kind: str, steps: int) -> Scenario:
     """The short run calibrating ``kind``: ``steps`` learner steps, the next seed."""
     seed = scenario.run.seed + CALIBRATION_SEED_OFFSET
-    return as_kind(scenario, kind, [f"run.steps={steps}", f"run.seed={seed}"])
+    return as_kind(scenario, kind, {"run.steps": steps, "run.seed": seed})
 
 
 def execute_calibration_runs(
-    scenario: Scenario, directory: Path, steps: int, execute: Execute, repeat: int = 1, repeats: int = 1
+    scenario: Scenario, directory: Path, steps: int, backend: Backend, repeat: int = 1, repeats: int = 1
 ) -> list[Path]:
     """Execute one calibration run of each kind into ``directory``; their run directories.
 
@@ -94,7 +92,7 @@ def execute_calibration_runs(
     runs = []
     for kind in calibration_kinds(scenario):
         runs.append(directory / run_name("calibration", kind, repeat, repeats))
-        execute(calibration_scenario(scenario, kind, steps), runs[-1])
+        backend.run(calibration_scenario(scenario, kind, steps), runs[-1])
     return runs
 
 
@@ -113,27 +111,23 @@ def calibrate_by_running(
     profile_path: Path,
     runs_dir: Path,
     steps: int = CALIBRATION_STEPS,
-    execute: Execute | None = None,
+    backend: Backend | None = None,
 ) -> RunCalibration:
     """Execute the calibration runs into ``runs_dir``, fit them, write ``profile_path``; the fit.
 
-    ``execute`` runs each (default: ``executor(cpu)``; pass one to choose the
-    device or to follow the steps).
+    ``backend`` runs each (default: ``executor()``, on the CPU; pass one to choose the device or to
+    follow the steps).
     """
     check_calibration_steps(steps)
-    runs = execute_calibration_runs(scenario, runs_dir, steps, execute or executor())
+    runs = execute_calibration_runs(scenario, runs_dir, steps, backend or executor())
     return fit_calibration_runs(scenario, runs, profile_path)
 
 
-def executor(device: str = "cpu", on_step: Callable[[int, dict[str, float]], Any] | None = None) -> Execute:
-    """An ``Execute`` running the torch executor on ``device``, calling ``on_step`` after each learner step."""
+def executor(device: str = "cpu", on_step: Callable[[int, dict[str, float]], Any] | None = None) -> Backend:
+    """The torch executor on ``device`` as a backend, calling ``on_step`` after each learner step."""
+    from asyncrl.executor.backend import Executor
 
-    def run(scenario: Scenario, out: Path) -> None:
-        from asyncrl.executor.runtime import execute
-
-        execute(scenario, out, device=device, on_step=on_step)
-
-    return run
+    return Executor(device, on_step=on_step)
 
 
 def runs_directory(profile_path: Path) -> Path:

@@ -8,7 +8,8 @@
                             compare    predicted with measured (figures and speedup)
     report: plots and one page for the first scenario, a table for all
 
-Each scenario is calibrated on short runs of its own (``asyncrl.calibration``:
+The loop is ``asyncrl.trial.Trial``'s, as for ``asyncrl validate``. Each scenario
+is calibrated on short runs of its own (``asyncrl.calibration``:
 its learner settings, lengths and schedule, and the messages between the
 processes), between its two measured runs, so that the three see the host in
 the same minutes (this machine's speed wanders by up to a third over tens of
@@ -32,7 +33,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,11 @@ from tqdm import tqdm
 
 from asyncrl.analysis.compare import Comparison, compare_speedup, compare_summaries
 from asyncrl.analysis.tables import format_table
-from asyncrl.calibration import CALIBRATION_STEPS, calibrate_by_running, calibration_kinds, executor
+from asyncrl.calibration import CALIBRATION_STEPS, check_calibration_steps, executor
 from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import RunSummary, read_summary, write_run
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.record import RunRecord, RunSummary
+from asyncrl.simulator.backend import Simulator
+from asyncrl.trial import Trial
 
 DEMO_SCENARIOS = ("cpu-timing", "cpu-pareto", "cpu-light")
 BUSY_HOST = 0.1  # cores other processes (or the hypervisor) took during a measured run: worth a note
@@ -102,43 +104,23 @@ class _Calibration:
     steps: int
     device: str
 
-    def profile_for(self, scenario: Scenario, directory: Path, say: Callable[[str], object]) -> Path:
-        """The profile to simulate ``scenario`` with: the given one, or one calibrated now into ``directory``.
+    def profile_for(self, trial: Trial, say: Callable[[str], object]) -> Path:
+        """The profile to simulate the trial's scenario with: the given one, or one calibrated now.
 
         Each scenario is calibrated: its learner (loss, minibatches, lengths) and schedule differ.
         """
         if self.profile is not None:
             return self.profile
-        path = directory / "profile.yaml"
         if self.kind == "bench":
-            say(f"calibrating the executor's engine and learner -> {path}")
-            _bench(scenario, path, self.device)
-        else:
-            say(f"calibrating from short runs ({self.steps} steps each) -> {path}")
-            _calibrate_by_running(scenario, directory, path, self.steps, self.device)
-        return path
-
-
-def _bench(scenario: Scenario, profile_path: Path, device: str) -> None:
-    """Write the profile micro-benchmarks of the executor's engine and learner measure (``--calibration bench``)."""
-    from asyncrl.executor.calibrate import calibrate
-    from asyncrl.scenarios.profile import save_profile
-
-    save_profile(calibrate(scenario, [1, 2, 4, 8, 16, 32], repeats=7, device=device).profile, profile_path)
-
-
-def _calibrate_by_running(scenario: Scenario, directory: Path, profile_path: Path, steps: int, device: str) -> None:
-    """Fit the profile to short runs of the scenario (``calibration-<kind>/`` in ``directory``); ``fit.txt`` says
-    what it charges against what they spent."""
-    total = steps * len(calibration_kinds(scenario))
-    with tqdm(total=total, desc="  calibrating", unit="step", leave=False, disable=None) as bar:
-        execute = executor(device, on_step=lambda step, row: bar.update())
-        fitted = calibrate_by_running(scenario, profile_path, directory, steps, execute)
-    (directory / "fit.txt").write_text(fitted.lines() + "\n")
-
-
-def _load(name: str, steps: int | None, overrides: list[str]) -> Scenario:
-    return load_scenario(name, [*overrides, *([f"run.steps={steps}"] if steps else [])])
+            say(f"calibrating the executor's engine and learner -> {trial.profile_path}")
+            return trial.bench([1, 2, 4, 8, 16, 32], repeats=7, device=self.device)
+        check_calibration_steps(self.steps)
+        say(f"calibrating from short runs ({self.steps} steps each) -> {trial.profile_path}")
+        total = self.steps * len(trial.kinds)
+        with tqdm(total=total, desc="  calibrating", unit="step", leave=False, disable=None) as bar:
+            counted = replace(trial, executor=executor(self.device, on_step=lambda step, row: bar.update()))
+            counted.fit(counted.calibration_runs(self.steps))
+        return trial.profile_path
 
 
 def _one_scenario(
@@ -149,18 +131,18 @@ def _one_scenario(
     The calibration sits between the two measured runs: a drift of the host's speed over the
     scenario's minutes then weighs on the profile as on the measured runs, on average.
     """
-    scenario = _load(name, steps, [])
+    scenario = load_scenario(name, [f"run.steps={steps}"] if steps else [])
+    trial = Trial(scenario, out, executor(device), Simulator())
     written = scenario.schedule.kind
     measured, others, profile = {}, {}, None
-    for kind in dict.fromkeys(("sync", written)):  # a sync scenario is its own baseline
+    for kind in reversed(trial.kinds):  # sync first: a sync scenario is its own baseline
         if kind == written:  # calibrate between the measured runs: after sync's, before the one as written
-            profile = calibrate.profile_for(scenario, out, say)
+            profile = calibrate.profile_for(trial, say)
         say(f"executing {kind} on {device}")
-        measured[kind], others[kind] = _measure(_variant(name, steps, kind, written), out / f"measured-{kind}", device)
+        measured[kind], others[kind] = _measure(trial, kind, device)
     say("simulating sync and as written with the profile")
-    predicted = {
-        kind: _predict(_variant(name, steps, kind, written, profile), out / f"predicted-{kind}") for kind in measured
-    }
+    assert profile is not None  # the kinds include the one as written
+    predicted = {kind: _summary(record) for kind, record in trial.predict(profile).items()}
     speedup = compare_speedup(measured["sync"], measured[written], predicted["sync"], predicted[written])
     comparison = compare_summaries(  # the measured run is the reference: the errors are the prediction's
         measured[written], predicted[written], a_label="measured", b_label="predicted", speedup=speedup
@@ -168,31 +150,17 @@ def _one_scenario(
     return ScenarioOutcome(name, comparison, predicted, measured, {k: v for k, v in others.items() if v is not None})
 
 
-def _variant(name: str, steps: int | None, kind: str, written: str, profile: Path | None = None) -> Scenario:
-    """The shipped scenario as ``kind``, simulated with ``profile`` when given."""
-    overrides = [] if kind == written else [f"schedule.kind={kind}"]
-    return _load(name, steps, [*overrides, *([f"hardware.profile={profile.resolve()}"] if profile else [])])
-
-
-def _predict(scenario: Scenario, out: Path) -> RunSummary:
-    """Simulate ``scenario`` into the run directory ``out``; its summary."""
-    from asyncrl.scenarios.loading import dump_scenario
-    from asyncrl.simulator.simulation import simulate
-
-    result = simulate(scenario)
-    write_run(out, scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
-    return result.summary
-
-
-def _measure(scenario: Scenario, out: Path, device: str) -> tuple[RunSummary, float | None]:
-    """Execute ``scenario`` into ``out``; its summary, and the cores other processes took meanwhile."""
-    from asyncrl.executor.runtime import execute
-
-    label = f"  executing {scenario.schedule.kind}"
-    bar = tqdm(total=scenario.run.steps, desc=label, unit="step", leave=False, disable=None)
+def _measure(trial: Trial, kind: str, device: str) -> tuple[RunSummary, float | None]:
+    """Execute the trial's scenario as ``kind``; its summary, and the cores other processes took meanwhile."""
+    bar = tqdm(total=trial.scenario.run.steps, desc=f"  executing {kind}", unit="step", leave=False, disable=None)
     with bar, _others_load() as load:
-        execute(scenario, out, device=device, on_step=lambda step, row: bar.update())
-    return read_summary(out), load[0]
+        record = trial.measure(kind, executor=executor(device, on_step=lambda step, row: bar.update()))
+    return _summary(record), load[0]
+
+
+def _summary(record: RunRecord) -> RunSummary:
+    assert record.summary is not None  # a run that returned has ended
+    return record.summary
 
 
 @contextmanager

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from asyncrl.analysis.penalty import fit_penalty, penalty_lines
 from asyncrl.analysis.statuses import COMPLETE
-from asyncrl.scenarios.loading import ScenarioError, apply_override, dump_scenario, validate_scenario
+from asyncrl.scenarios.loading import ScenarioError, variant
 from asyncrl.scenarios.penalty import Penalty, PenaltyError, write_penalty
+from asyncrl.scenarios.record import read_scenario
 from asyncrl.scenarios.scenario import Scenario
 
 PENALTY_FILE = "penalty.json"
@@ -89,7 +89,7 @@ def check_holdout(
 def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path], work: Path) -> HeldOut:
     from asyncrl.analysis.fit import profile_from_runs
     from asyncrl.scenarios.profile import save_profile
-    from asyncrl.simulator.simulation import simulate
+    from asyncrl.simulator.backend import Simulator
     from asyncrl.simulator.target import step_ends_of_events, time_to_target
 
     first = held.iloc[0]
@@ -99,8 +99,9 @@ def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path
     profile, _ = profile_from_runs(runs, scenario)
     profile_path = work / "profile.yaml"
     save_profile(profile, profile_path)
-    result = simulate(_with_profile(scenario, profile_path))
-    predicted = time_to_target(fit, result.summary, step_ends_of_events(result.events))
+    record = Simulator().run(variant(scenario, {"hardware.profile": str(profile_path.resolve())}))
+    assert record.summary is not None  # a simulated run always ends
+    predicted = time_to_target(fit, record.summary, step_ends_of_events(record.events))
     reached = held[held["reached"].astype(bool)]
     return HeldOut(
         schedule=str(first["schedule"]),
@@ -119,13 +120,7 @@ def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path
 
 def _scenario(cell_dir: Path) -> Scenario:
     """The scenario a cell ran, as its run record wrote it."""
-    return validate_scenario(yaml.safe_load((cell_dir / "scenario.yaml").read_text()))
-
-
-def _with_profile(scenario: Scenario, profile: Path) -> Scenario:
-    data = yaml.safe_load(dump_scenario(scenario))
-    apply_override(data, f"hardware.profile={profile.resolve()}")
-    return validate_scenario(data)
+    return read_scenario(cell_dir)
 
 
 def _row(result: HeldOut) -> dict[str, Any]:

@@ -9,6 +9,8 @@
         predict    simulate each with the profile, the full K steps          ─► predicted-<kind>/
         compare    analysis.validation.validation_record                     ─► one row
 
+The loop is ``asyncrl.trial.Trial``'s, the one ``asyncrl demo`` runs too.
+
 Calibrations and executions alternate, so that a machine whose speed drifts
 over minutes (a shared host; seen here: one scenario's six calibration runs
 all 10-20% slower than its six executions minutes later) weighs on both alike.
@@ -40,22 +42,15 @@ from tqdm import tqdm
 
 from asyncrl.analysis.validation import (
     failed_record,
-    run_name,
     validation_lines,
     validation_record,
     write_validation_csv,
 )
-from asyncrl.calibration import (
-    CALIBRATION_STEPS,
-    as_kind,
-    calibration_kinds,
-    check_calibration_steps,
-    execute_calibration_runs,
-    fit_calibration_runs,
-)
+from asyncrl.calibration import CALIBRATION_STEPS, check_calibration_steps, executor
 from asyncrl.draws import Draw, draw_scenarios
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.simulator.backend import Simulator
+from asyncrl.trial import Trial
 
 BENCH_REPEATS = 5
 
@@ -120,21 +115,19 @@ def _one_scenario(draw: Draw, options: ValidateOptions, stage: Any) -> dict[str,
     directory = options.out / draw.name
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "scenario.yaml").write_text(dump_scenario(draw.scenario))
-    scenario, written = draw.scenario, draw.scenario.schedule.kind
+    trial = Trial(draw.scenario, directory, executor(), Simulator())
     try:
-        calibration_runs = _calibrate_and_execute(scenario, directory, options, stage)
+        calibration_runs = _calibrate_and_execute(trial, options, stage)
         stage("simulating")
-        profile = _profile(draw, calibration_runs, directory, options)
-        for kind in calibration_kinds(scenario):
-            predicted = as_kind(scenario, kind, [f"hardware.profile={profile.resolve()}"])
-            _simulate(predicted, directory / f"predicted-{kind}")
+        trial.predict(_profile(trial, calibration_runs, options))
     except (RuntimeError, ValueError) as exc:  # a failed run (ScenarioError is a ValueError): say so, go on
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return failed_record(draw.name, draw.label, draw.settings, reason)
+    written = draw.scenario.schedule.kind
     return validation_record(draw.name, draw.label, draw.settings, directory, written, options.repeat)
 
 
-def _calibrate_and_execute(scenario: Scenario, directory: Path, options: ValidateOptions, stage: Any) -> list[Path]:
+def _calibrate_and_execute(trial: Trial, options: ValidateOptions, stage: Any) -> list[Path]:
     """Each repeat's calibration runs (``--calibration run``), then its measured runs; the calibration runs.
 
     Calibrations beside executions: a machine whose speed drifts over minutes weighs on both alike.
@@ -143,40 +136,19 @@ def _calibrate_and_execute(scenario: Scenario, directory: Path, options: Validat
     for repeat in range(1, repeats + 1):
         if options.calibration == "run":
             stage(f"calibrating ({repeat}/{repeats})")
-            runs += execute_calibration_runs(scenario, directory, options.calibration_steps, _execute, repeat, repeats)
-        for kind in calibration_kinds(scenario):
+            runs += trial.calibration_runs(options.calibration_steps, repeat, repeats)
+        for kind in trial.kinds:
             stage(f"executing {kind} ({repeat}/{repeats})")
-            _execute(as_kind(scenario, kind), directory / run_name("measured", kind, repeat, repeats))
+            trial.measure(kind, repeat, repeats)
     return runs
 
 
-def _profile(draw: Draw, calibration_runs: list[Path], directory: Path, options: ValidateOptions) -> Path:
+def _profile(trial: Trial, calibration_runs: list[Path], options: ValidateOptions) -> Path:
     """Write the scenario's profile (fitted to the calibration runs, or from micro-benchmarks); its path."""
-    path = directory / "profile.yaml"
     if options.calibration == "bench":
-        from asyncrl.executor.calibrate import calibrate
-        from asyncrl.scenarios.profile import save_profile
-
-        scenario = draw.scenario
-        save_profile(calibrate(scenario, _batch_sizes(scenario.engine_concurrency), BENCH_REPEATS).profile, path)
-        return path
-    calibration = fit_calibration_runs(draw.scenario, calibration_runs, path)
-    (directory / "fit.txt").write_text(calibration.lines() + "\n")
-    return path
-
-
-def _simulate(scenario: Scenario, out: Path) -> None:
-    from asyncrl.scenarios.record import write_run
-    from asyncrl.simulator.simulation import simulate
-
-    result = simulate(scenario)
-    write_run(out, scenario_yaml=dump_scenario(scenario.resolved()), events=result.events, summary=result.summary)
-
-
-def _execute(scenario: Scenario, out: Path) -> None:
-    from asyncrl.executor.runtime import execute
-
-    execute(scenario, out)
+        return trial.bench(_batch_sizes(trial.scenario.engine_concurrency), BENCH_REPEATS, "cpu")
+    trial.fit(calibration_runs)
+    return trial.profile_path
 
 
 def _batch_sizes(concurrency: int) -> list[int]:

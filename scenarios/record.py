@@ -62,6 +62,7 @@ __all__ = [
     "Tally",
     "empty_events",
     "read_events",
+    "read_scenario",
     "read_summary",
     "summarize",
     "summary_of",
@@ -114,10 +115,7 @@ class RunRecord:
     def read(cls, run_dir: Path) -> RunRecord:
         """The record a run directory holds; RunRecordError, one line naming the file, if it is not a whole one."""
         summary = read_summary(run_dir)
-        try:
-            scenario = load_scenario(str(run_dir / SCENARIO_FILE))
-        except (OSError, ValueError) as exc:
-            raise RunRecordError(f"{run_dir / SCENARIO_FILE}: {str(exc).splitlines()[0]}") from None
+        scenario = read_scenario(run_dir)
         tables = {
             path.stem: pd.read_parquet(path) for path in sorted(run_dir.glob("*.parquet")) if path.name != EVENTS_FILE
         }
@@ -151,6 +149,15 @@ def read_summary(run_dir: Path) -> RunSummary:
     except json.JSONDecodeError as exc:
         raise RunRecordError(f"{path}: not valid JSON ({exc})") from None
     return validate_summary(data, source=path)
+
+
+def read_scenario(run_dir: Path) -> Scenario:
+    """The scenario a run directory's run ran (``scenario.yaml``, defaults written out); RunRecordError if not."""
+    path = run_dir / SCENARIO_FILE
+    try:
+        return load_scenario(path)
+    except (OSError, ValueError) as exc:
+        raise RunRecordError(f"{path}: {str(exc).splitlines()[0]}") from None
 
 
 def read_events(run_dir: Path) -> pd.DataFrame:

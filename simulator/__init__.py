@@ -16,6 +16,6 @@ if TYPE_CHECKING:
 
 def run(scenario: Scenario, out: Path | None = None, *, costs: CostModel | None = None) -> RunRecord:
     """Simulate ``scenario``; its record, also written to ``out`` when given (``simulator.backend.Simulator``)."""
-    from asyncrl.simulator.backend import run as simulate_run  # on call: importing the package stays free
+    from asyncrl.simulator.backend import Simulator  # on call: importing the package stays free
 
-    return simulate_run(scenario, out, costs=costs)
+    return Simulator(costs).run(scenario, out)

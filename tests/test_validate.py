@@ -116,10 +116,13 @@ def row_seed(runs: Path) -> int:
 def test_a_failed_run_is_reported_and_the_exit_status_is_1(tmp_path: Path, monkeypatch, capsys) -> None:
     import asyncrl.validate
 
-    def crash(scenario, out: Path) -> None:
-        raise RuntimeError("actor 0 failed: out of memory\nTraceback ...")
+    class Crashing:  # an executor backend whose every run fails
+        name = "executor"
 
-    monkeypatch.setattr(asyncrl.validate, "_execute", crash)
+        def run(self, scenario, out: Path | None = None) -> None:
+            raise RuntimeError("actor 0 failed: out of memory\nTraceback ...")
+
+    monkeypatch.setattr(asyncrl.validate, "executor", lambda *args, **kwargs: Crashing())
     assert main(["validate", "--count", "2", "--steps", "3", "--out", str(tmp_path), "--quiet"]) == 1
     printed = capsys.readouterr().out
     assert printed.count("failed: actor 0 failed: out of memory") == 2 and "Traceback" not in printed
