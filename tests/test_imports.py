@@ -20,7 +20,14 @@ from pathlib import Path
 import asyncrl
 
 HEAVY = ("torch", "transformers", "ray", "matplotlib")
-PACKAGES = ("asyncrl", "asyncrl.scenarios", "asyncrl.simulator", "asyncrl.executor", "asyncrl.analysis")
+PACKAGES = (
+    "asyncrl",
+    "asyncrl.commands",
+    "asyncrl.scenarios",
+    "asyncrl.simulator",
+    "asyncrl.executor",
+    "asyncrl.analysis",
+)
 #: Modules that draw, and so import matplotlib (and nothing heavier).
 PLOTTING = {
     "asyncrl.analysis.canvas",
