@@ -102,8 +102,9 @@ class RunRecord:
         """The executor's per-step metrics (loss, reward, KL, staleness); empty for a simulated run."""
         return self.tables.get("metrics", pd.DataFrame())
 
-    def write(self, out: Path) -> Path:
+    def write(self, out: Path | str) -> Path:
         """Write the run directory ``out`` (made if missing); summary.json last, and only if the run ended."""
+        out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / SUMMARY_FILE).unlink(missing_ok=True)
         for name, table in self.tables.items():
@@ -112,8 +113,9 @@ class RunRecord:
         return out
 
     @classmethod
-    def read(cls, run_dir: Path) -> RunRecord:
+    def read(cls, run_dir: Path | str) -> RunRecord:
         """The record a run directory holds; RunRecordError, one line naming the file, if it is not a whole one."""
+        run_dir = Path(run_dir)
         summary = read_summary(run_dir)
         scenario = read_scenario(run_dir)
         tables = {

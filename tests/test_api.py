@@ -89,3 +89,21 @@ def test_execute_in_memory_leaves_no_directory_and_keeps_the_metrics(tmp_path: P
     assert record.summary is not None and record.summary.status == "complete" and record.summary.steps == 2
     assert record.metrics["step"].tolist() == [0, 1]
     assert not list(tmp_path.glob("asyncrl-*"))  # the temporary run directory is gone (torch leaves its own)
+
+
+def readme_python_example() -> tuple[str, str]:
+    """The README's ``## From Python`` code block and the output block shown after it."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## From Python", 1)[1].split("\n## ", 1)[0]
+    blocks = section.split("```")
+    code = blocks[1].removeprefix("python\n")
+    return code, blocks[3].strip("\n")
+
+
+def test_the_readme_python_example_prints_what_the_readme_shows(tmp_path: Path, monkeypatch, capsys) -> None:
+    code, shown = readme_python_example()
+    monkeypatch.chdir(tmp_path)  # it writes runs/api-quickstart
+    exec(compile(code, "README.md (From Python)", "exec"), {})
+    printed = capsys.readouterr().out.strip("\n")
+    assert printed.splitlines() == shown.splitlines()
+    assert (tmp_path / "runs" / "api-quickstart" / "summary.json").is_file()
