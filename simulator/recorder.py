@@ -44,6 +44,14 @@ class SyncSpan(NamedTuple):
     version: int  # loaded
 
 
+class SwitchSpan(NamedTuple):
+    """Colocated devices changing phase: ``worker`` an engine (back to generation) or the learner."""
+
+    worker: str
+    start: float  # (s)
+    end: float  # (s)
+
+
 class TrainSpan(NamedTuple):
     """One learner step."""
 
@@ -65,7 +73,7 @@ class Recorder:
         # tuples: one per group, and floats are no work for the garbage collector.
         self._prefill_start: list[float] = []
         self._prefill_end: list[float] = []
-        self._switches: list[tuple[str, float, float]] = []  # (worker, start, end)
+        self._switches: list[SwitchSpan] = []
         self._trains: list[TrainSpan] = []
 
     def dropped(self, group: int, now: float) -> None:
@@ -80,7 +88,7 @@ class Recorder:
         self._prefill_end.append(end)
 
     def switch(self, worker: str, start: float, end: float) -> None:
-        self._switches.append((worker, start, end))
+        self._switches.append(SwitchSpan(worker, start, end))
 
     def train(self, step: int, start: float, end: float, tokens: int, comm_s: float) -> None:
         self._trains.append(TrainSpan(step, start, end, tokens, comm_s))
@@ -94,6 +102,16 @@ class Recorder:
     def syncs(self) -> list[SyncSpan]:
         """Each weight load, as appended."""
         return self._syncs
+
+    @property
+    def prefills(self) -> tuple[list[float], list[float]]:
+        """Start and end of each group's prefill, by group id."""
+        return self._prefill_start, self._prefill_end
+
+    @property
+    def switches(self) -> list[SwitchSpan]:
+        """Each phase switch, as appended."""
+        return self._switches
 
     @property
     def drops(self) -> list[Drop]:

@@ -48,6 +48,9 @@ class RolloutArrays:
     sync_engine: np.ndarray  # per weight load
     sync_start: np.ndarray  # (s)
     sync_end: np.ndarray  # (s)
+    pause_engine: np.ndarray  # per prefill and per colocated switch back to generation: the engine paused
+    pause_start: np.ndarray  # (s)
+    pause_end: np.ndarray  # (s)
     drop_times: np.ndarray  # per dropped rollout (s)
     engines: int
 
@@ -82,9 +85,27 @@ def records(sim: Simulation) -> RolloutArrays:
         sync_engine=np.asarray([s.engine for s in syncs], dtype=np.int64),
         sync_start=np.asarray([s.start for s in syncs], dtype=np.float64),
         sync_end=np.asarray([s.end for s in syncs], dtype=np.float64),
+        **_pauses(sim),
         drop_times=np.repeat(np.asarray([d.time for d in drops], dtype=np.float64), size),
         engines=len(sim.engines),
     )
+
+
+def _pauses(sim: Simulation) -> dict[str, np.ndarray]:
+    """The engines' prefill and switch spans: busy time as the event table counts it (``BUSY_KINDS``).
+
+    A prefill lies inside its group's rollouts, except where the host's cores were shared differently
+    while it ran (its span is timed at the rate it started with), so it is counted like the events count it.
+    """
+    prefill_start, prefill_end = sim.recorder.prefills
+    switches = [span for span in sim.recorder.switches if span.worker != "learner"]
+    return {
+        "pause_engine": np.concatenate(
+            [np.asarray(sim.rollouts.engine, dtype=np.int64), [int(s.worker.removeprefix("engine-")) for s in switches]]
+        ).astype(np.int64),
+        "pause_start": np.concatenate([np.asarray(prefill_start, dtype=np.float64), [s.start for s in switches]]),
+        "pause_end": np.concatenate([np.asarray(prefill_end, dtype=np.float64), [s.end for s in switches]]),
+    }
 
 
 def _versions_seen(
@@ -130,9 +151,9 @@ def tally(run: RolloutArrays, first: int, last: int) -> Tally:
         staleness={int(k): float(c) for k, c in zip(keys, counts, strict=True)},
         token_staleness=float(((run.step[trained] - run.mean_version[trained]) * run.tokens[trained]).sum()),
         generation_busy_s=_busy_seconds(
-            np.concatenate([run.engine, run.sync_engine]),
-            np.concatenate([start, sync_start]),
-            np.concatenate([stop, sync_stop]),
+            np.concatenate([run.engine, run.sync_engine, run.pause_engine]),
+            np.concatenate([start, sync_start, np.clip(run.pause_start, begin, end)]),
+            np.concatenate([stop, sync_stop, np.clip(run.pause_end, begin, end)]),
         ),
         training_busy_s=_busy_seconds(np.zeros(len(train_start), dtype=np.int64), train_start, train_stop),
         rollout_s=float((stop - start).sum()),
