@@ -29,7 +29,9 @@ EXIT_BAD_INPUT = 2
 ASSIGNMENT = re.compile(r"^\+{0,2}[A-Za-z_][\w-]*(\.[\w-]+)*=")
 _INVALID_CHOICE = re.compile(r"^argument ([^:]+): invalid choice: '(.*)' \(choose from (.*)\)$", re.DOTALL)
 _ARGUMENT = re.compile(r"^argument ([^:]+): ")
-_NAMED = re.compile(r"^([a-z][a-z0-9_]*): ")  # an error about an argument, named as the code names it
+#: An error about an argument, named as the code names it: ``name: ...``, or ``name VALUE: ...``
+#: (``overrides .x=1: ...``, ``vary KEY=1,2: ...``).
+_NAMED = re.compile(r"^([a-z][a-z0-9_]*)(?=: | )")
 
 #: A worked example per command, shown at the end of its ``--help``.
 EXAMPLES: dict[str, str] = {
@@ -140,16 +142,28 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def as_flag(message: str, parser: argparse.ArgumentParser | None) -> str:
+def as_flag(message: str, parser: argparse.ArgumentParser | None, args: argparse.Namespace | None = None) -> str:
     """``name: ...`` about one of ``parser``'s optional arguments (its dest, e.g. ``calibration_steps``) as
-    ``--calibration-steps: ...``; any other message (a scenario field, a file) as it is."""
+    ``--calibration-steps: ...``, and ``name VALUE: ...`` as ``--flag VALUE: ...`` (``overrides .x=1: ...``
+    as ``--set .x=1: ...``) where VALUE is one token or one of the values in ``args``; any other message
+    (a scenario field, a file, prose that starts with an argument's name) as it is."""
     named = _NAMED.match(message)
-    if parser is None or named is None:
+    if parser is None or named is None or not _names_an_argument(message, named.group(1), args):
         return message
     for action in parser._actions:
         if action.dest == named.group(1) and action.option_strings:
-            return f"{action.option_strings[0]}: {message[named.end() :]}"
+            return action.option_strings[0] + message[named.end() :]
     return message
+
+
+def _names_an_argument(message: str, name: str, args: argparse.Namespace | None) -> bool:
+    """``name: ...``, ``name TOKEN: ...``, or ``name VALUE: ...`` with VALUE one the user gave."""
+    rest = message[len(name) :]
+    if rest.startswith(": ") or re.match(r" \S+: ", rest):
+        return True
+    given = vars(args).values() if args is not None else ()
+    values = [str(item) for value in given for item in (value if isinstance(value, list) else [value])]
+    return any(rest.startswith(f" {value}: ") for value in values)
 
 
 def split_assignments(extras: Sequence[str], option_strings: Iterable[str]) -> tuple[list[str], str | None]:

@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.command(args)
     except ScenarioError as exc:
         for line in str(exc).splitlines():  # a scenario reports every field that is wrong, one line each
-            error(as_flag(line, args.subparser), EXIT_BAD_INPUT)
+            error(as_flag(line, args.subparser, args), EXIT_BAD_INPUT)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("asyncrl: interrupted (a run directory being written keeps a partial record)", file=sys.stderr)
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a run that failed: one line, never a traceback (unless asked for)
         if os.environ.get("ASYNCRL_TRACEBACK"):
             raise
-        return error(as_flag(one_line(exc), args.subparser), EXIT_FAILED)
+        return error(as_flag(one_line(exc), args.subparser, args), EXIT_FAILED)
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -191,8 +191,8 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     """Apply ``dotted.key=value`` in place; the value is parsed as YAML (``set_field``)."""
     key, sep, raw = override.partition("=")
     if not sep or not all(key.split(".")):
-        raise ScenarioError(f"--set {override}: expected dotted.key=value")
-    set_field(data, key, _yaml_value(raw), about=f"--set {override}")
+        raise ScenarioError(f"overrides {override}: expected dotted.key=value")
+    set_field(data, key, _yaml_value(raw), about=f"overrides {override}")
 
 
 def set_field(data: dict[str, Any], key: str, value: Any, about: str | None = None) -> None:

@@ -63,7 +63,7 @@ def safe_file_name(name: str) -> str:
 
 
 @contextlib.contextmanager
-def run_directory(out: Path, *, force: bool = False, option: str = "--out") -> Iterator[Path]:
+def run_directory(out: Path, *, force: bool = False, option: str = "out") -> Iterator[Path]:
     """Check, create and lock ``out`` for one run; OutputError before any work if it cannot be used."""
     created = _create(out, option)
     try:
@@ -82,7 +82,7 @@ def run_directory(out: Path, *, force: bool = False, option: str = "--out") -> I
         os.close(lock)
 
 
-def check_output_file(path: Path, option: str = "--out") -> Path:
+def check_output_file(path: Path, option: str = "out") -> Path:
     """Make sure ``path`` can be written (its folder made, the file opened) before any work; OutputError if not."""
     if path.is_dir():
         raise OutputError(f"{option}: {path} is a directory; give a file name")
@@ -161,7 +161,7 @@ def _check_contents(out: Path, force: bool, option: str) -> None:
     )
 
 
-def lock_directory(out: Path, option: str = "--out", *, lock_file: str = LOCK_FILE, writer: str = "run") -> int:
+def lock_directory(out: Path, option: str = "out", *, lock_file: str = LOCK_FILE, writer: str = "run") -> int:
     """An exclusive lock on ``out/lock_file``, held until the descriptor closes (or the process ends).
 
     The file keeps the holder's pid; OutputError naming ``option`` (and the other ``writer``'s pid) if it is held.

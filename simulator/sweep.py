@@ -194,7 +194,7 @@ def simulate_sizing(
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
-            f"--devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
+            f"devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
         )
     tolerance = None if exact else Tolerance()
     results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance, penalty=penalty)
@@ -312,13 +312,13 @@ def parse_scalar(text: str) -> Any:
 
 
 def parse_axis(text: str) -> Axis:
-    """``dotted.key=v1,v2,...`` as an Axis; a ScenarioError naming the flag if it is not one."""
+    """``dotted.key=v1,v2,...`` as an Axis; a ScenarioError naming ``vary`` (the argument) if it is not one."""
     key, sep, raw = text.partition("=")
     texts = tuple(part.strip() for part in raw.split(","))
     if not sep or not key.strip() or not all(texts):
-        raise ScenarioError(f"--vary {text}: expected dotted.key=value,value,... (e.g. cluster.generation_devices=4,8)")
+        raise ScenarioError(f"vary {text}: expected dotted.key=value,value,... (e.g. cluster.generation_devices=4,8)")
     if len(set(texts)) < len(texts):
-        raise ScenarioError(f"--vary {text}: a value is given twice")
+        raise ScenarioError(f"vary {text}: a value is given twice")
     return Axis(key.strip(), texts)
 
 
@@ -328,7 +328,7 @@ def grid_points(source: str | Path, overrides: Sequence[str], axes: Sequence[Axi
     keys = [axis.key for axis in axes]
     repeated = next((key for key in keys if keys.count(key) > 1), None)
     if repeated:
-        raise ScenarioError(f"--vary {repeated}: the key is varied twice")
+        raise ScenarioError(f"vary {repeated}: the key is varied twice")
     combinations = itertools.product(*(axis.texts for axis in axes))
     points = [_grid_point(source, overrides, keys, texts) for texts in combinations]
     if all(point.scenario is None for point in points):

@@ -262,6 +262,8 @@ def _parser_help(command: str) -> str:
 
 
 def test_an_error_about_an_argument_is_printed_with_its_flag() -> None:
+    import argparse
+
     from asyncrl.arguments import as_flag
     from asyncrl.cli import _parser
 
@@ -272,3 +274,9 @@ def test_an_error_about_an_argument_is_printed_with_its_flag() -> None:
         as_flag("run.steps: Input should be greater than 0", calibrate) == "run.steps: Input should be greater than 0"
     )
     assert as_flag("scenario: not a dest of a flag", calibrate) == "scenario: not a dest of a flag"
+    simulate = _parser()._subparsers._group_actions[0].choices["simulate"]
+    assert as_flag("overrides .x=1: expected dotted.key=value", simulate) == "--set .x=1: expected dotted.key=value"
+    assert as_flag("out of memory", simulate) == "out of memory"  # prose starting with a dest's name
+    args = argparse.Namespace(overrides=["a.b=x y"])
+    assert as_flag("overrides a.b=x y: a is not a section", simulate, args) == "--set a.b=x y: a is not a section"
+    assert as_flag("overrides a.b=x y: a is not a section", simulate) == "overrides a.b=x y: a is not a section"

@@ -140,9 +140,7 @@ def test_a_study_directory_is_locked_with_the_runs_lock(tmp_path) -> None:
     out = tmp_path / "study"
     with _study_directory(out):
         assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
-        with pytest.raises(
-            OutputError, match=rf"^--out: {out} is being written by another study \(pid {os.getpid()}\)$"
-        ):
+        with pytest.raises(OutputError, match=rf"^out: {out} is being written by another study \(pid {os.getpid()}\)$"):
             lock_directory(out, lock_file=LOCK_FILE, writer="study")
     os.close(lock_directory(out, lock_file=LOCK_FILE, writer="study"))  # released
     (tmp_path / "other").mkdir()
