@@ -139,19 +139,19 @@ def _matters(config: dict[str, Any], key: str) -> bool:
 def _missing_inputs(
     config: dict[str, Any], device: str | None, completion_tokens: dict[str, Any] | None, preset: str | None
 ) -> list[str]:
-    """What verl's config cannot give and the flags must: every one of them, at once."""
+    """What verl's config cannot give and the arguments must (each named: ``preset: ...``), all at once."""
     missing = []
     path = str(lookup(config, "actor_rollout_ref.model.path", ""))
     if preset is None and guess_preset(path) is None:
         missing.append(
-            f"--preset: actor_rollout_ref.model.path {path or '(unset)'} is not a model preset; "
+            f"preset: actor_rollout_ref.model.path {path or '(unset)'} is not a model preset; "
             "give the closest one (asyncrl list shows them)"
         )
     if device is None:
-        missing.append("--device: verl's config does not say which GPU; give one (h100, a100-80g, h200, ...)")
+        missing.append("device: verl's config does not say which GPU; give one (h100, a100-80g, h200, ...)")
     if completion_tokens is None:
         missing.append(
-            "--lengths: verl's config gives only the cap (data.max_response_length); give the completion lengths "
+            "lengths: verl's config gives only the cap (data.max_response_length); give the completion lengths "
             "(a lengths file, a JSONL log, a verl metrics log, or e.g. '{kind: lognormal, median: 800, sigma: 1}')"
         )
     return missing
