@@ -48,7 +48,7 @@ __all__ = [
 class Scenario(Section):
     """One asynchronous RL setup, as both backends read it."""
 
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, description="names the run directory")
     model: ModelSpec
     hardware: HardwareSpec
     cluster: ClusterSpec

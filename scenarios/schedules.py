@@ -57,7 +57,9 @@ class _ScheduleBase(Section):
     bound_refused: ClassVar[str] = "the bound is out of range"
 
     max_concurrency: Concurrency | None = Field(
-        None, description="rollouts in flight per engine; default: what fits in memory"
+        None,
+        description="rollouts in flight per engine; unset: the KV cache that fits next to the weights in 90% of "
+        "the engine's memory, for rollouts of mean length, at most 256 (vLLM's defaults)",
     )
 
     @cached_property
@@ -123,7 +125,7 @@ class PipelinedSchedule(_ExactSchedule):
 
     kind: Literal["pipelined"]
     off_policy_steps: PositiveInt = Field(
-        1, description="N: the batch trained at step k was generated with version k - N"
+        1, description="the batch trained at step k was generated with version k − N (N, in learner steps)"
     )
 
 
@@ -134,33 +136,36 @@ class StreamingSchedule(_ScheduleBase):
     bound_field: ClassVar[str | None] = "max_staleness"
 
     kind: Literal["streaming"]
-    max_staleness: NonNegativeInt = Field(1, description="no trained sample is staler than this")
+    max_staleness: NonNegativeInt = Field(1, description="no trained sample is staler than this (η, in learner steps)")
     in_flight_updates: bool = Field(False, description="new weights reach unfinished rollouts")
     queue_capacity: PositiveInt | None = Field(
-        None, description="finished groups held for the learner; default one batch"
+        None,
+        description="finished groups held for the learner; unset: one batch, or under verl's rule "
+        "(`staleness_threshold`) the window generation may run ahead",
     )
     queue_policy: Literal["block", "drop_oldest"] = Field(
-        "block", description="when the queue is full: block (generation waits) | drop_oldest"
+        "block", description="when the queue is full: `block` (generation waits) or `drop_oldest`"
     )
     refresh: Literal["lazy", "drain"] = Field(
         "lazy",
-        description="without in-flight updates, when an engine takes new weights: lazy (once it is empty, or "
-        "its weights are too old to start anything) | drain (stop admitting once its weights are "
-        "refresh_every versions behind, finish what runs, load)",
+        description="without in-flight updates, when an engine takes new weights: `lazy` (once empty, or once "
+        "its weights are too old to start anything) or `drain` (stop admitting once `refresh_every` versions "
+        "behind, finish what runs, load)",
     )
     refresh_every: PositiveInt = Field(
-        1, description="with refresh: drain, how many versions behind an engine may fall before it drains"
+        1, description="with `refresh: drain`: versions an engine may fall behind before it drains"
     )
     sync_every: PositiveInt = Field(
         1,
-        description="learner steps between two weight syncs to the engines: engines only ever hold versions that "
-        "are multiples of this (verl: async_training.trigger_parameter_sync_step)",
+        description="learner steps between two weight syncs to the engines, which only hold versions that are "
+        "multiples of it (verl: `async_training.trigger_parameter_sync_step`)",
     )
     staleness_threshold: NonNegativeFloat | None = Field(
         None,
-        description="verl's admission rule: an engine holding version v starts groups only up to "
-        "(v + sync_every · (1 + this)) batches, i.e. this share of a sync window ahead; max_staleness then only "
-        "drops stragglers (verl: async_training.staleness_threshold); none: AReaL's rule (max_staleness)",
+        description="verl's admission rule instead of AReaL's: an engine at version v starts groups up to "
+        "(v + `sync_every` · (1 + this)) batches, this share of a sync window ahead; `max_staleness` then only "
+        "drops stragglers, and the queue holds that window (verl: `async_training.staleness_threshold`, "
+        "docs/verl.md); unset: AReaL's rule (`max_staleness`)",
     )
 
     @model_validator(mode="after")

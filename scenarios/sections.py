@@ -36,22 +36,45 @@ class Section(BaseModel):
 class ModelSpec(Section):
     """The policy: a catalog preset, or its architecture figures given directly."""
 
-    preset: PresetName | None = Field(None, description="catalog entry; explicit fields below override it")
-    params: PositiveInt | None = Field(None, description="all weights")
-    active_params: PositiveInt | None = Field(
-        None, description="weights one token passes through (MoE); default params"
+    preset: PresetName | None = Field(
+        None,
+        description="catalog entry (`scenarios/catalog.py`; `tiny`, 385K parameters, is for CPU tests); "
+        "architecture figures given as well override the preset's",
     )
-    layers: PositiveInt | None = None
-    hidden: PositiveInt | None = None
-    heads: PositiveInt | None = Field(None, description="attention heads; default hidden / head_dim")
-    kv_heads: PositiveInt | None = None
-    head_dim: PositiveInt | None = None
-    vocab: PositiveInt | None = Field(None, description="vocabulary size (the learner's logits); from the preset")
-    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"
+    params: PositiveInt | None = Field(
+        None,
+        description="all weights; unset: the preset's (give the architecture figures without a preset for any "
+        "other model)",
+    )
+    active_params: PositiveInt | None = Field(
+        None,
+        description="weights one token passes through (they differ from `params` for mixture-of-experts); "
+        "unset: the preset's, else `params`",
+    )
+    layers: PositiveInt | None = Field(None, description="transformer layers; unset: the preset's")
+    hidden: PositiveInt | None = Field(None, description="hidden size; unset: the preset's")
+    heads: PositiveInt | None = Field(
+        None, description="attention heads; unset: the preset's, else `hidden` / `head_dim`"
+    )
+    kv_heads: PositiveInt | None = Field(
+        None, description="key and value heads (fewer than `heads` with grouped-query attention); unset: the preset's"
+    )
+    head_dim: PositiveInt | None = Field(None, description="size of one attention head; unset: the preset's")
+    vocab: PositiveInt | None = Field(
+        None,
+        description="vocabulary size: the learner's logits in the memory check; unset: the preset's, else the "
+        "logits are not counted",
+    )
+    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = Field(
+        "bf16",
+        description="`bf16`, `fp16`, `fp32` or `fp8`: bytes per weight and per KV value; the executor runs "
+        "`bf16` and `fp32`",
+    )
     path: Path | None = Field(
         None,
         description="executor: a checkpoint directory (safetensors; relative to the scenario file where it exists "
-        "there), or a hub name already in the local Hugging Face cache; else built from preset",
+        "there), or a hub name already in the local Hugging Face cache (never downloaded); unset: built from "
+        "`preset`",
     )
     trust_remote_code: bool = Field(False, description="executor: allow code shipped with a local checkpoint")
 
@@ -104,23 +127,34 @@ class ModelSpec(Section):
 class HardwareSpec(Section):
     """The device kind, its efficiency, and optionally measured costs."""
 
-    device: DeviceName = Field(description="catalog entry")
+    device: DeviceName = Field(
+        description="catalog entry: datasheet peak, memory, bandwidth, NVLink, network and host links in "
+        "`scenarios/catalog.py`, each with its source"
+    )
     mfu: Fraction | None = Field(
         None,
-        description="model-FLOPs utilization of the learner and prefill; unset: the profile's, else the "
-        "catalogue's (scenarios/efficiency.py)",
+        description="model-FLOPs utilization of the learner's passes and prefill; unset: the profile's, else the "
+        "catalogue's 0.4 (`scenarios/efficiency.py`)",
     )
     mbu: Fraction | None = Field(
-        None, description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's"
+        None,
+        description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's 0.8 "
+        "(1.0 gives the bare datasheet roofline)",
     )
-    sync_latency_s: NonNegativeFloat = Field(0.05, description="fixed cost of one weight sync besides the transfer")
+    sync_latency_s: NonNegativeFloat = Field(
+        0.05, description="fixed cost of one weight sync besides the transfer, in seconds"
+    )
     profile: Path | None = Field(
         None,
-        description="measured cost profile; relative to the scenario file (given with --set: to the working directory)",
+        description="a measured cost profile, which replaces the analytic costs, or an efficiency profile "
+        "(`kind: efficiency`, from `calibrate --from-log`), which sets the analytic model's efficiencies "
+        "(docs/calibration.md); relative to the scenario file (given with `--set`: to the working directory)",
     )
     host_cores: PositiveInt | None = Field(
         None,
-        description="cpu only: cores the run's processes share (scenarios/cores.py); unset: each device its own",
+        description="`cpu` only: cores the run's processes share; while busy engines and the learner want more "
+        "threads than that, each runs at cores / threads wanted of its speed (`scenarios/cores.py`); unset: "
+        "every device is its own",
     )
 
     @model_validator(mode="after")
@@ -163,12 +197,20 @@ class HardwareSpec(Section):
 class ClusterSpec(Section):
     """How many devices generate, how many train, and how engines span them."""
 
-    generation_devices: Devices
-    training_devices: Devices
-    devices_per_engine: Devices = Field(1, description="tensor-parallel size of one generation engine")
-    colocated: bool = Field(False, description="the same devices alternate between generating and training")
+    generation_devices: Devices = Field(description="the generation pool: devices the engines run on")
+    training_devices: Devices = Field(description="the training pool: devices the learner runs on")
+    devices_per_engine: Devices = Field(
+        1, description="tensor-parallel size of one generation engine; must divide `generation_devices`"
+    )
+    colocated: bool = Field(
+        False,
+        description="the same devices alternate between generating and training (sync only; the two counts "
+        "must be equal)",
+    )
     devices_per_node: PositiveInt = Field(
-        8, description="devices that share a node (NVLink); engines, then the learner, fill nodes in order"
+        8,
+        description="devices sharing a node (NVLink); engines, then the learner, fill nodes in order; must be a "
+        "multiple of `devices_per_engine`",
     )
 
     @model_validator(mode="after")
@@ -201,21 +243,27 @@ class ClusterSpec(Section):
 class WorkloadSpec(Section):
     """What one learner step consumes, and how long prompts and completions are."""
 
-    prompts_per_step: PositiveInt = Field(description="groups per learner step")
-    samples_per_prompt: PositiveInt = Field(description="group size")
-    prompt_tokens: LengthDistribution = Field(default_factory=lambda: Fixed(kind="fixed", value=256))
-    completion_tokens: LengthDistribution
+    prompts_per_step: PositiveInt = Field(description="groups per learner step (B)")
+    samples_per_prompt: PositiveInt = Field(description="group size (G): samples of one prompt")
+    prompt_tokens: LengthDistribution = Field(
+        default_factory=lambda: Fixed(kind="fixed", value=256),
+        description="prompt lengths in tokens: a length distribution",
+    )
+    completion_tokens: LengthDistribution = Field(description="completion lengths in tokens: a length distribution")
     task: str | None = Field(
         None,
-        description="executor: a shipped task name or module:function; none = timing mode (lengths drawn, enforced)",
+        description="executor: a shipped task name or `module:function`; unset: timing mode (lengths drawn, "
+        "enforced), unless `prompts` is given",
     )
     prompts: Path | None = Field(
         None,
-        description="executor: task mode on a prompts file (JSONL, one {prompt, ...} per line; relative to the "
-        "scenario file), tokenized by model.path's own tokenizer; with reward",
+        description="executor: task mode on a prompts file (JSONL, one `{prompt, ...}` per line; relative to the "
+        "scenario file), tokenized by `model.path`'s own tokenizer; with `reward`",
     )
     reward: str | None = Field(
-        None, description="executor: module:function scoring a completion: f(completion_text, record) -> float"
+        None,
+        description="executor: the reward function of task mode on `prompts`, `module:function` scoring a "
+        "completion: `f(completion_text, record) -> float`",
     )
 
     @field_validator("prompts")

@@ -19,45 +19,55 @@ from pydantic import Field, model_validator
 class AlgorithmSpec(Section):
     """The loss and how much learner work one step does."""
 
-    loss: Literal["grpo", "rloo", "online_dpo", "ppo"] = "grpo"
-    updates_per_step: PositiveInt = Field(
-        1, description="optimizer updates per batch (minibatches); compute is unchanged"
+    loss: Literal["grpo", "rloo", "online_dpo", "ppo"] = Field(
+        "grpo", description="the policy loss: `grpo`, `rloo`, `online_dpo` or `ppo`"
     )
-    extra_forward_passes: NonNegativeInt = Field(1, description="forward passes per sample besides the training pass")
-    learning_rate: PositiveFloat = Field(1e-4, description="executor: Adam learning rate")
+    updates_per_step: PositiveInt = Field(
+        1, description="optimizer updates per batch (minibatches: the compute is unchanged)"
+    )
+    extra_forward_passes: NonNegativeInt = Field(
+        1, description="forward passes per sample besides the training pass (old log-probs, reference)"
+    )
+    learning_rate: PositiveFloat = Field(1e-4, description="executor: the optimizer's learning rate")
     correction: Literal["clip", "tis", "decoupled", "none"] = Field(
         "clip",
-        description="executor: off-policy correction of grpo, rloo and ppo (executor/corrections.py): clip (PPO clip of "
-        "pi/mu), tis (weight min(pi/mu, c), no clip), decoupled (AReaL: weight pi_prox/mu, PPO clip of pi/pi_prox, "
-        "pi_prox the policy at the start of the step), none (stale samples taken as on-policy)",
+        description="executor: off-policy correction of `grpo`, `rloo`, `ppo` (`executor/corrections.py` defines "
+        "each): `clip` PPO clip of π/μ (then `truncation_cap`); `tis` weight min(π/μ, c), no clip, c = "
+        "`truncation_cap` or 2; `decoupled` (AReaL) weight π_prox/μ (capped at `truncation_cap` if set) times a "
+        "PPO clip of π/π_prox, π_prox the learner's policy at the start of the step; `none` stale samples taken "
+        "as on-policy; `online_dpo` takes none and refuses any but the default",
     )
     clip_eps: PositiveFloat | None = Field(
-        0.2, description="executor: PPO-style clip of the ratio (pi/mu for clip, pi/pi_prox for decoupled); none = off"
+        0.2,
+        description="executor: PPO-style clip of the ratio (π/μ for `clip`, π/π_prox for `decoupled`); `null`: no clip",
     )
     truncation_cap: PositiveFloat | None = Field(
         None,
-        description="executor: cap c on the importance weight (pi/mu for clip and tis, pi_prox/mu for decoupled); "
-        "none = no cap, except tis: 2",
+        description="executor: cap c on the importance weight (π/μ for `clip` and `tis`, π_prox/μ for "
+        "`decoupled`); unset: no cap, except `tis`: 2",
     )
-    kl_coef: NonNegativeFloat = Field(0.0, description="executor: KL-to-initial-policy penalty")
-    dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature")
+    kl_coef: NonNegativeFloat = Field(0.0, description="executor: weight of the KL-to-initial-policy penalty")
+    dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature (β)")
     dpo_reference: Literal["initial", "behaviour"] = Field(
         "initial",
-        description="executor, online_dpo: the anchor of the implicit reward, the initial policy (the paper's) "
-        "or the behaviour policy that sampled the pair",
+        description="executor, `online_dpo`: anchor of the implicit reward, the `initial` policy (the paper's) "
+        "or the `behaviour` policy that sampled the pair",
     )
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
     normalise_std: bool = Field(
-        True, description="executor, grpo: divide advantages by the group's reward std; false is Dr. GRPO"
+        True, description="executor, `grpo`: divide advantages by the group's reward std; false is Dr. GRPO"
     )
     grad_clip: PositiveFloat | None = Field(
-        1.0, description="executor: largest global gradient norm per update (clipped above it); none = no clipping"
+        1.0,
+        description="executor: largest global gradient norm per update (clipped above it); `null`: no clipping",
     )
-    gamma: NonNegativeFloat = Field(1.0, le=1.0, description="executor, ppo: discount per token")
-    gae_lambda: NonNegativeFloat = Field(0.95, le=1.0, description="executor, ppo: GAE lambda")
-    value_coef: NonNegativeFloat = Field(0.5, description="executor, ppo: weight of the value loss")
+    gamma: NonNegativeFloat = Field(1.0, le=1.0, description="executor, `ppo`: discount per token")
+    gae_lambda: NonNegativeFloat = Field(0.95, le=1.0, description="executor, `ppo`: GAE λ")
+    value_coef: NonNegativeFloat = Field(0.5, description="executor, `ppo`: weight of the value loss")
     value_clip_eps: PositiveFloat | None = Field(
-        0.2, description="executor, ppo: clip of the value change from its value at the start of the step; none = off"
+        0.2,
+        description="executor, `ppo`: clip of the value change from its value at the start of the step; "
+        "`null`: unclipped",
     )
 
     @model_validator(mode="after")
@@ -75,58 +85,64 @@ class LearnerSpec(Section):
 
     sharding: Literal["fsdp", "zero3", "zero2", "zero1", "ddp"] = Field(
         "fsdp",
-        description="what is split over the training devices: fsdp/zero3 weights, gradients and optimizer; "
-        "zero2 gradients and optimizer; zero1 optimizer; ddp nothing "
-        "(verl: actor.strategy=fsdp; OpenRLHF: --zero_stage)",
+        description="what is split over the training devices: `fsdp` and `zero3` weights, gradients and "
+        "optimizer; `zero2` gradients and optimizer; `zero1` optimizer; `ddp` nothing "
+        "(verl: `actor.strategy: fsdp`; OpenRLHF: `--zero_stage`)",
     )
     param_dtype: Literal["bf16", "fp16", "fp32", "fp8"] | None = Field(
         None,
-        description="weights and activations; default model.dtype "
-        "(verl: fsdp_config.mixed_precision.param_dtype; OpenRLHF: --param_dtype / --bf16)",
+        description="learner weights and activations, `bf16`, `fp16`, `fp32` or `fp8`; unset: `model.dtype` "
+        "(verl: `actor.fsdp_config.mixed_precision.param_dtype`; OpenRLHF: `--param_dtype`, `--bf16`)",
     )
     master_weights: Literal["fp32", "none"] = Field(
-        "fp32", description="an fp32 copy of the weights the optimizer updates (none: update them in param_dtype)"
+        "fp32",
+        description="`fp32`: an fp32 copy of the weights for the optimizer (DeepSpeed and FSDP mixed precision "
+        "keep one); `none`: the optimizer updates the weights in `param_dtype`",
     )
     grad_dtype: Literal["fp32", "bf16"] = Field(
         "fp32",
-        description="gradients (verl: fsdp_config.mixed_precision.reduce_dtype; OpenRLHF: --grad_accum_dtype)",
+        description="gradients, `fp32` or `bf16` (verl: `actor.fsdp_config.mixed_precision.reduce_dtype`; "
+        "OpenRLHF: `--grad_accum_dtype`)",
     )
     optimizer: Literal["adam", "sgd"] = Field(
-        "adam", description="adam: two fp32 states per weight; sgd: none (verl: actor.optim)"
+        "adam", description="`adam`: two fp32 moments per weight; `sgd`: none (verl: `actor.optim`)"
     )
     optimizer_offload: bool = Field(
         False,
-        description="master weights and optimizer states on CPU through the update (OpenRLHF: --adam_offload; "
-        "verl's fsdp_config.optimizer_offload frees them only between steps)",
+        description="master copy and optimizer states on CPU through the update (OpenRLHF: `--adam_offload`; "
+        "verl's `actor.fsdp_config.optimizer_offload` frees them only between steps, so leave this false to "
+        "model verl's peak)",
     )
     param_offload: bool = Field(
         False,
-        description="weights on CPU, fetched layer by layer (DeepSpeed: offload_param; "
-        "verl's fsdp_config.param_offload frees them only between steps)",
+        description="weights on CPU, fetched layer by layer (DeepSpeed: `offload_param`; verl's "
+        "`actor.fsdp_config.param_offload` frees them only between steps)",
     )
     activation_checkpointing: bool = Field(
         True,
-        description="keep only each layer's input, recompute the rest in backward "
-        "(verl: model.enable_gradient_checkpointing; OpenRLHF: --gradient_checkpointing)",
+        description="keep each layer's input, recompute the rest in backward "
+        "(verl: `model.enable_gradient_checkpointing`; OpenRLHF: `--gradient_checkpointing`)",
     )
     micro_batch_tokens: PositiveInt = Field(
         16384,
-        description="tokens per micro-batch on one device, at least one whole rollout "
-        "(verl: actor.ppo_max_token_len_per_gpu; OpenRLHF: --train_max_tokens_per_gpu)",
+        description="tokens of one micro-batch on one device, at least one whole rollout "
+        "(verl: `actor.ppo_max_token_len_per_gpu`; OpenRLHF: `--train_max_tokens_per_gpu`)",
     )
     shard_devices: PositiveInt | None = Field(
         None,
-        description="devices one FSDP shard group spans; the groups replicate each other (HSDP); default: a node "
-        "when its devices hold the learner state, else all of them (verl: actor.fsdp_config.fsdp_size)",
+        description="devices one FSDP shard group spans, the groups replicas of each other (HSDP); unset: a node "
+        "when its devices hold the state, else all (verl: `actor.fsdp_config.fsdp_size`)",
     )
     model_parallel: PositiveInt = Field(
         1,
-        description="training devices that hold one copy of a sequence (verl: actor.ulysses_sequence_parallel_size; "
-        "Megatron: tensor × pipeline × context parallel); the rest are data-parallel ranks",
+        description="training devices sharing one copy of a sequence (verl: `actor.ulysses_sequence_parallel_size`; "
+        "Megatron: TP × PP × CP); the rest are data-parallel ranks, each minibatch waiting for the busiest",
     )
 
 
 class RunSpec(Section):
     steps: Steps = Field(100, description="learner steps")
-    seed: Seed = 0
-    checkpoint_every: PositiveInt | None = Field(None, description="executor: learner checkpoint every N steps")
+    seed: Seed = Field(0, description="seeds the length draws (same seed, same summary, byte for byte)")
+    checkpoint_every: PositiveInt | None = Field(
+        None, description="executor: learner checkpoint interval, in steps; unset: no checkpoints"
+    )
