@@ -54,7 +54,7 @@ class Calibration:
 def check_device(device: str) -> None:
     """Raise ScenarioError when ``device`` is cuda and torch sees no GPU."""
     if device == "cuda" and not torch.cuda.is_available():
-        raise ScenarioError("--device: cuda asked for, but torch sees no GPU")
+        raise ScenarioError("device: cuda asked for, but torch sees no GPU")
 
 
 def calibrate(

@@ -14,7 +14,7 @@
 A resumed run starts at group ``step * batch_groups``; ``skip_groups`` moves
 the length stream past the groups before it so each group keeps its lengths.
 A checkpoint that is missing, truncated or not what this scenario's learner
-saved is a ScenarioError naming ``--resume`` and the file (exit 2).
+saved is a ScenarioError naming ``resume`` (the argument) and the file (exit 2).
 """
 
 from __future__ import annotations
@@ -56,14 +56,14 @@ def save(out: Path, step: int, learner: Learner, versions: dict[int, torch.Tenso
 
 
 def check(out: Path) -> None:
-    """ScenarioError (``--resume: <file>: ...``) unless ``out`` holds a checkpoint whose files all load."""
+    """ScenarioError (``resume: <file>: ...``) unless ``out`` holds a checkpoint whose files all load."""
     import torch
     from asyncrl.executor.learner_checkpoint import OPTIMIZER_FILE, POLICY_FILE, STATE_FILE
     from safetensors import safe_open
 
     learner = out / CHECKPOINT_DIR / "learner"
     if not learner.is_dir():
-        raise ScenarioError(f"--resume: no checkpoint in {out} (set run.checkpoint_every)")
+        raise ScenarioError(f"resume: no checkpoint in {out} (set run.checkpoint_every)")
     for name in (OPTIMIZER_FILE, STATE_FILE):  # mapped, not read: the tensors load once, in resume
         _loads(learner / name, lambda path: torch.load(path, map_location="cpu", weights_only=True, mmap=True))
     _loads(learner / POLICY_FILE, lambda path: safe_open(str(path), framework="pt").keys())
@@ -87,14 +87,14 @@ def resume(out: Path, learner: Learner, staging: str = "cpu") -> Resumed:
 
 
 def _loads(path: Path, load: Callable[[Path], T]) -> T:
-    """``load(path)``, with any failure as one ScenarioError naming ``--resume`` and the file."""
+    """``load(path)``, with any failure as one ScenarioError naming ``resume`` and the file."""
     if not path.exists():
-        raise ScenarioError(f"--resume: {path} is missing; the checkpoint is incomplete")
+        raise ScenarioError(f"resume: {path} is missing; the checkpoint is incomplete")
     try:
         return load(path)
     except Exception as exc:  # a truncated or foreign file: torch, safetensors and pyarrow each raise their own
         raise ScenarioError(
-            f"--resume: {path} cannot be loaded ({type(exc).__name__}): truncated, or not this scenario's checkpoint"
+            f"resume: {path} cannot be loaded ({type(exc).__name__}): truncated, or not this scenario's checkpoint"
         ) from None
 
 

@@ -34,14 +34,14 @@ def place(device: str, visible: int, engines: int, runtime: str = "local") -> Pl
     if device == "cpu":
         return Placement(("cpu",) * engines, "cpu", "gloo")
     if device != "cuda":
-        raise ValueError(f"--device: {device!r}; use cpu or cuda")
+        raise ValueError(f"device: {device!r}; use cpu or cuda")
     if visible < 1:
-        raise ValueError("--device: cuda asked for, but torch sees no GPU")
+        raise ValueError("device: cuda asked for, but torch sees no GPU")
     if runtime == "ray":
         own_gpus = visible >= engines + 1
         return Placement(("cuda:0",) * engines, "cuda:0", "nccl" if own_gpus else "gloo")
     if runtime != "local":
-        raise ValueError(f"--runtime: {runtime!r}; use local or ray")
+        raise ValueError(f"runtime: {runtime!r}; use local or ray")
     engine_devices = tuple(f"cuda:{index % visible}" for index in range(engines))
     if visible > engines:
         return Placement(engine_devices, f"cuda:{engines}", "nccl")

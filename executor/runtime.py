@@ -77,7 +77,7 @@ def execute(
     check(scenario, device)
     if resume:
         checkpoint.check(out)  # before the directory is touched: a bad checkpoint leaves the run as it was
-    with run_directory(out, force=force, option="--resume" if resume else "--out"):
+    with run_directory(out, force=force, option="resume" if resume else "out"):
         run = _Run(scenario, out, device, runtime)
         try:
             run.start(resume)
@@ -103,9 +103,9 @@ def _check_device(scenario: Scenario, device: str) -> None:
     import torch
 
     if device not in ("cpu", "cuda"):
-        raise ScenarioError(f"--device: {device!r}; use cpu or cuda")
+        raise ScenarioError(f"device: {device!r}; use cpu or cuda")
     if device == "cuda" and torch.cuda.device_count() < 1:
-        raise ScenarioError("--device: cuda asked for, but torch sees no GPU")
+        raise ScenarioError("device: cuda asked for, but torch sees no GPU")
     if device == "cuda" and scenario.cluster.devices_per_engine != 1:
         raise ScenarioError("cluster.devices_per_engine: the executor's engine runs on one GPU; use 1")
 

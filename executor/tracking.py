@@ -37,12 +37,12 @@ class Tracker(Protocol):
 
 
 def check_tracker(kind: str) -> None:
-    """A ValueError naming ``--log`` when the tracker is unknown or its package is not installed."""
+    """A ValueError naming ``log`` (the argument) when the tracker is unknown or its package is not installed."""
     if kind not in TRACKERS:
-        raise ValueError(f"--log: {kind!r}; use one of {', '.join(TRACKERS)}")
+        raise ValueError(f"log: {kind!r}; use one of {', '.join(TRACKERS)}")
     module, package = REQUIREMENTS[kind]
     if importlib.util.find_spec(module) is None:
-        raise ValueError(f"--log: {package} is not installed (pip install {package}, or 'asyncrl[tracking]')")
+        raise ValueError(f"log: {package} is not installed (pip install {package}, or 'asyncrl[tracking]')")
 
 
 def open_tracker(kind: str, out: Path, scenario: Scenario) -> Tracker:

@@ -152,4 +152,4 @@ def make_workers(runtime: str, engines: int, scenario: Scenario, device: str) ->
         return LocalProcesses(engines)
     if runtime == "ray":
         return RayActors(engines, scenario, device)
-    raise ValueError(f"--runtime: {runtime!r}; use local or ray")
+    raise ValueError(f"runtime: {runtime!r}; use local or ray")

@@ -31,9 +31,9 @@ def test_ray_actors_each_see_their_own_gpu_as_cuda_0() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("cuda", 0, 1, "local"), "--device: cuda asked for, but torch sees no GPU"),
-        (("tpu", 0, 1, "local"), "--device: 'tpu'"),
-        (("cuda", 1, 1, "slurm"), "--runtime: 'slurm'"),
+        (("cuda", 0, 1, "local"), "device: cuda asked for, but torch sees no GPU"),
+        (("tpu", 0, 1, "local"), "device: 'tpu'"),
+        (("cuda", 1, 1, "slurm"), "runtime: 'slurm'"),
         (("cpu", 0, 0, "local"), "engines: 0"),
     ],
 )
