@@ -52,10 +52,10 @@ class RunCalibration:
 
 
 def check_calibration_steps(steps: int) -> None:
-    """ScenarioError naming the flag when the runs would be too short to fit."""
+    """ScenarioError naming the argument (``calibration_steps: ...``) when the runs would be too short to fit."""
     if steps < MIN_CALIBRATION_STEPS:
         raise ScenarioError(
-            f"--calibration-steps: give at least {MIN_CALIBRATION_STEPS} (the fit needs several learner steps)"
+            f"calibration_steps: give at least {MIN_CALIBRATION_STEPS} (the fit needs several learner steps)"
         )
 
 

@@ -89,7 +89,7 @@ def read_logs(paths: Sequence[Path]) -> list[MetricsLog]:
             log = read_metrics_log(path)
             require(log, REQUIRED)
         except MetricsLogError as exc:
-            raise ScenarioError(f"--from-log: {exc}") from None
+            raise ScenarioError(f"from_log: {exc}") from None
         logs.append(log)
     return logs
 
@@ -99,7 +99,7 @@ def logged_phases(logs: Sequence[MetricsLog]) -> LoggedPhases:
     rows = pd.concat([log.rows for log in logs], ignore_index=True)
     rows = rows[rows[STEP].notna() & rows[GEN].notna() & rows[UPDATE].notna()]
     if rows.empty:
-        raise ScenarioError(f"--from-log: no step has all of {', '.join(REQUIRED)}")
+        raise ScenarioError(f"from_log: no step has all of {', '.join(REQUIRED)}")
 
     def total(keys: Sequence[str]) -> pd.Series | None:
         present = [key for key in keys if key in rows and rows[key].notna().any()]
@@ -224,7 +224,7 @@ def _fit_learner(scenario: Scenario, logged: LoggedPhases, at_peak: SimulatedPha
     if logged.forward_s is not None and logged.forward_s > 0:
         if at_peak.forward_s <= 0:
             raise ScenarioError(
-                f"--from-log: the log times no-grad passes ({' + '.join(FORWARD_KEYS)}: {logged.forward_s:.1f} s a "
+                f"from_log: the log times no-grad passes ({' + '.join(FORWARD_KEYS)}: {logged.forward_s:.1f} s a "
                 "step) but the scenario charges none (algorithm.extra_forward_passes: 0); set it to the passes "
                 "the run made (1 for old log-probs, 1 more with a reference model)"
             )

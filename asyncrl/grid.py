@@ -5,10 +5,12 @@
 
 A label is ``sync``, ``pipelined-N`` (N ≥ 1: ``schedule.off_policy_steps``) or ``streaming-η``,
 ``streaming-η-inflight`` (η ≥ 0: ``schedule.max_staleness``, ``schedule.in_flight_updates`` false
-or true): the schedule's own label (``scenarios.schedules``), the one every table prints. Bad items are a ScenarioError naming the flag (one line, exit 2). Losses are checked
-against the scenario's own ``algorithm.loss`` choices; corrections are not checked here, the
-scenario judges them (``algorithm.correction``), except that where the scenario has no such field
-yet, ``clip`` (the executor's PPO-style clip, its only correction then) adds no override.
+or true): the schedule's own label (``scenarios.schedules``), the one every table prints. Bad items
+are a ScenarioError naming the argument (``schedules: ...``; the command line shows its flag), one
+line, exit 2. Losses are checked against the scenario's own ``algorithm.loss`` choices; corrections
+are not checked here, the scenario judges them (``algorithm.correction``), except that where the
+scenario has no such field yet, ``clip`` (the executor's PPO-style clip, its only correction then)
+adds no override.
 
 **Defaults**: every schedule of the question (sync; pipelined 1, 2, 4; streaming 1, 2, 4, 8 with
 and without in-flight updates), the four losses, ``clip``, seeds 0, 1, 2, and a target reward of
@@ -39,56 +41,54 @@ BUILT_IN_CORRECTION = "clip"
 
 def parse_schedule(text: str) -> ScheduleLabel:
     """``sync``, ``pipelined-N``, ``streaming-η`` or ``streaming-η-inflight`` (``scenarios.schedules.parse_label``);
-    ScenarioError naming --schedules."""
+    ScenarioError naming ``schedules``."""
     try:
         return parse_label(text)
     except UnknownLabel as exc:
         hint = did_you_mean(text, ["sync", "pipelined-1", "streaming-1", "streaming-1-inflight"])
-        raise ScenarioError(f"--schedules: {exc}{hint} (labels: {LABEL_FORMS})") from None
+        raise ScenarioError(f"schedules: {exc}{hint} (labels: {LABEL_FORMS})") from None
     except LabelError as exc:
-        raise ScenarioError(f"--schedules: {exc}") from None
+        raise ScenarioError(f"schedules: {exc}") from None
 
 
 def parse_schedules(text: str) -> list[ScheduleLabel]:
     """A comma-separated list of schedule labels, each once."""
-    labels = [parse_schedule(part) for part in split_list(text, "--schedules")]
+    labels = [parse_schedule(part) for part in split_list(text, "schedules")]
     names = [label.label for label in labels]
     repeated = next((name for name in names if names.count(name) > 1), None)
     if repeated:
-        raise ScenarioError(f"--schedules: {repeated} is given twice")
+        raise ScenarioError(f"schedules: {repeated} is given twice")
     return labels
 
 
 def parse_losses(text: str) -> list[str]:
     """Loss names the scenario knows (``algorithm.loss``), each once."""
     known = get_args(AlgorithmSpec.model_fields["loss"].annotation)
-    losses = split_list(text, "--losses")
+    losses = split_list(text, "losses")
     for loss in losses:
         if loss not in known:
-            raise ScenarioError(
-                f"--losses: unknown loss {loss!r}{did_you_mean(loss, known)} (one of {', '.join(known)})"
-            )
+            raise ScenarioError(f"losses: unknown loss {loss!r}{did_you_mean(loss, known)} (one of {', '.join(known)})")
     return losses
 
 
 def parse_seeds(text: str) -> list[int]:
     """Seeds as integers ≥ 0, each once."""
     seeds = []
-    for part in split_list(text, "--seeds"):
+    for part in split_list(text, "seeds"):
         if not part.isdigit():
-            raise ScenarioError(f"--seeds: {part!r} is not an integer ≥ 0 (e.g. --seeds 0,1,2)")
+            raise ScenarioError(f"seeds: {part!r} is not an integer ≥ 0 (e.g. --seeds 0,1,2)")
         seeds.append(int(part))
     return seeds
 
 
-def split_list(text: str, flag: str) -> list[str]:
-    """``a,b,c`` as its items, stripped; ScenarioError naming ``flag`` for an empty item or a repeat."""
+def split_list(text: str, name: str) -> list[str]:
+    """``a,b,c`` as its items, stripped; ScenarioError naming the argument ``name`` for an empty item or a repeat."""
     items = [part.strip() for part in text.split(",")]
     if not all(items):
-        raise ScenarioError(f"{flag}: {text!r} has an empty item; give a comma-separated list such as a,b")
+        raise ScenarioError(f"{name}: {text!r} has an empty item; give a comma-separated list such as a,b")
     repeated = next((item for item in items if items.count(item) > 1), None)
     if repeated:
-        raise ScenarioError(f"{flag}: {repeated} is given twice")
+        raise ScenarioError(f"{name}: {repeated} is given twice")
     return items
 
 

@@ -127,11 +127,11 @@ def _run_all(todo: Sequence[Cell], options: StudyOptions, kept: int, total: int)
 def _study_directory(out: Path) -> Iterator[Path]:
     """OUT made, checked to be a study's (or empty), and locked for this process while the study runs."""
     if out.exists() and not out.is_dir():
-        raise OutputError(f"--out: {out} is a file")
+        raise OutputError(f"out: {out} is a file")
     if out.is_dir() and any(out.iterdir()) and not (out / STUDY_FILE).is_file():
-        raise OutputError(f"--out: {out} holds files that are not a study's; choose an empty directory")
+        raise OutputError(f"out: {out} holds files that are not a study's; choose an empty directory")
     out.mkdir(parents=True, exist_ok=True)
-    lock = lock_directory(out, "--out", lock_file=LOCK_FILE, writer="study")
+    lock = lock_directory(out, lock_file=LOCK_FILE, writer="study")
     try:
         yield out
     finally:

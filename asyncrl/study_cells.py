@@ -70,7 +70,7 @@ def build_cells(options: StudyOptions) -> list[Cell]:
     """Every cell of the grid in table order (schedule, loss, correction, seed), each scenario validated."""
     schedules = parse_schedules(options.schedules)
     losses = parse_losses(options.losses)
-    corrections = split_list(options.corrections, "--corrections")
+    corrections = split_list(options.corrections, "corrections")
     seeds = parse_seeds(options.seeds)
     steps = [f"run.steps={options.steps}"] if options.steps is not None else []
     cells = []
@@ -115,26 +115,29 @@ def task_name(scenario: Scenario) -> str:
 
 
 def check_options(options: StudyOptions) -> None:
-    """ScenarioError naming the flag for options no study can run with."""
+    """ScenarioError naming the argument (``workers: ...``) for options no study can run with."""
     if options.runtime not in RUNTIMES:
-        raise ScenarioError(f"--runtime: {options.runtime!r}; use local or ray")
+        raise ScenarioError(f"runtime: {options.runtime!r}; use local or ray")
     if options.workers is not None and options.workers < 1:
-        raise ScenarioError("--workers: give at least 1")
+        raise ScenarioError("workers: give at least 1")
     if options.target != options.target:
-        raise ScenarioError("--target: give a reward, e.g. 0.5")
+        raise ScenarioError("target: give a reward, e.g. 0.5")
     if options.holdout is not None:
-        labels = split_list(options.schedules, "--schedules")
+        labels = split_list(options.schedules, "schedules")
         if options.holdout not in labels:
-            raise ScenarioError(f"--holdout: {options.holdout!r} is not one of --schedules ({', '.join(labels)})")
+            raise ScenarioError(f"holdout: {options.holdout!r} is not one of --schedules ({', '.join(labels)})")
         if len(labels) < 3:
-            raise ScenarioError("--holdout: the fit left after holding one schedule out needs two more schedules")
+            raise ScenarioError("holdout: the fit left after holding one schedule out needs two more schedules")
 
 
 def check_cells(cells: Sequence[Cell], device: str = "cpu") -> None:
     """What the executor cannot run (task, model, memory) is one line before any cell runs."""
+    from asyncrl.executor.calibrate import check_device
     from asyncrl.executor.runtime import check
     from asyncrl.scenarios.memory import check_memory
 
+    if cells:
+        check_device(device)  # about the argument, not a cell: named alone (``device: ...``)
     for cell in cells:
         try:
             check(cell.scenario, device)

@@ -188,8 +188,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def check_options(options: ValidateOptions) -> None:
-    """ScenarioError naming the flag for options no scenario could run with."""
+    """ScenarioError naming the argument (``calibration: ...``) for options no scenario could run with."""
     if options.calibration not in ("run", "bench"):
-        raise ScenarioError(f"--calibration: {options.calibration!r}; use run or bench")
+        raise ScenarioError(f"calibration: {options.calibration!r}; use run or bench")
     if options.calibration == "run":
         check_calibration_steps(options.calibration_steps)

@@ -55,12 +55,12 @@ def test_a_label_is_a_schedule_and_its_overrides(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("sync,stream-2", "--schedules: 'stream-2' is not a schedule; did you mean streaming-1? (labels: sync, "),
-        ("pipelined-0", "--schedules: 'pipelined-0': a pipelined schedule is at least 1 step off-policy"),
-        ("streaming-x", "--schedules: 'streaming-x' is not a schedule"),
-        ("pipelined", "--schedules: 'pipelined' is not a schedule"),
-        ("sync,streaming-2,sync", "--schedules: sync is given twice"),
-        ("sync,,streaming-2", "--schedules: 'sync,,streaming-2' has an empty item"),
+        ("sync,stream-2", "schedules: 'stream-2' is not a schedule; did you mean streaming-1? (labels: sync, "),
+        ("pipelined-0", "schedules: 'pipelined-0': a pipelined schedule is at least 1 step off-policy"),
+        ("streaming-x", "schedules: 'streaming-x' is not a schedule"),
+        ("pipelined", "schedules: 'pipelined' is not a schedule"),
+        ("sync,streaming-2,sync", "schedules: sync is given twice"),
+        ("sync,,streaming-2", "schedules: 'sync,,streaming-2' has an empty item"),
     ],
 )
 def test_a_bad_schedule_label_names_the_flag(text: str, message: str) -> None:
@@ -71,10 +71,10 @@ def test_a_bad_schedule_label_names_the_flag(text: str, message: str) -> None:
 
 def test_losses_seeds_and_corrections_are_lists_checked_where_they_can_be() -> None:
     assert parse_losses("grpo, online_dpo") == ["grpo", "online_dpo"]
-    with pytest.raises(ScenarioError, match=r"^--losses: unknown loss 'grp'; did you mean grpo\? \(one of grpo, rloo"):
+    with pytest.raises(ScenarioError, match=r"^losses: unknown loss 'grp'; did you mean grpo\? \(one of grpo, rloo"):
         parse_losses("grp")
     assert parse_seeds("0,1,2") == [0, 1, 2]
-    with pytest.raises(ScenarioError, match=r"^--seeds: '-1' is not an integer ≥ 0"):
+    with pytest.raises(ScenarioError, match=r"^seeds: '-1' is not an integer ≥ 0"):
         parse_seeds("0,-1")
     with pytest.raises(ScenarioError, match=r"^--corrections: clip is given twice"):
         split_list("clip,clip", "--corrections")
@@ -125,9 +125,9 @@ def test_the_command_says_which_flag_is_wrong_on_one_line(tmp_path) -> None:
 def test_the_held_out_schedule_is_one_of_the_grid_and_leaves_two_to_fit() -> None:
     from asyncrl.study import check_options
 
-    with pytest.raises(ScenarioError, match=r"^--holdout: 'streaming-4' is not one of --schedules \(sync, stream"):
+    with pytest.raises(ScenarioError, match=r"^holdout: 'streaming-4' is not one of --schedules \(sync, stream"):
         check_options(StudyOptions("cpu-study", schedules="sync,streaming-1,streaming-2", holdout="streaming-4"))
-    with pytest.raises(ScenarioError, match=r"^--holdout: the fit left after holding one schedule out needs two"):
+    with pytest.raises(ScenarioError, match=r"^holdout: the fit left after holding one schedule out needs two"):
         check_options(StudyOptions("cpu-study", schedules="sync,streaming-2", holdout="streaming-2"))
     check_options(StudyOptions("cpu-study", schedules="sync,streaming-1,streaming-2", holdout="streaming-2"))
 
