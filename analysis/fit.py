@@ -191,10 +191,10 @@ def fit_time_slicing(runs: list[tuple[pd.DataFrame, pd.DataFrame]], share: CoreS
 def _engine_steps(run: Path) -> pd.DataFrame:
     path = run / ENGINE_STEPS_FILE
     if not path.is_file():
-        raise ScenarioError(f"--from-run: {run} has no {ENGINE_STEPS_FILE} (an executor run records one)")
+        raise ScenarioError(f"from_run: {run} has no {ENGINE_STEPS_FILE} (an executor run records one)")
     steps = pd.read_parquet(path)
     if steps.empty or (steps["batch"] > 0).sum() < MIN_STEPS:
-        raise ScenarioError(f"--from-run: {run} recorded fewer than {MIN_STEPS} decode steps; run more steps")
+        raise ScenarioError(f"from_run: {run} recorded fewer than {MIN_STEPS} decode steps; run more steps")
     return steps[steps["batch"] > 0].reset_index(drop=True)
 
 
@@ -302,7 +302,7 @@ def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "
     tail's batches often all reach the cap) an intercept is not determined, and the line goes through 0.
     """
     if spans.empty:
-        raise ScenarioError("--from-run: the run trained no step")
+        raise ScenarioError("from_run: the run trained no step")
     padding: Literal["packed", "longest"] = "longest" if (spans["longest"] != spans["packed"]).any() else "packed"
     alone = spans[spans["contended"] < ALONE]
     fitted = alone if len(alone) >= 3 else spans

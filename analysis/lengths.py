@@ -79,7 +79,7 @@ def read_lengths(path: Path, field: str | None, tokenizer: str | None, count: st
         name, values = read_field(path, field)
         if not is_text(values):
             if tokenizer is not None:
-                raise ValueError(f"--tokenizer: field {name!r} holds token counts or ids, not text")
+                raise ValueError(f"tokenizer: field {name!r} holds token counts or ids, not text")
             return Lengths(
                 path, name, token_counts(values, f"{path.name}:{name}"), "tokens", "token counts as logged", False
             )
@@ -87,10 +87,10 @@ def read_lengths(path: Path, field: str | None, tokenizer: str | None, count: st
             raise ValueError(f"field: {name!r} mixes text with other values")
         counted, unit, how = count_text(values, tokenizer, count)
     except ValueError as exc:
-        raise ScenarioError(_flagged(str(exc))) from None
+        raise ScenarioError(str(exc).removeprefix("path: ")) from None
     if counted.min() < 1:
         empty = int(np.argmin(counted)) + 1
-        raise ScenarioError(f"--field: record {empty} of {path} is an empty completion ({unit}: 0)")
+        raise ScenarioError(f"field: record {empty} of {path} is an empty completion ({unit}: 0)")
     return Lengths(path, name, counted, unit, how, True)
 
 
@@ -102,7 +102,7 @@ def count_text(texts: list[str], tokenizer: str | None, count: str) -> tuple[np.
         try:
             loaded = load_hf_tokenizer(tokenizer)
         except ValueError as exc:
-            raise ValueError(f"--tokenizer: {exc}") from None
+            raise ValueError(f"tokenizer: {exc}") from None
         ids = loaded(texts, add_special_tokens=False)["input_ids"]
         return (
             np.asarray([len(row) for row in ids], dtype=np.int64),
@@ -113,13 +113,6 @@ def count_text(texts: list[str], tokenizer: str | None, count: str) -> tuple[np.
         return np.asarray([len(text) for text in texts], dtype=np.int64), "characters", "characters (no --tokenizer)"
     words = np.asarray([len(text.split()) for text in texts], dtype=np.int64)
     return words, "words", "whitespace-separated words (no --tokenizer; not model tokens)"
-
-
-def _flagged(message: str) -> str:
-    """A reader's ``field:``/``path:`` message as the command's flag."""
-    if message.startswith("field: "):
-        return "--field: " + message.removeprefix("field: ")
-    return message.removeprefix("path: ")
 
 
 # ── fitting ─────────────────────────────────────────────────────────────────────
@@ -144,7 +137,7 @@ def fit_pareto(lengths: np.ndarray, cap: int) -> Fit:
 def fit_all(lengths: np.ndarray, cap: int | None = None) -> list[Fit]:
     """Lognormal and Pareto fits, capped at ``cap`` (default: the longest length)."""
     if len(np.unique(lengths)) < 2:
-        raise ScenarioError(f"--field: every completion has the same length ({int(lengths[0])}); use kind: fixed")
+        raise ScenarioError(f"field: every completion has the same length ({int(lengths[0])}); use kind: fixed")
     cap = int(lengths.max()) if cap is None else cap
     return [fit_lognormal(lengths, cap), fit_pareto(lengths, cap)]
 

@@ -82,13 +82,14 @@ def fit_from_metrics(
     *,
     samples_per_step: int | None,
     max_tokens: int | None,
-    cap_flag: str = "--max-tokens",
-    samples_flag: str = "--samples-per-step",
+    cap_flag: str = "max_tokens",
+    samples_flag: str = "samples_per_step",
 ) -> MetricsFit:
     """The lognormal (median, sigma) whose capped draws have the log's mean response length and, where
     responses were clipped, its mean clip ratio; where none were, the typical response_length/max of
     ``samples_per_step`` draws. The cap: ``max_tokens``, else the longest response when some were clipped.
-    A MetricsLogError names what the log lacks, or the flag (``cap_flag``, ``samples_flag``) to give."""
+    A MetricsLogError names what the log lacks, or the argument to give: ``cap_flag``, ``samples_flag`` (the
+    command line passes its flags; ``cap_flag`` is also the ``cap_from`` of a cap given)."""
     require(log, [RESPONSE_MEAN])
     rows = log.rows[log.rows[RESPONSE_MEAN].notna()]
     mean, clip, maxima = rows[RESPONSE_MEAN], _column(rows, CLIP_RATIO), _column(rows, RESPONSE_MAX)
@@ -150,7 +151,7 @@ def _cap(log: MetricsLog, maxima: pd.Series, clip: pd.Series, max_tokens: int | 
     if longest is not None and (clip > 0).any():
         return math.ceil(longest), f"the longest {RESPONSE_MAX}: the steps with {CLIP_RATIO} > 0 reached the cap"
     raise MetricsLogError(
-        f"--max-tokens: no step of {log.source} shows the cap (no {CLIP_RATIO} above 0 with a {RESPONSE_MAX}); "
+        f"{flag}: no step of {log.source} shows the cap (no {CLIP_RATIO} above 0 with a {RESPONSE_MAX}); "
         "give it (verl's data.max_response_length)"
     )
 

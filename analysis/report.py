@@ -108,7 +108,7 @@ def write_report(
     """Every applicable figure, a trace per run and index.html, written to ``out``; ``window`` (start, end
     in seconds) limits the timeline."""
     if speedup_dirs and len(run_dirs) != 2:
-        raise RunRecordError("--speedup: a report compares speedups only between exactly two runs")
+        raise RunRecordError("speedup: a report compares speedups only between exactly two runs")
     if sizing_csv is not None:
         read_sizing(sizing_csv)  # a bad CSV fails before anything is drawn
     runs = load_runs(run_dirs)

@@ -72,11 +72,11 @@ def figure_columns(priced: bool) -> list[str]:
 
 
 def check_metric(metric: str, priced: bool) -> None:
-    """A ScenarioError naming ``--metric`` unless it is a figure column the sweep writes."""
+    """A ScenarioError naming ``metric`` (the argument) unless it is a figure column the sweep writes."""
     columns = figure_columns(priced)
     if metric not in columns:
         hint = " (it needs --price-per-device-hour)" if metric == PRICED_ONLY else f" (one of: {', '.join(columns)})"
-        raise ScenarioError(f"--metric: {metric} is not a figure of the sweep{hint}")
+        raise ScenarioError(f"metric: {metric} is not a figure of the sweep{hint}")
 
 
 def sweep_record(

@@ -79,7 +79,7 @@ def test_without_clipping_the_typical_max_pins_the_tail() -> None:
     fit = fit_from_metrics(log_of(columns), samples_per_step=512, max_tokens=8192)
     assert fit.distribution.median == pytest.approx(300, rel=0.01)
     assert fit.distribution.sigma == pytest.approx(0.5, rel=0.01)
-    assert fit.cap_from == "--max-tokens" and fit.pinned_by() == "mean and the typical max"
+    assert fit.cap_from == "max_tokens" and fit.pinned_by() == "mean and the typical max"
     assert fit.targets[2].fitted == pytest.approx(1344.05, rel=1e-6)
     assert fit.prompt_tokens() == {"kind": "fixed", "value": 110} and fit.prompt_max == 300  # 330.6 / 3 = 110.2
     assert fit.targets[1].logged == 0
@@ -102,17 +102,17 @@ def test_the_drift_of_the_mean_is_reported() -> None:
         (
             {"response_length/mean": [50.0], "response_length/max": [300.0], "response_length/clip_ratio": [0.0]},
             {"samples_per_step": 64},
-            "--max-tokens: no step of run.jsonl shows the cap",
+            "max_tokens: no step of run.jsonl shows the cap",
         ),
         (
             {"response_length/mean": [50.0], "response_length/max": [300.0]},
             {"max_tokens": 1024},
-            "--samples-per-step: no response in run.jsonl hit the cap, so its response_length/max pins the tail",
+            "samples_per_step: no response in run.jsonl hit the cap, so its response_length/max pins the tail",
         ),
         (
             {"response_length/mean": [50.0], "response_length/max": [3000.0]},
             {"max_tokens": 1024},
-            "--max-tokens: 1024 is below the longest response in run.jsonl (3,000)",
+            "max_tokens: 1024 is below the longest response in run.jsonl (3,000)",
         ),
         (
             {"response_length/mean": [50.0], "response_length/clip_ratio": [0.1]},

@@ -152,7 +152,13 @@ def _lengths_from_log(args: argparse.Namespace) -> int:
         )
     try:
         log = read_metrics_log(args.from_log)
-        fit = fit_from_metrics(log, samples_per_step=args.samples_per_step, max_tokens=args.max_tokens)
+        fit = fit_from_metrics(
+            log,
+            samples_per_step=args.samples_per_step,
+            max_tokens=args.max_tokens,
+            cap_flag="--max-tokens",  # also the cap_from the fit reports
+            samples_flag="--samples-per-step",
+        )
     except MetricsLogError as exc:
         raise ScenarioError(str(exc)) from None
     out = args.out or Path("runs") / f"lengths-{args.from_log.stem}"
