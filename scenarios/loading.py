@@ -28,7 +28,7 @@ SHIPPED_DIR = Path(__file__).resolve().parent
 #: Tags of tagged unions: pydantic puts them in error paths; people do not write them.
 _UNION_TAGS = {"sync", "pipelined", "streaming", "fixed", "lognormal", "pareto", "empirical"}
 _SCHEDULE_FIELDS = {
-    cls.model_fields["kind"].annotation.__args__[0]: set(cls.model_fields)
+    get_args(cls.model_fields["kind"].annotation)[0]: set(cls.model_fields)
     for cls in (SyncSchedule, PipelinedSchedule, StreamingSchedule)
 }
 

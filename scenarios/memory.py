@@ -158,6 +158,8 @@ def learner_memory(scenario: Scenario) -> PoolMemory:
     """What one training device holds at the peak of a step."""
     learner, model, device = scenario.learner, scenario.model, scenario.hardware.spec
     dtype = param_dtype(scenario)
+    # ModelSpec fills these at validation
+    assert model.params is not None and model.layers is not None and model.hidden is not None
     states = model_state_bytes(model.params, dtype, learner.master_weights, learner.grad_dtype, learner.optimizer)
     offloaded = frozenset(
         name for name, on in (("optimizer", learner.optimizer_offload), ("weights", learner.param_offload)) if on

@@ -219,7 +219,7 @@ def _slopes_non_negative(design: np.ndarray, values: np.ndarray) -> np.ndarray:
 # ── time to target ──────────────────────────────────────────────────────────────
 
 
-def time_at_step(step_ends: Sequence[float], steps: float, steady_step_s: float) -> float:
+def time_at_step(step_ends: Sequence[float] | np.ndarray, steps: float, steady_step_s: float) -> float:
     """Wall time (s) at which ``steps`` learner steps have finished: ``step_ends[i]`` is when step i + 1 ended;
     a fraction of a step is that fraction of its time; past the last step, each step takes ``steady_step_s``."""
     ends = np.concatenate([[0.0], np.asarray(step_ends, dtype=np.float64)])
@@ -250,7 +250,11 @@ class TimeToTarget(BaseModel):
 
 
 def predict_time_to_target(
-    fit: PenaltyFit, staleness: float, dropped_fraction: float, step_ends: Sequence[float], steady_step_s: float
+    fit: PenaltyFit,
+    staleness: float,
+    dropped_fraction: float,
+    step_ends: Sequence[float] | np.ndarray,
+    steady_step_s: float,
 ) -> TimeToTarget:
     """Steps to target from the fit, then the wall time at which the run has finished them."""
     steps = fit.steps(staleness, dropped_fraction)

@@ -167,7 +167,7 @@ def read_events(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(run_dir / EVENTS_FILE)
 
 
-Subject = TypeVar("Subject")
+Subject = TypeVar("Subject", covariant=True)  # read-only: a Simulated[Variant] is a Simulated[Labelled]
 
 
 class Simulated(NamedTuple, Generic[Subject]):

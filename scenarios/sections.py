@@ -13,7 +13,7 @@ the sections; import them from there.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
 from asyncrl.scenarios.distributions import Fixed, LengthDistribution
@@ -23,8 +23,12 @@ from asyncrl.scenarios.limits import Devices, Fraction, NonNegativeFloat, Positi
 from asyncrl.scenarios.profile import CostProfile, load_profile
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-DeviceName = Literal[tuple(DEVICES)]  # type: ignore[valid-type]
-PresetName = Literal[tuple(MODEL_PRESETS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # a Literal built from the catalogs at run time is no type to mypy: any name, for it
+    DeviceName = str
+    PresetName = str
+else:
+    DeviceName = Literal[tuple(DEVICES)]
+    PresetName = Literal[tuple(MODEL_PRESETS)]
 
 
 class Section(BaseModel):
@@ -101,7 +105,9 @@ class ModelSpec(Section):
         if self.active_params is None:
             object.__setattr__(self, "active_params", self.params)
         if self.heads is None:
+            assert self.hidden is not None and self.head_dim is not None  # not missing
             object.__setattr__(self, "heads", max(1, self.hidden // self.head_dim))
+        assert self.active_params is not None and self.params is not None  # not missing, or filled just above
         if self.active_params > self.params:
             raise ValueError(f"active_params: {self.active_params} exceeds params ({self.params})")
         return self
@@ -112,15 +118,18 @@ class ModelSpec(Section):
 
     @property
     def weight_bytes(self) -> float:
+        assert self.params is not None  # filled at validation (_fill_from_preset), as are layers, heads, ...
         return float(self.params * self.dtype_bytes)
 
     @property
     def kv_bytes_per_token(self) -> float:
         """Key and value vectors of one token across all layers."""
+        assert self.layers is not None and self.kv_heads is not None and self.head_dim is not None
         return float(2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes)
 
     @property
     def label(self) -> str:
+        assert self.params is not None
         return self.preset or f"{self.params / 1e9:.2g}B"
 
 

@@ -142,6 +142,8 @@ class AnalyticCosts:
         self._prefill_flops = device.peak_flops * tp * efficiency.mfu
         self._engine_bytes_per_s = device.memory_bytes_per_s * tp * efficiency.mbu
         self._step_s = efficiency.decode_step_s
+        assert model.params is not None and model.active_params is not None  # ModelSpec fills these at validation
+        assert model.layers is not None and model.heads is not None and model.head_dim is not None
         self._params, self._active, self._dtype = model.params, model.active_params, model.dtype_bytes
         self._attention_flops_per_context = 4 * model.layers * model.heads * model.head_dim
         self._kv_bytes_per_token = model.kv_bytes_per_token
@@ -222,6 +224,7 @@ def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
     """Two ring all-reduces per layer of b · hidden · dtype bytes, over the engine's devices and NVLink."""
     model, tp = scenario.model, scenario.cluster.devices_per_engine
     link = intra_node_link(scenario.hardware.spec)
+    assert model.layers is not None and model.hidden is not None  # ModelSpec fills these at validation
     per_layer = 2 * model.layers
     latency = all_reduce_s(0.0, tp, link, "ll")
     per_rollout = all_reduce_s(model.hidden * model.dtype_bytes, tp, link, "ll") - latency

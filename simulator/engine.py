@@ -233,7 +233,8 @@ class Engine:
         loop, so it keeps what it reads in locals and inlines ``_segment_step_s``.
         """
         heap = self.in_flight
-        self._planned = planned = []
+        planned: list[tuple[float, float, int]] = []
+        self._planned = planned
         self._reported = 0
         self._plan_start = (self.progress, self._clock, self._pause)
         size, capacity = self._group_size, self._capacity

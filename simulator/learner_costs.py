@@ -73,6 +73,7 @@ class LearnerLayout:
 def learner_state_bytes(scenario: Scenario) -> float:
     """Master weights, optimizer moments and gradients of the whole model (bytes)."""
     model = scenario.model
+    assert model.params is not None  # ModelSpec fills these at validation
     return float(model.params * (MASTER_WEIGHT_BYTES + OPTIMIZER_BYTES + model.dtype_bytes))
 
 
@@ -102,6 +103,7 @@ def _within_nodes(group: int, placement: Placement, per_node: int) -> bool:
 def learner_communication_s(scenario: Scenario, layout: LearnerLayout) -> float:
     """FSDP's collectives in one learner step, layer by layer (module docstring)."""
     model, algorithm = scenario.model, scenario.algorithm
+    assert model.layers is not None  # ModelSpec fills these at validation
     layer_bytes = model.weight_bytes / model.layers
     gather = model.layers * all_gather_s(layer_bytes, layout.shard_ranks, layout.shard_link)
     gradients = model.layers * all_reduce_s(layer_bytes / layout.state_share, layout.replicas, layout.replica_link)
@@ -117,6 +119,9 @@ class AnalyticLearner:
         model, devices = scenario.model, scenario.training_devices
         peak = scenario.hardware.spec.peak_flops * devices
         recompute = 1 if scenario.learner.activation_checkpointing else 0
+        # ModelSpec fills these at validation
+        assert model.layers is not None and model.heads is not None and model.head_dim is not None
+        assert model.active_params is not None
         attention = 2.0 * model.layers * model.heads * model.head_dim
         passes = forward_passes(scenario)
         self._forward = (passes * 2.0 * model.active_params, passes * attention, peak * efficiency.forward_mfu)
@@ -146,4 +151,7 @@ def attention_weight(scenario: Scenario) -> float:
     """Attention's work per squared row length, in tokens of the weights' work: a row of length L weighs
     L + this · L² (``TrainTokens.of``'s ``square_weight``)."""
     model = scenario.model
+    # ModelSpec fills these at validation
+    assert model.layers is not None and model.heads is not None and model.head_dim is not None
+    assert model.active_params is not None
     return model.layers * model.heads * model.head_dim / model.active_params
