@@ -114,10 +114,10 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
                 for start in command.starts:
                     actor.start(start.group, start.requests)
             elif isinstance(command, LoadWeights):
-                start = actor.now()
+                began = actor.now()
                 weights = layout.unflatten(receive_weights(buffer))
                 engine.load_weights(weights, command.version)
-                actor.loaded(command.version, start)
+                actor.loaded(command.version, began)
         if engine.in_flight or engine.waiting:
             actor.step()
 

@@ -29,6 +29,7 @@ which the median discards.
 from __future__ import annotations
 
 import copy
+import functools
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -84,14 +85,16 @@ def calibrate(
     measures: dict[str, Measure] = {}
     for batch in batch_sizes:
         measures[f"decode_step_s[{batch}]"] = _on_threads(
-            engine_threads, lambda b=batch: _decode_step(model, b, SHORT_PROMPT)
+            engine_threads, functools.partial(_decode_step, model, batch, SHORT_PROMPT)
         )
     measures["decode_step_s[long context]"] = _on_threads(
         engine_threads, lambda: _decode_step(model, wide, LONG_PROMPT)
     )
     measures["prefill_step_s"] = _on_threads(engine_threads, lambda: _admitting_step(model, LONG_PROMPT))
     for n in lengths:
-        measures[f"train_step_s[{n}]"] = _on_threads(learner_threads, lambda n=n: _train_step(learner, scenario, n))
+        measures[f"train_step_s[{n}]"] = _on_threads(
+            learner_threads, functools.partial(_train_step, learner, scenario, n)
+        )
     values = interleaved(measures, repeats, progress)
     # The sync runs a receiver process: timed apart, after the rounds (its first warms up).
     values["weight_sync_s"] = time_weight_syncs(scenario, learner.model, device, rounds=repeats + 1)[1:]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -67,7 +67,10 @@ def load_learner(
 
 def _rng_states() -> dict[str, Any]:
     """The global RNG states, as tensors and plain Python values (loadable with ``weights_only``)."""
-    kind, key, position, has_gauss, cached_gaussian = np.random.get_state()
+    # the legacy global generator's state is always the tuple form (the stubs also allow a dict)
+    kind, key, position, has_gauss, cached_gaussian = cast(
+        tuple[str, np.ndarray, int, int, float], np.random.get_state()
+    )
     states: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "numpy": (kind, key.tolist(), position, has_gauss, cached_gaussian),

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 WATCH_INTERVAL_S = 0.5
@@ -49,7 +50,8 @@ def _release_forkserver() -> None:
     """
     from multiprocessing import forkserver
 
-    server = forkserver._forkserver  # multiprocessing's own forkserver; private, stable since Python 3.4
+    # multiprocessing's own forkserver; private, stable since Python 3.4 (Any: typeshed omits its fields)
+    server: Any = forkserver._forkserver
     if server._forkserver_alive_fd is not None:
         os.close(server._forkserver_alive_fd)
         server._forkserver_alive_fd = None

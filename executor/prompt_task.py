@@ -20,11 +20,12 @@ import importlib
 import json
 import math
 import os
+import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from asyncrl.executor.hf_tokenizer import HfTokenizer
@@ -48,7 +49,11 @@ class PromptFileTask:
 
     def prompts(self, rng: Rng, n: int) -> list[TaskPrompt]:
         picks = np.asarray(rng.integers(0, len(self.records), size=n)) if hasattr(rng, "integers") else None
-        indices = picks.tolist() if picks is not None else [rng.randrange(len(self.records)) for _ in range(n)]
+        indices = (
+            picks.tolist()
+            if picks is not None
+            else [cast(random.Random, rng).randrange(len(self.records)) for _ in range(n)]
+        )
         return [self._prompt(self.records[index]) for index in indices]
 
     def reward(self, prompt: TaskPrompt, completion_ids: Sequence[int]) -> float:

@@ -135,6 +135,7 @@ def _check_task(scenario: Scenario) -> None:
                 "model: the executor needs model.preset or model.path (architecture figures alone build no model)"
             )
         if model.path is None:
+            assert model.preset is not None  # refused just above otherwise
             build_config(MODEL_PRESETS[model.preset])
     except ValueError as exc:
         message = str(exc)

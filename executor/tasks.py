@@ -127,7 +127,9 @@ class Task(Protocol):
     """A prompt generator with a verifiable reward."""
 
     name: str
-    tokenizer: Tokenizer
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...  # read-only, so a task may hold a CharTokenizer or a HFTokenizer
 
     def prompts(self, rng: Rng, n: int) -> list[TaskPrompt]: ...
 

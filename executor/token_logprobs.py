@@ -16,7 +16,7 @@ each micro-batch's slice of a gradient (the learner's micro-batching, ``executor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from asyncrl.executor.precision import autocast
@@ -24,6 +24,9 @@ from asyncrl.executor.rollout_batch import RolloutBatch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 __all__ = [
     "TokenLogprobs",
@@ -47,7 +50,7 @@ class TokenLogprobs(NamedTuple):
 
 
 def policy_logprobs(
-    model: nn.Module,
+    model: PreTrainedModel,  # a Hugging Face causal LM: base_model, get_output_embeddings
     batch: RolloutBatch,
     rows: slice,
     *,
@@ -97,7 +100,7 @@ def _chunk_logprobs(hidden: Tensor, targets: Tensor, head: nn.Module, temperatur
     return logits.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
-def head_is_linear(model: nn.Module) -> bool:
+def head_is_linear(model: PreTrainedModel) -> bool:
     """True when the logits are the output head applied to the decoder's last hidden state, and nothing more."""
     config = getattr(model, "config", None)
     if config is None or model.get_output_embeddings() is None or model.base_model is model:

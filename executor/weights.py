@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -85,7 +86,8 @@ class Sending:
 
 def send_weights(flat: torch.Tensor, actor_rank: int) -> Sending:
     """Start sending one version to an actor, in pieces of at most ``MESSAGE_BYTES`` (1.5B bf16 weights are 3 GB)."""
-    return Sending([dist.isend(piece, dst=actor_rank) for piece in _pieces(flat)])
+    works = [dist.isend(piece, dst=actor_rank) for piece in _pieces(flat)]
+    return Sending(cast("list[dist.Work]", works))  # isend returns None only on a rank outside the group
 
 
 def receive_weights(buffer: torch.Tensor) -> torch.Tensor:

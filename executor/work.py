@@ -23,6 +23,7 @@ from asyncrl.scenarios.workload import LengthStream
 
 if TYPE_CHECKING:
     from asyncrl.executor.engine import Request, Rollout
+    from asyncrl.executor.messages import FinishedRollout
     from asyncrl.executor.tasks import Task, TaskPrompt
     from transformers import PreTrainedModel
 
@@ -66,7 +67,7 @@ class WorkSource:
             for j, length in enumerate(completion_tokens)
         ]
 
-    def reward(self, group: int, sample: int, rollout: Rollout) -> float:
+    def reward(self, group: int, sample: int, rollout: Rollout | FinishedRollout) -> float:
         if self.task is not None:
             return float(self.task.reward(self._prompts[group], rollout.tokens))
         return float(np.random.default_rng([self.scenario.run.seed, group, sample, 1]).random())
