@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,7 @@ def mean_curve(cell_curves: pd.DataFrame, x: str) -> tuple[np.ndarray, np.ndarra
     return grid, np.mean([np.interp(grid, xs, y) for xs, y in smoothed], axis=0)
 
 
-def schedule_styles(schedules: Sequence[str], in_flight: Sequence[bool]) -> dict[str, dict[str, object]]:
+def schedule_styles(schedules: Sequence[str], in_flight: Sequence[bool]) -> dict[str, dict[str, Any]]:
     """A colour per schedule (grid order), dashed with in-flight updates."""
     return {
         schedule: {"color": f"C{index % 10}", "ls": "--" if flight else "-"}

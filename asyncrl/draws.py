@@ -73,12 +73,14 @@ def draw_scenarios(count: int, seed: int, steps: int, host_cores: int | None = N
     given, is written into each (``hardware.host_cores``: the cores of the machine that will run them)."""
     rng = np.random.default_rng(seed)
     cells, losses = _Deck(SCHEDULE_CELLS, rng), _Deck(LOSSES, rng)
-    hardware = {"device": "cpu"} if host_cores is None else {"device": "cpu", "host_cores": host_cores}
+    hardware: dict[str, Any] = {"device": "cpu"} if host_cores is None else {"device": "cpu", "host_cores": host_cores}
     return [_draw_valid(index, rng, cells(), losses(), steps, hardware) for index in range(count)]
 
 
 class _Deck:
     """Deals the values in a shuffled order, shuffling anew each time all have been dealt."""
+
+    left: list[str]
 
     def __init__(self, values: tuple[str, ...], rng: np.random.Generator) -> None:
         self.values, self.rng, self.left = values, rng, []
@@ -112,7 +114,7 @@ def _draw_data(
     completion, lengths = _completion(rng)
     schedule, schedule_label = _schedule(rng, cell)
     schedule["max_concurrency"] = group * int(rng.integers(1, 7))
-    data = {
+    data: dict[str, Any] = {
         "name": f"validate-{index:02d}",
         "model": {"preset": "tiny"},
         "hardware": {"device": "cpu"},
