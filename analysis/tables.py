@@ -340,10 +340,19 @@ def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
 
 
 class PhaseRowLike(Protocol):
-    phase: str
-    logged_s: float | None
-    model_s: float
-    term: str
+    """One phase of a fitted log (``asyncrl.fit_log.PhaseRow``, frozen: read-only here too)."""
+
+    @property
+    def phase(self) -> str: ...
+
+    @property
+    def logged_s(self) -> float | None: ...
+
+    @property
+    def model_s(self) -> float: ...
+
+    @property
+    def term(self) -> str: ...
 
 
 def log_fit_lines(source: str, rows: Sequence[PhaseRowLike], undetermined: Sequence[str], notes: Sequence[str]) -> str:

@@ -171,7 +171,7 @@ def simulate_phases(scenario: Scenario, efficiency: Efficiency, steps: int = SIM
     )
 
 
-def fit_from_logs(scenario: Scenario, paths: Sequence[Path], progress: Callable[[str], None] | None = None) -> LogFit:
+def fit_from_logs(scenario: Scenario, paths: Sequence[Path], progress: Callable[[str], object] | None = None) -> LogFit:
     """The efficiency profile that makes the simulated ``scenario`` spend what its logged run spent."""
     say = progress or (lambda _: None)
     logged = logged_phases(read_logs(paths))

@@ -62,7 +62,7 @@ def calibrate(
     scenario: Scenario,
     batch_sizes: list[int],
     repeats: int = 5,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], object] | None = None,  # its result is ignored
     device: str = "cpu",
 ) -> Calibration:
     """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``.
@@ -137,7 +137,7 @@ Measure = Callable[[], float]
 
 
 def interleaved(
-    measures: dict[str, Measure], repeats: int, progress: Callable[[str], None] | None = None
+    measures: dict[str, Measure], repeats: int, progress: Callable[[str], object] | None = None
 ) -> dict[str, list[float]]:
     """Every figure's ``repeats`` measurements, taken round-robin after one warm-up round that is discarded.
 
