@@ -28,17 +28,12 @@ from collections.abc import Iterable
 import pandas as pd
 from asyncrl.analysis.intervals import mean_ci, missing, ratio_ci
 from asyncrl.analysis.statuses import COMPLETE
-from asyncrl.analysis.study import WINDOW
+from asyncrl.analysis.study import KEY_COLUMNS, WINDOW
 from asyncrl.analysis.tables import format_table
 
 GROUP_COLUMNS = ("schedule", "loss", "correction")
 SUMMARY_COLUMNS = (
-    "schedule",
-    "kind",
-    "staleness_bound",
-    "in_flight_updates",
-    "loss",
-    "correction",
+    *KEY_COLUMNS[KEY_COLUMNS.index("schedule") : KEY_COLUMNS.index("seed")],  # what names a group of seeds
     "seeds",
     "failed",
     "final_reward",
