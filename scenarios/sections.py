@@ -12,6 +12,7 @@ the sections; import them from there.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -20,6 +21,7 @@ from asyncrl.scenarios.distributions import Fixed, LengthDistribution
 from asyncrl.scenarios.efficiency import Efficiency
 from asyncrl.scenarios.efficiency import resolve as resolve_efficiency
 from asyncrl.scenarios.limits import Devices, Fraction, NonNegativeFloat, PositiveInt
+from asyncrl.scenarios.model_config import config_path, figures_from_config, read_config
 from asyncrl.scenarios.profile import CostProfile, load_profile
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -37,6 +39,10 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+#: The architecture figures a preset or a checkpoint's config.json fills in when the scenario leaves them out.
+_FIGURES = ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim", "vocab")
+
+
 class ModelSpec(Section):
     """The policy: a catalog preset, or its architecture figures given directly."""
 
@@ -47,8 +53,8 @@ class ModelSpec(Section):
     )
     params: PositiveInt | None = Field(
         None,
-        description="all weights; unset: the preset's (give the architecture figures without a preset for any "
-        "other model)",
+        description="all weights; unset: the preset's, else counted from `model.path`'s config.json (or give the "
+        "architecture figures for any other model)",
     )
     active_params: PositiveInt | None = Field(
         None,
@@ -77,8 +83,8 @@ class ModelSpec(Section):
     path: Path | None = Field(
         None,
         description="executor: a checkpoint directory (safetensors; relative to the scenario file where it exists "
-        "there), or a hub name already in the local Hugging Face cache (never downloaded); unset: built from "
-        "`preset`",
+        "there), or a hub name already in the local Hugging Face cache (never downloaded), whose config.json gives "
+        "the architecture figures without a preset (`scenarios/model_config.py`); unset: built from `preset`",
     )
     trust_remote_code: bool = Field(False, description="executor: allow code shipped with a local checkpoint")
 
@@ -92,16 +98,16 @@ class ModelSpec(Section):
 
     @model_validator(mode="after")
     def _fill_from_preset(self) -> ModelSpec:
-        if self.preset is not None:
-            preset = MODEL_PRESETS[self.preset]
-            for name in ("params", "active_params", "layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
-                if getattr(self, name) is None:
-                    object.__setattr__(self, name, getattr(preset, name))
+        """Figures not given come from the preset, else from ``model.path``'s config.json (``model_config``)."""
+        known = self._checkpoint_figures() if self.preset is None else asdict(MODEL_PRESETS[self.preset])
+        for name in _FIGURES:
+            if getattr(self, name) is None and known.get(name) is not None:
+                object.__setattr__(self, name, known[name])
         missing = [
             name for name in ("params", "layers", "hidden", "kv_heads", "head_dim") if getattr(self, name) is None
         ]
         if missing:
-            raise ValueError(f"give a preset, or {', '.join(missing)}")
+            raise ValueError(f"give a preset, a model.path with a config.json, or {', '.join(missing)}")
         if self.active_params is None:
             object.__setattr__(self, "active_params", self.params)
         if self.heads is None:
@@ -111,6 +117,14 @@ class ModelSpec(Section):
         if self.active_params > self.params:
             raise ValueError(f"active_params: {self.active_params} exceeds params ({self.params})")
         return self
+
+    def _checkpoint_figures(self) -> dict[str, int]:
+        """The architecture figures of ``model.path``'s config.json, if it has one (a local directory, or a hub
+        name already in the cache); none else."""
+        if self.path is None or all(getattr(self, name) is not None for name in _FIGURES):
+            return {}
+        found = config_path(self.path)
+        return figures_from_config(read_config(found), str(found)) if found is not None else {}
 
     @property
     def dtype_bytes(self) -> int:
