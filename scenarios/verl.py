@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from asyncrl.scenarios.catalog import MODEL_PRESETS
 from asyncrl.scenarios.memory import rollouts_that_fit
+from asyncrl.scenarios.model_config import config_path
 from asyncrl.scenarios.verl_config import (
     Reader,
     VerlError,
@@ -142,10 +143,10 @@ def _missing_inputs(
     """What verl's config cannot give and the arguments must (each named: ``preset: ...``), all at once."""
     missing = []
     path = str(lookup(config, "actor_rollout_ref.model.path", ""))
-    if preset is None and guess_preset(path) is None:
+    if preset is None and guess_preset(path) is None and config_path(Path(path)) is None:
         missing.append(
-            f"preset: actor_rollout_ref.model.path {path or '(unset)'} is not a model preset; "
-            "give the closest one (asyncrl list shows them)"
+            f"preset: actor_rollout_ref.model.path {path or '(unset)'} is not a model preset, nor a checkpoint "
+            "with a config.json on this machine; give the closest preset (asyncrl list shows them)"
         )
     if device is None:
         missing.append("device: verl's config does not say which GPU; give one (h100, a100-80g, h200, ...)")
@@ -173,14 +174,21 @@ def guess_preset(model_path: str) -> str | None:
 
 
 def _model(plan: VerlPlan, get: Reader, preset: str | None) -> None:
+    """The model: ``--preset`` if given, else the checkpoint's own config.json where it is on this machine (a
+    directory, or a hub name in the local cache: ``scenarios.model_config``), else the preset its name names."""
     path = get.value("actor_rollout_ref.model.path")
-    if preset is None:
-        preset = guess_preset(str(path))
-        plan.sources.append(("model.preset", "actor_rollout_ref.model.path", path))
-    else:
-        plan.sources.append(("model.preset", "--preset (the model path names none)", preset))
     dtype = get.into("model.dtype", "actor_rollout_ref.rollout.dtype", "bfloat16", lambda v: DTYPES.get(str(v)))
-    plan.scenario["model"] = {"preset": preset, **({"dtype": dtype} if dtype else {})}
+    model: dict[str, Any]
+    if preset is not None:
+        plan.sources.append(("model.preset", "--preset", preset))
+        model = {"preset": preset}
+    elif config_path(Path(str(path))) is not None:
+        plan.sources.append(("model.path", "actor_rollout_ref.model.path (its config.json)", path))
+        model = {"path": str(path)}
+    else:
+        plan.sources.append(("model.preset", "actor_rollout_ref.model.path", path))
+        model = {"preset": guess_preset(str(path))}
+    plan.scenario["model"] = {**model, **({"dtype": dtype} if dtype else {})}
 
 
 def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:

@@ -3,6 +3,7 @@ scenario; the recipes' splits become schedules; what is missing is asked for, al
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,31 @@ def test_bad_lengths_are_one_line(text: str, message: str, tmp_path: Path, capsy
     code, _ = from_verl(tmp_path, "--device", "h100", "--preset", "qwen2.5-7b", "--lengths", text)
     error = capsys.readouterr().err
     assert code == 2 and error.startswith(f"asyncrl: error: {message}") and error.count("\n") == 1
+
+
+def test_a_checkpoint_on_this_machine_gives_the_model_without_a_preset(tmp_path: Path, capsys) -> None:
+    """Qwen2.5-32B has no preset; its config.json (the keys the count reads) is the model section."""
+    checkpoint = tmp_path / "Qwen2.5-32B-Instruct"
+    checkpoint.mkdir()
+    config = {
+        "model_type": "qwen2",
+        "hidden_size": 5120,
+        "num_hidden_layers": 64,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "vocab_size": 152064,
+        "intermediate_size": 27648,
+        "tie_word_embeddings": False,
+    }
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    code, out = from_verl(
+        tmp_path, f"actor_rollout_ref.model.path={checkpoint}", "--device", "h100", "--lengths", LENGTHS
+    )
+    assert code == 0
+    assert yaml.safe_load(out.read_text())["model"] == {"path": str(checkpoint), "dtype": "bf16"}
+    assert "model.path" in capsys.readouterr().out
+    model = load_scenario(out).model
+    assert (model.layers, model.hidden, model.kv_heads, model.head_dim) == (64, 5120, 8, 128)
+    # by hand: 64 layers × 487,605,248 (attention 62,921,728 with q/k/v biases, MLP 424,673,280, norms 10,240)
+    # + embeddings and head 2 × 152,064 × 5,120 + final norm 5,120
+    assert model.params == 64 * 487_605_248 + 2 * 152_064 * 5_120 + 5_120 == 32_763_876_352
