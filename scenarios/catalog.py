@@ -44,12 +44,18 @@ DEVICES: dict[str, DeviceSpec] = {
     # PCIe Gen4 x16: 64 GB/s bidirectional (A100 datasheet).
     "a100-40g": DeviceSpec(312e12, 40 * GB, 1555 * GB, 300 * GB, 25 * GB, 32 * GB),
     "a100-80g": DeviceSpec(312e12, 80 * GB, 2039 * GB, 300 * GB, 25 * GB, 32 * GB),
+    # A800 SXM 80GB (the A100 sold in China): the A100 80GB's figures, NVLink cut to 400 GB/s bidirectional
+    # (NVIDIA's A800 datasheet); the DGX A100's adapters and PCIe Gen4 assumed.
+    "a800": DeviceSpec(312e12, 80 * GB, 2039 * GB, 200 * GB, 25 * GB, 32 * GB),
     # H100 SXM: NVLink 4, 900 GB/s bidirectional; PCIe Gen5 128 GB/s bidirectional (H100 datasheet);
     # DGX H100: 8 single-port ConnectX-7, 400 Gb/s each = 50 GB/s per GPU (DGX BasePOD reference architecture).
     "h100": DeviceSpec(989e12, 80 * GB, 3350 * GB, 450 * GB, 50 * GB, 64 * GB),
     # H200 SXM: NVLink 900 GB/s and PCIe Gen5 128 GB/s bidirectional (H200 datasheet);
     # DGX H200: the DGX H100's eight 400 Gb/s ConnectX-7 (DGX BasePOD reference architecture).
     "h200": DeviceSpec(989e12, 141 * GB, 4800 * GB, 450 * GB, 50 * GB, 64 * GB),
+    # H800 SXM (the H100 sold in China): the H100's compute, 80 GB HBM3 at 3.35 TB/s, NVLink cut to 400 GB/s
+    # bidirectional (NVIDIA's H800 specifications); assumed as on the H100: PCIe Gen5, one 400 Gb/s adapter per GPU.
+    "h800": DeviceSpec(989e12, 80 * GB, 3350 * GB, 200 * GB, 50 * GB, 64 * GB),
     # H20: NVLink 900 GB/s bidirectional (its published specifications; NVIDIA posts no public datasheet).
     # Assumed as on the other Hopper SXM parts: PCIe Gen5 x16 (128 GB/s bidirectional) to the host, and,
     # no DGX existing for it, one 400 Gb/s adapter per GPU as in the HGX H100 designs.
@@ -61,6 +67,11 @@ DEVICES: dict[str, DeviceSpec] = {
     # = 50 GB/s per GPU (DGX BasePOD reference architecture; the 100 GB/s this entry had was twice that);
     # its Xeon hosts are PCIe Gen5, 128 GB/s bidirectional per x16 link (the B200 itself speaks Gen6).
     "b200": DeviceSpec(2250e12, 180 * GB, 8000 * GB, 900 * GB, 50 * GB, 64 * GB),
+    # MI300X (OAM, AMD Instinct MI300X data sheet): 1,307.4 TFLOP/s dense bf16, 192 GB HBM3 at 5.3 TB/s, seven
+    # Infinity Fabric links of 128 GB/s bidirectional to the node's other seven GPUs (896 GB/s in all; one
+    # direction 448 GB/s), PCIe Gen5 x16 to the host; one 400 Gb/s adapter per GPU assumed (as in AMD's
+    # reference platform with eight 400G NICs).
+    "mi300x": DeviceSpec(1307.4e12, 192 * GB, 5300 * GB, 448 * GB, 50 * GB, 64 * GB),
     # Two cores of a current x86 server with AVX-512 FMA, and its DRAM share. Assumed: "devices" of a node
     # share its DRAM (a copy at DRAM bandwidth, so do host transfers), 10 GB/s to another machine.
     "cpu": DeviceSpec(0.2e12, 24 * GB, 20 * GB, 20 * GB, 10 * GB, 20 * GB, intra_node_link="pcie"),
