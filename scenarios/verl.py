@@ -177,7 +177,6 @@ def _model(plan: VerlPlan, get: Reader, preset: str | None) -> None:
     """The model: ``--preset`` if given, else the checkpoint's own config.json where it is on this machine (a
     directory, or a hub name in the local cache: ``scenarios.model_config``), else the preset its name names."""
     path = get.value("actor_rollout_ref.model.path")
-    dtype = get.into("model.dtype", "actor_rollout_ref.rollout.dtype", "bfloat16", lambda v: DTYPES.get(str(v)))
     model: dict[str, Any]
     if preset is not None:
         plan.sources.append(("model.preset", "--preset", preset))
@@ -188,6 +187,7 @@ def _model(plan: VerlPlan, get: Reader, preset: str | None) -> None:
     else:
         plan.sources.append(("model.preset", "actor_rollout_ref.model.path", path))
         model = {"preset": guess_preset(str(path))}
+    dtype = get.into("model.dtype", "actor_rollout_ref.rollout.dtype", "bfloat16", lambda v: DTYPES.get(str(v)))
     plan.scenario["model"] = {**model, **({"dtype": dtype} if dtype else {})}
 
 
