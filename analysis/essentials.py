@@ -19,9 +19,9 @@ def devices_text(scenario: Scenario) -> str:
     """``8+8 h100 (tp1)`` or ``16 h100 colocated (tp8)``: the split and the engines' tensor parallelism."""
     cluster = scenario.cluster
     split = (
-        f"{cluster.generation_devices} {scenario.hardware.device} colocated"
+        f"{cluster.generation_devices} {scenario.hardware.device_name} colocated"
         if cluster.colocated
-        else f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device}"
+        else f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device_name}"
     )
     return f"{split} (tp{cluster.devices_per_engine})"
 

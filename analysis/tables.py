@@ -148,8 +148,8 @@ def devices_label(scenario: Scenario) -> str:
     """The devices a scenario runs on, e.g. ``8+8 h100`` or ``16 h100 (colocated)``."""
     cluster = scenario.cluster
     if cluster.colocated:
-        return f"{cluster.generation_devices} {scenario.hardware.device} (colocated)"
-    return f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device}"
+        return f"{cluster.generation_devices} {scenario.hardware.device_name} (colocated)"
+    return f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device_name}"
 
 
 def simulation_lines(scenario: Scenario, summary: RunSummary, about_target: str | None = None) -> str:

@@ -193,7 +193,7 @@ def fit_from_logs(scenario: Scenario, paths: Sequence[Path], progress: Callable[
         )
     sources = {**efficiency.sources, **_sources(update, scenario)}
     fitted_to = {
-        "device": scenario.hardware.device,
+        "device": scenario.hardware.device_name,
         "model": scenario.model.label,
         "logs": ", ".join(str(path) for path in paths),
         "steps": str(logged.steps),

@@ -52,7 +52,7 @@ def preset_table() -> str:
 
 
 def device_table() -> str:
-    header = ["hardware.device", "bf16 TFLOP/s", "memory GB", "memory GB/s", "in-node GB/s", "network GB/s"]
+    header = ["hardware.device", "bf16 TFLOP/s", "memory GB", "memory GB/s", "in-node GB/s", "network GB/s", "node"]
     rows = [
         [
             name,
@@ -61,10 +61,14 @@ def device_table() -> str:
             d.memory_bytes_per_s / GIGA,
             d.nvlink_bytes_per_s / GIGA,
             d.network_bytes_per_s / GIGA,
+            d.node_devices,
         ]
         for name, d in DEVICES.items()
     ]
-    return "devices (hardware.device; dense datasheet figures)\n" + format_table(header, rows)
+    return (
+        "devices (hardware.device; dense datasheet figures; links per direction; or a mapping of a device's own "
+        "figures: docs/scenario.md)\n" + format_table(header, rows)
+    )
 
 
 def scenario_table() -> str:

@@ -93,7 +93,7 @@ def main() -> None:
     decode = decode_figures(scenario, profile.decode_step_s)
     figures: dict[str, Any] = {
         "scenario": scenario.name,
-        "device": scenario.hardware.device,
+        "device": scenario.hardware.device_name,
         "decode": decode,
         "learner_mfu": learner_mfu(scenario, profile.train_token_s),
         "weight_sync_gb_per_s": scenario.model.weight_bytes / profile.weight_sync_s / 1e9,
@@ -101,7 +101,7 @@ def main() -> None:
     }
     if args.runs is not None and args.runs.is_dir():
         figures.update(run_figures(args.runs))
-    print(f"{scenario.name}: {scenario.model.label} in {scenario.model.dtype} on {scenario.hardware.device}")
+    print(f"{scenario.name}: {scenario.model.label} in {scenario.model.dtype} on {scenario.hardware.device_name}")
     rows = [
         [r["batch"], f"{r['step_ms']:.2f}", f"{r['tokens_per_s']:,.0f}", f"{r['roofline_fraction']:.1%}"]
         for r in decode

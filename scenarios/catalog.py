@@ -13,8 +13,11 @@ NVLink is 450 GB/s each way), because a transfer moves bytes one way:
                          device has in the vendor's reference node (DGX), e.g. one
                          400 Gb/s ConnectX-7 per GPU = 50 GB/s
     host_bytes_per_s     to host memory (PCIe), what offloading optimizer state uses
+    node_devices         devices one NVLink domain joins in the reference node: 8 in a DGX or HGX,
+                         72 in a GB200 NVL72 rack (``cluster.devices_per_node`` unless the scenario sets it)
 
-Where a figure is not on a datasheet (a node's network for a device sold
+A device the catalogue lacks is given by its figures instead of a name (``hardware.device`` as a
+mapping: ``scenarios/device_sheet.py``). Where a figure is not on a datasheet (a node's network for a device sold
 without a reference node, the ``cpu`` entry), the comment says it is assumed.
 """
 
@@ -36,6 +39,7 @@ class DeviceSpec:
     network_bytes_per_s: float  # to a device of another node (its network adapter), one direction
     host_bytes_per_s: float  # to host memory over PCIe, one direction
     intra_node_link: str = "nvlink"  # "nvlink", or "pcie" where devices of a node talk over PCIe
+    node_devices: int = 8  # devices of one NVLink domain (a node) in the reference system
 
 
 DEVICES: dict[str, DeviceSpec] = {
@@ -67,6 +71,13 @@ DEVICES: dict[str, DeviceSpec] = {
     # = 50 GB/s per GPU (DGX BasePOD reference architecture; the 100 GB/s this entry had was twice that);
     # its Xeon hosts are PCIe Gen5, 128 GB/s bidirectional per x16 link (the B200 itself speaks Gen6).
     "b200": DeviceSpec(2250e12, 180 * GB, 8000 * GB, 900 * GB, 50 * GB, 64 * GB),
+    # GB200 (one Blackwell GPU of a GB200 NVL72 rack; NVIDIA's GB200 NVL72 specifications, per rack of 72 GPUs):
+    # FP16/BF16 360 PFLOP/s with sparsity = 2.5 PFLOP/s dense per GPU; up to 13.4 TB HBM3e at 576 TB/s = 186 GB
+    # at 8 TB/s per GPU (the superchip's 372 GB and 16 TB/s for two); NVLink 130 TB/s = 1.8 TB/s bidirectional
+    # per GPU, all 72 in one NVLink domain (node_devices 72). Assumed: one 400 Gb/s adapter per GPU (the compute
+    # tray's four ConnectX-7 for its four GPUs), and the host link the Grace CPU's NVLink-C2C, 900 GB/s
+    # bidirectional, shared by the superchip's two GPUs (225 GB/s each way per GPU).
+    "gb200": DeviceSpec(2500e12, 186 * GB, 8000 * GB, 900 * GB, 50 * GB, 225 * GB, node_devices=72),
     # MI300X (OAM, AMD Instinct MI300X data sheet): 1,307.4 TFLOP/s dense bf16, 192 GB HBM3 at 5.3 TB/s, seven
     # Infinity Fabric links of 128 GB/s bidirectional to the node's other seven GPUs (896 GB/s in all; one
     # direction 448 GB/s), PCIe Gen5 x16 to the host; one 400 Gb/s adapter per GPU assumed (as in AMD's

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 SHIPPED_DIR = Path(__file__).resolve().parent
 
 #: Tags of tagged unions: pydantic puts them in error paths; people do not write them.
-_UNION_TAGS = {"sync", "pipelined", "streaming", "fixed", "lognormal", "pareto", "empirical"}
+_UNION_TAGS = {"sync", "pipelined", "streaming", "fixed", "lognormal", "pareto", "empirical", "catalogue", "datasheet"}
 _SCHEDULE_FIELDS = {
     get_args(cls.model_fields["kind"].annotation)[0]: set(cls.model_fields)
     for cls in (SyncSchedule, PipelinedSchedule, StreamingSchedule)

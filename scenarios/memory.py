@@ -170,7 +170,7 @@ def learner_memory(scenario: Scenario) -> PoolMemory:
         tokens, model.layers, model.hidden, DTYPE_BYTES[dtype], learner.activation_checkpointing
     )
     parts["logits"] = logits_bytes(tokens, model.vocab)
-    capacity = f"{_gb(device.memory_bytes)} GB ({scenario.hardware.device})"
+    capacity = f"{_gb(device.memory_bytes)} GB ({scenario.hardware.device_name})"
     return PoolMemory("training pool", parts, device.memory_bytes, capacity, _learner_hint(scenario, parts))
 
 
@@ -219,7 +219,7 @@ def engine_memory(scenario: Scenario) -> PoolMemory:
     }
     capacity = (
         f"{_gb(device.memory_bytes * ENGINE_MEMORY_FRACTION)} GB "
-        f"({ENGINE_MEMORY_FRACTION:.0%} of {_gb(device.memory_bytes)} GB, {scenario.hardware.device})"
+        f"({ENGINE_MEMORY_FRACTION:.0%} of {_gb(device.memory_bytes)} GB, {scenario.hardware.device_name})"
     )
     split = f", split over {engine_devices} devices" if engine_devices > 1 else ""
     detail = f" for {rollouts:,} rollouts of {tokens:,.0f} tokens{split}"

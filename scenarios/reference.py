@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.sections import Section
@@ -58,7 +58,8 @@ def field_rows() -> list[Row]:
         if not members:
             rows.append(_row(name, info))
         elif len(members) == 1:
-            rows += [_row(f"{name}.{field}", sub) for field, sub in members[0].model_fields.items()]
+            for field, sub in members[0].model_fields.items():
+                rows += [_row(f"{name}.{field}", sub), *_nested_rows(f"{name}.{field}", sub)]
         else:
             rows += _union_rows(name, info, members)
     return rows
@@ -105,6 +106,25 @@ def _union_rows(name: str, info: FieldInfo, members: list[type[Section]]) -> lis
     return rows
 
 
+def _nested_rows(key: str, info: FieldInfo) -> list[Row]:
+    """The fields of a mapping a field may hold instead of a plain value (``hardware.device``'s datasheet
+    figures); none for a field that only holds mappings (a length distribution: its own table)."""
+    members = _members(info.annotation)
+    nested = [member for member in members if isinstance(member, type) and issubclass(member, BaseModel)]
+    if len(nested) == len(members):
+        return []
+    return [_row(f"{key}.{field}", sub) for model in nested for field, sub in model.model_fields.items()]
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The types an annotation allows: a union's members, through ``Annotated`` wrappers."""
+    if get_origin(annotation) is Annotated:
+        return _members(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [member for arg in get_args(annotation) for member in _members(arg)]
+    return [annotation]
+
+
 def _row(key: str, info: FieldInfo) -> Row:
     description = info.description
     if not description or "\n" in description:
@@ -142,11 +162,7 @@ def _value(value: Any) -> str:
 
 def _literal_names(annotation: Any) -> list[Any]:
     """The names a ``Literal`` type (optional or not) allows; none for any other type."""
-    if get_origin(annotation) is Literal:
-        return list(get_args(annotation))
-    if get_origin(annotation) in (Union, types.UnionType):
-        return [name for member in get_args(annotation) for name in _literal_names(member)]
-    return []
+    return [name for member in _members(annotation) if get_origin(member) is Literal for name in get_args(member)]
 
 
 def _or_list(names: list[str]) -> str:

@@ -15,7 +15,9 @@ importable from here (``from asyncrl.scenarios.scenario import ClusterSpec``).
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
+from asyncrl.scenarios.device_sheet import node_devices
 from asyncrl.scenarios.memory import rollouts_that_fit
 from asyncrl.scenarios.schedules import (
     PipelinedSchedule,
@@ -57,6 +59,18 @@ class Scenario(Section):
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
     run: RunSpec = Field(default_factory=RunSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_of_the_device(cls, data: Any) -> Any:
+        """``cluster.devices_per_node`` unset: the device's node (eight devices; a GB200 NVL72 rack's 72)."""
+        if not (isinstance(data, dict) and isinstance(data.get("cluster"), dict)):
+            return data
+        hardware = data.get("hardware")
+        size = node_devices(hardware.get("device")) if isinstance(hardware, dict) else None
+        if size is None or data["cluster"].get("devices_per_node") is not None:
+            return data
+        return {**data, "cluster": {**data["cluster"], "devices_per_node": size}}
 
     @model_validator(mode="after")
     def _cross_section(self) -> Scenario:

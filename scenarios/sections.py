@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from asyncrl.scenarios.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
+from asyncrl.scenarios.device_sheet import DeviceSheet, device_tag
 from asyncrl.scenarios.distributions import Fixed, LengthDistribution
 from asyncrl.scenarios.efficiency import Efficiency
 from asyncrl.scenarios.efficiency import resolve as resolve_efficiency
 from asyncrl.scenarios.limits import Devices, Fraction, NonNegativeFloat, PositiveInt
 from asyncrl.scenarios.model_config import config_path, figures_from_config, read_config
 from asyncrl.scenarios.profile import CostProfile, load_profile
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 if TYPE_CHECKING:  # a Literal built from the catalogs at run time is no type to mypy: any name, for it
     DeviceName = str
@@ -31,6 +32,11 @@ if TYPE_CHECKING:  # a Literal built from the catalogs at run time is no type to
 else:
     DeviceName = Literal[tuple(DEVICES)]
     PresetName = Literal[tuple(MODEL_PRESETS)]
+
+#: ``hardware.device``: a catalogue name, or a device given by its datasheet figures (``scenarios/device_sheet.py``).
+Device = Annotated[
+    Annotated[DeviceName, Tag("catalogue")] | Annotated[DeviceSheet, Tag("datasheet")], Discriminator(device_tag)
+]
 
 
 class Section(BaseModel):
@@ -150,9 +156,10 @@ class ModelSpec(Section):
 class HardwareSpec(Section):
     """The device kind, its efficiency, and optionally measured costs."""
 
-    device: DeviceName = Field(
+    device: Device = Field(
         description="catalog entry: datasheet peak, memory, bandwidth, NVLink, network and host links in "
-        "`scenarios/catalog.py`, each with its source"
+        "`scenarios/catalog.py`, each with its source; or a device of one's own as a mapping of its datasheet "
+        "figures (`peak_tflops`, `hbm_gb`, `hbm_gbps`, ...: the `hardware.device.*` rows)"
     )
     mfu: Fraction | None = Field(
         None,
@@ -201,7 +208,12 @@ class HardwareSpec(Section):
 
     @property
     def spec(self) -> DeviceSpec:
-        return DEVICES[self.device]
+        return self.device.spec() if isinstance(self.device, DeviceSheet) else DEVICES[self.device]
+
+    @property
+    def device_name(self) -> str:
+        """The catalogue name, or the datasheet mapping's ``name``: what tables print."""
+        return self.device.name if isinstance(self.device, DeviceSheet) else self.device
 
     def cost_profile(self) -> CostProfile | None:
         """The measured profile ``profile`` names, if it is one (else the analytic model's, with efficiencies)."""
@@ -233,7 +245,7 @@ class ClusterSpec(Section):
     devices_per_node: PositiveInt = Field(
         8,
         description="devices sharing a node (NVLink); engines, then the learner, fill nodes in order; must be a "
-        "multiple of `devices_per_engine`",
+        "multiple of `devices_per_engine`; unset: the device's node (8; 72 for `gb200`, an NVL72 rack)",
     )
 
     @model_validator(mode="after")

@@ -194,7 +194,7 @@ def simulate_sizing(
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
-            f"devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device}"
+            f"devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device_name}"
         )
     tolerance = None if exact else Tolerance()
     results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance, penalty=penalty)

@@ -54,7 +54,7 @@ def test_every_scenario_error_at_once_with_did_you_mean(tmp_path: Path, capsys) 
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "asyncrl: error: hardware.device: Input should be 'a100-40g', 'a100-80g', 'a800', 'h100', 'h200', 'h800', "
-        "'h20', 'l40s', 'b200', 'mi300x' or 'cpu'; did you mean h100?",
+        "'h20', 'l40s', 'b200', 'gb200', 'mi300x' or 'cpu'; did you mean h100?",
         "asyncrl: error: cluster.devices_per_engin: not a setting here; did you mean devices_per_engine?",
         "asyncrl: error: workload.samples_per_prompt: Input should be greater than 0",
         "asyncrl: error: schedule.max_stalness: not a setting here; did you mean max_staleness?",

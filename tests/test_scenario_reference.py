@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, cast, get_args, get_origin
 
+from asyncrl.scenarios.device_sheet import DeviceSheet
 from asyncrl.scenarios.distributions import LengthDistribution
 from asyncrl.scenarios.reference import FIELDS_END, FIELDS_START, field_rows, field_table
 from asyncrl.scenarios.scenario import Scenario
@@ -60,6 +61,8 @@ def every_field() -> dict[str, FieldInfo]:
         for section in sections:
             for field, sub in section.model_fields.items():
                 keys.setdefault(f"{name}.{field}", sub)
+    for field, sub in DeviceSheet.model_fields.items():  # hardware.device given as a mapping of datasheet figures
+        keys[f"hardware.device.{field}"] = sub
     return keys
 
 

@@ -195,7 +195,7 @@ def run_from_verl(args: argparse.Namespace) -> int:
     out.write_text(f"# from {args.config} by asyncrl from-verl\n" + _yaml_dump(plan.scenario))
     print(plan_lines(plan))
     print(
-        f"wrote {out} ({scenario.schedule.kind} on {scenario.cluster.total_devices} {scenario.hardware.device}); "
+        f"wrote {out} ({scenario.schedule.kind} on {scenario.cluster.total_devices} {scenario.hardware.device_name}); "
         f"next: asyncrl simulate {out}"
     )
     return 0
