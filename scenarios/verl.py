@@ -1,9 +1,10 @@
 """A scenario from a verl trainer config: plan the run you already launch.
 
-    ppo_trainer.yaml (resolved Hydra config) ─► key=value overrides (as verl's command line takes them)
-        ─► VerlPlan: the scenario dict, each field with the verl key it came from,
+    ppo_trainer.yaml (resolved Hydra config), or a recipe's launch script (its key=value lines, expanded)
+        ─► key=value overrides (as verl's command line takes them)   (reading: scenarios/verl_config.py)
+        ─► VerlPlan: the scenario dict, each field with the verl key (or flag) it came from,
                      the verl settings without a counterpart, the approximations made
-        ─► validate_scenario ─► scenario.yaml
+        ─► validate_scenario ─► scenario.yaml, each field's line saying where it came from
 
 Read from verl (the key names of ``verl/trainer/config/ppo_trainer.yaml`` and of the
 ``one_step_off_policy`` and ``fully_async_policy`` recipes):
@@ -18,14 +19,19 @@ Read from verl (the key names of ``verl/trainer/config/ppo_trainer.yaml`` and of
     async_training.* (fully async recipe)                       schedule streaming
     actor_rollout_ref.actor.ppo_epochs, ppo_mini_batch_size     algorithm.updates_per_step, extra_forward_passes
     actor_rollout_ref.rollout.max_num_seqs                      schedule.max_concurrency (at most what fits)
-    async_training.concurrent_samples_per_replica × rollout.n   schedule.max_concurrency (fully async)
+    16 prompts per replica (fully async rollouter) × rollout.n  schedule.max_concurrency (fully async)
     async_training.trigger_parameter_sync_step                  schedule.sync_every
     async_training.staleness_threshold                          schedule.staleness_threshold (verl's rule)
     async_training.partial_rollout                              schedule.in_flight_updates
-    actor.fsdp_config.fsdp_size, actor.ulysses_sequence_parallel_size   learner.shard_devices, model_parallel
-    model.enable_gradient_checkpointing, actor.ppo_max_token_len_per_gpu   learner.activation_checkpointing,
-                                                                 micro_batch_tokens
-    algorithm.adv_estimator, actor.optim.lr, actor.clip_ratio, actor.kl_loss_coef, rollout.temperature
+    rollout.total_rollout_steps (fully async), trainer.total_training_steps   run.steps
+    actor.strategy, fsdp_config.{fsdp_size, dtype, offload_policy}, optim.optimizer   learner.sharding,
+        shard_devices, param_dtype, param_offload and optimizer_offload, optimizer
+    actor.ulysses_sequence_parallel_size, actor.megatron.{tensor,pipeline}_model_parallel_size,
+        context_parallel_size                                   learner.model_parallel
+    model.enable_gradient_checkpointing, megatron recompute_granularity   learner.activation_checkpointing
+    actor.ppo_max_token_len_per_gpu (dynamic batching), ppo_micro_batch_size_per_gpu   learner.micro_batch_tokens
+    Megatron's optimizer_cpu_offload                            learner.optimizer_offload
+    algorithm.adv_estimator, actor.optim.lr, actor.clip_ratio (_low), actor.kl_loss_coef, rollout.temperature
     actor.grad_clip, algorithm.gamma, algorithm.lam, algorithm.norm_adv_by_std_in_grpo   the loss settings of the same names
 
 What verl does not say (the GPU, the completion length distribution, a model that is not a
@@ -48,19 +54,23 @@ from asyncrl.scenarios.model_config import config_path
 from asyncrl.scenarios.verl_config import (
     Reader,
     VerlError,
+    VerlInput,
     VerlPlan,
     lengths_option,
     lookup,
     plan_lines,
     read_config,
+    read_verl,
 )
-from asyncrl.scenarios.verl_learner import map_algorithm, map_learner
+from asyncrl.scenarios.verl_keys import NEUTRAL, NO_COUNTERPART
+from asyncrl.scenarios.verl_learner import DTYPES, map_algorithm, map_learner
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
 
 __all__ = [  # the reading side lives in verl_config; importers use this module
     "VerlError",
+    "VerlInput",
     "VerlPlan",
     "guess_preset",
     "lengths_option",
@@ -68,62 +78,52 @@ __all__ = [  # the reading side lives in verl_config; importers use this module
     "plan_from_verl",
     "plan_lines",
     "read_config",
+    "read_verl",
     "settle_concurrency",
 ]
 
-#: Prompts the fully async rollouter runs at once per replica (async_training.concurrent_samples_per_replica).
+#: Prompts the fully async rollouter runs at once per replica (``fully_async_rollouter.py``: 16, not a setting).
 ASYNC_PROMPTS_PER_REPLICA = 16
-DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "float32": "fp32", "fp32": "fp32"}
-#: verl settings that shape cost or behaviour but have no counterpart in a scenario.
-NO_COUNTERPART = {
-    "actor_rollout_ref.actor.strategy": "FSDP or FSDP2 alike (a Megatron learner: set learner.model_parallel)",
-    "actor_rollout_ref.actor.fsdp_config.param_offload": "verl frees the weights only between phases: in the "
-    "calibrated colocated switch (switch_s), not in the memory check",
-    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "verl frees the optimizer only between phases: in the "
-    "calibrated colocated switch (switch_s), not in the memory check",
-    "actor_rollout_ref.actor.loss_agg_mode": "loss aggregation (the executor averages per token)",
-    "actor_rollout_ref.actor.entropy_coeff": "entropy bonus",
-    "actor_rollout_ref.model.lora_rank": "LoRA",
-    "actor_rollout_ref.rollout.name": "the inference engine (vLLM, SGLang): its speed is the calibrated decode terms",
-    "actor_rollout_ref.rollout.gpu_memory_utilization": "asyncrl gives an engine 90% of device memory",
-    "actor_rollout_ref.rollout.max_num_batched_tokens": "prefill chunking",
-    "actor_rollout_ref.rollout.free_cache_engine": "freeing the KV cache between phases",
-    "reward_model.enable": "a reward model's forward pass",
-    "trainer.total_epochs": "epochs over a dataset whose size the config does not give",
-    "data.train_files": "the dataset",
-}
-#: Values of those settings that change nothing (off, none, one-way parallelism): not worth listing.
-NEUTRAL = {
-    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
-    "actor_rollout_ref.actor.entropy_coeff": 0,
-    "actor_rollout_ref.model.lora_rank": 0,
-}
 
 
 def plan_from_verl(
     config: dict[str, Any],
     *,
     name: str,
-    device: str | None,
+    device: str | dict[str, Any] | None,
     completion_tokens: dict[str, Any] | None,
     prompt_tokens: dict[str, Any] | None = None,
     preset: str | None = None,
+    given: set[str] | None = None,
+    lengths_from: tuple[str, str] = ("--lengths", "--prompt-lengths"),
 ) -> VerlPlan:
-    """The scenario a verl config describes; a VerlError listing every missing piece at once."""
+    """The scenario a verl config describes; a VerlError listing every missing piece at once. ``given``: the keys
+    the config or script set (the others are verl's defaults, and the plan says so); ``lengths_from``: what
+    the completion and prompt lengths came from (the flags, or a log)."""
     plan = VerlPlan(scenario={"name": name})
     missing = _missing_inputs(config, device, completion_tokens, preset)
     if missing:
         raise VerlError("\n".join(missing))
-    get = Reader(config, plan)
+    get = Reader(config, plan, given)
+    named = lookup(config, "trainer.experiment_name")
+    plan.source("name", "trainer.experiment_name" if named == name else "--name (or the file's name)", name)
     _model(plan, get, preset)
     plan.scenario["hardware"] = {"device": device}
+    plan.source("hardware.device", "--device", device)
     _cluster_and_schedule(plan, get)
     _workload(plan, get, completion_tokens, prompt_tokens)
+    plan.source("workload.completion_tokens", lengths_from[0], completion_tokens)
+    if prompt_tokens is not None:
+        plan.source("workload.prompt_tokens", lengths_from[1], prompt_tokens)
     map_algorithm(plan, get)
     map_learner(plan, get)
     _concurrency(plan, get)
     _run(plan, get)
-    plan.unmapped = [(key, lookup(config, key), why) for key, why in NO_COUNTERPART.items() if _matters(config, key)]
+    plan.unmapped = [
+        (key, lookup(config, key), why)
+        for key, why in NO_COUNTERPART.items()
+        if get.is_given(key) and _matters(config, key)
+    ]
     return plan
 
 
@@ -132,13 +132,20 @@ def _matters(config: dict[str, Any], key: str) -> bool:
     value = lookup(config, key)
     if value in (None, "", False) or value == NEUTRAL.get(key, object()):
         return False
-    if key == "actor_rollout_ref.actor.ppo_max_token_len_per_gpu":
-        return bool(lookup(config, "actor_rollout_ref.actor.use_dynamic_bsz"))
+    if key.startswith("actor_rollout_ref.actor.megatron."):
+        return str(lookup(config, "actor_rollout_ref.actor.strategy", "")) == "megatron"
+    if key.startswith("actor_rollout_ref.actor.fsdp_config."):
+        return str(lookup(config, "actor_rollout_ref.actor.strategy", "fsdp")) != "megatron"
+    if key == "actor_rollout_ref.actor.clip_ratio_high":
+        return value != lookup(config, "actor_rollout_ref.actor.clip_ratio_low", value)
     return True
 
 
 def _missing_inputs(
-    config: dict[str, Any], device: str | None, completion_tokens: dict[str, Any] | None, preset: str | None
+    config: dict[str, Any],
+    device: str | dict[str, Any] | None,
+    completion_tokens: dict[str, Any] | None,
+    preset: str | None,
 ) -> list[str]:
     """What verl's config cannot give and the arguments must (each named: ``preset: ...``), all at once."""
     missing = []
@@ -200,11 +207,15 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
     hybrid = bool(get.into("cluster.colocated", "actor_rollout_ref.hybrid_engine", True))
     recipe = get.value("rollout.n_gpus_per_node") is not None
     if hybrid or not recipe:
+        plan.source("schedule.kind", "actor_rollout_ref.hybrid_engine", hybrid)
         if not hybrid:
             plan.notes.append(
                 "actor_rollout_ref.hybrid_engine is false but no rollout.n_gpus_per_node (recipe) is set: "
                 "planned as colocated"
             )
+        plan.source(
+            "cluster.generation_devices", "trainer.n_gpus_per_node × nnodes (colocated: the same devices)", trainer
+        )
         plan.scenario["cluster"] = {
             "generation_devices": trainer,
             "training_devices": trainer,
@@ -221,14 +232,14 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
         "training_devices": trainer,
         "devices_per_engine": tp,
     }
-    plan.scenario["schedule"] = (
-        _fully_async(plan, get)
-        if get.value("async_training")
-        else {
-            "kind": "pipelined",
-            "off_policy_steps": 1,
-        }
-    )
+    if get.value("async_training") is not None:
+        plan.source("schedule.kind", "async_training (the fully async recipe)", "streaming")
+        plan.scenario["schedule"] = _fully_async(plan, get)
+        return
+    one_step_off = "rollout.n_gpus_per_node (the one step off recipe)"
+    plan.source("schedule.kind", one_step_off, "pipelined")
+    plan.source("schedule.off_policy_steps", one_step_off, "one step off")
+    plan.scenario["schedule"] = {"kind": "pipelined", "off_policy_steps": 1}
 
 
 def _fully_async(plan: VerlPlan, get: Reader) -> dict[str, Any]:
@@ -240,6 +251,11 @@ def _fully_async(plan: VerlPlan, get: Reader) -> dict[str, Any]:
     if threshold < 0:
         raise VerlError(f"async_training.staleness_threshold: {threshold} is negative")
     bound = math.ceil(every * (1 + threshold)) + every
+    plan.source(
+        "schedule.max_staleness",
+        "async_training.trigger_parameter_sync_step k, staleness_threshold t",
+        f"⌈k(1 + t)⌉ + k = {bound}",
+    )
     plan.notes.append(
         f"schedule.max_staleness = ⌈trigger_parameter_sync_step × (1 + staleness_threshold)⌉ + "
         f"trigger_parameter_sync_step = {bound}: verl drops no sample; the bound only catches a straggler "
@@ -258,6 +274,7 @@ def _fully_async(plan: VerlPlan, get: Reader) -> dict[str, Any]:
         "no partial rollout: at each sync an engine stops starting groups, finishes what runs, then loads "
         "(schedule.refresh: drain)"
     )
+    plan.source("schedule.refresh", "async_training.partial_rollout", partial)
     return {**schedule, "refresh": "drain", "refresh_every": every}
 
 
@@ -266,7 +283,10 @@ def _workload(plan: VerlPlan, get: Reader, completion: dict[str, Any] | None, pr
     if get.value("async_training"):
         batches = get.integer("workload.prompts_per_step", "async_training.require_batches", 1)
         prompts = batches * get.integer("workload.prompts_per_step", "actor_rollout_ref.actor.ppo_mini_batch_size")
-        plan.notes.append("fully async: a learner step is one local update of require_batches × ppo_mini_batch_size")
+        plan.notes.append(
+            "fully async: a learner step is one local update of require_batches × ppo_mini_batch_size "
+            f"(data.train_batch_size, {get.value('data.train_batch_size')} here, is not the trainer's batch)"
+        )
     else:
         prompts = get.integer("workload.prompts_per_step", "data.train_batch_size")
     prompt_cap = get.integer("workload.prompt_tokens", "data.max_prompt_length", 512)
@@ -292,13 +312,16 @@ def _capped(lengths: dict[str, Any], cap: int) -> dict[str, Any]:
 
 def _concurrency(plan: VerlPlan, get: Reader) -> None:
     """Rollouts an engine runs at once: vLLM's max_num_seqs, or the fully async rollouter's cap of
-    concurrent_samples_per_replica prompts per replica (``fully_async_rollouter``: 16 by default). What the
+    16 prompts per replica (``fully_async_rollouter.py``, not a setting). What the
     KV cache holds may be fewer: ``settle_concurrency`` lowers it once the scenario's lengths are known."""
     if plan.scenario["schedule"].get("kind") == "streaming":
-        prompts = get.integer(
-            "schedule.max_concurrency", "async_training.concurrent_samples_per_replica", ASYNC_PROMPTS_PER_REPLICA
+        group = plan.scenario["workload"]["samples_per_prompt"]
+        plan.source(
+            "schedule.max_concurrency",
+            "verl's fully async rollouter (16 prompts per replica, not a setting) × actor_rollout_ref.rollout.n",
+            f"{ASYNC_PROMPTS_PER_REPLICA} × {group}",
         )
-        plan.scenario["schedule"]["max_concurrency"] = prompts * plan.scenario["workload"]["samples_per_prompt"]
+        plan.scenario["schedule"]["max_concurrency"] = ASYNC_PROMPTS_PER_REPLICA * group
         return
     sequences = get.value("actor_rollout_ref.rollout.max_num_seqs")
     if isinstance(sequences, int) and not isinstance(sequences, bool) and sequences > 0:
@@ -334,9 +357,22 @@ def settle_concurrency(plan: VerlPlan, scenario: Scenario) -> bool:
 
 
 def _run(plan: VerlPlan, get: Reader) -> None:
+    """Learner steps: trainer.total_training_steps, or the fully async rollouter's total_rollout_steps (prompts)
+    over the prompts of a learner step; 100 when the dataset decides."""
     steps = get.value("trainer.total_training_steps")
+    prompts = get.value("rollout.total_rollout_steps")
     if isinstance(steps, int) and steps > 0:
         plan.scenario["run"] = {"steps": get.integer("run.steps", "trainer.total_training_steps")}
+    elif get.value("async_training") is not None and isinstance(prompts, int) and prompts > 0:
+        batch = plan.scenario["workload"]["prompts_per_step"]
+        plan.scenario["run"] = {
+            "steps": max(1, math.ceil(get.integer("run.steps", "rollout.total_rollout_steps") / batch))
+        }
+        plan.notes.append(
+            f"run.steps = ⌈rollout.total_rollout_steps / prompts per learner step⌉ = ⌈{prompts} / {batch}⌉ (at most: "
+            "the dataset × trainer.total_epochs may end it sooner)"
+        )
     else:
+        plan.source("run.steps", "trainer.total_training_steps", steps)
         plan.notes.append("run.steps: trainer.total_training_steps is unset (it follows the dataset): 100 steps")
         plan.scenario["run"] = {"steps": 100}

@@ -1,10 +1,13 @@
 """Reading a verl config for ``asyncrl from-verl``: its keys, its interpolations, the flags, the report.
 
-    ppo_trainer.yaml + key=value overrides ─► read_config ─► config dict
-        ─► Reader.into(asyncrl key, verl key): the value, recorded in the VerlPlan as that field's source
+    ppo_trainer.yaml + key=value overrides ─┐
+    run_recipe.sh (its `python -m verl…` /  ├─► read_verl ─► VerlInput(config over verl's defaults, the keys given)
+      `python3 -m recipe…` key=value lines, ┘       ─► Reader.into(asyncrl key, verl key): the value, recorded in
+      expanded: scenarios.launch_script)                the plan as that field's source (or verl's default)
     VerlPlan ─► plan_lines: where each field came from, what has no counterpart, what was approximated
 
-The mapping rules that turn the keys into a scenario are in ``scenarios/verl.py`` (cluster, schedule,
+A launch script is read, never run (``scenarios/launch_script.py``); its keys apply over the defaults of the
+module it launches (``scenarios/verl_defaults.py``), then the command line's. The mapping rules that turn the keys into a scenario are in ``scenarios/verl.py`` (cluster, schedule,
 workload) and ``scenarios/verl_learner.py`` (algorithm, learner); this module only reads and reports.
 """
 
@@ -15,6 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from asyncrl.scenarios.launch_script import LaunchScriptError, read_launch_script
+from asyncrl.scenarios.provenance import ImportPlan
+from asyncrl.scenarios.provenance import plan_lines as import_plan_lines
+from asyncrl.scenarios.verl_defaults import PPO_TRAINER, base_config, merge
+
+#: The modules a verl launch script runs: verl's trainers and recipes, and the recipe folder's own mains.
+VERL_MODULES = ("verl", "recipe")
+YAML_SUFFIXES = (".yaml", ".yml")
 _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,(.*))?\}$")
 
 
@@ -22,14 +33,17 @@ class VerlError(ValueError):
     """What keeps a verl config from becoming a scenario; one line per problem."""
 
 
-@dataclass
-class VerlPlan:
-    """The scenario dict, where each field came from, and what was left out or approximated."""
+VerlPlan = ImportPlan  # the scenario dict, each field's source, what has no counterpart, what was approximated
 
-    scenario: dict[str, Any]
-    sources: list[tuple[str, str, Any]] = field(default_factory=list)  # (asyncrl key, verl key, value)
-    unmapped: list[tuple[str, Any, str]] = field(default_factory=list)  # (verl key, value, why)
-    notes: list[str] = field(default_factory=list)
+
+@dataclass
+class VerlInput:
+    """A verl config (verl's defaults under what was given), the keys given, and where they were read."""
+
+    config: dict[str, Any]
+    given: set[str]
+    origin: str  # the file, and for a script the line of its launch command and the module
+    notes: list[str] = field(default_factory=list)  # what the script's expansion could not know
 
 
 def lookup(config: dict[str, Any], dotted: str, default: Any = None) -> Any:
@@ -65,19 +79,27 @@ def _scalar(text: str) -> Any:
 
 
 class Reader:
-    """Reads verl keys and records which asyncrl field each one fed."""
+    """Reads verl keys and records which asyncrl field each one fed (and which were verl's defaults)."""
 
-    def __init__(self, config: dict[str, Any], plan: VerlPlan) -> None:
-        self.config, self.plan = config, plan
+    def __init__(self, config: dict[str, Any], plan: VerlPlan, given: set[str] | None = None) -> None:
+        self.config, self.plan, self.given = config, plan, given
 
     def value(self, key: str, default: Any = None) -> Any:
+        self.plan.read.add(key)
         return lookup(self.config, key, default)
+
+    def is_given(self, key: str) -> bool:
+        """The key (or a section holding it) was in the config, the script or the overrides."""
+        parts = key.split(".")
+        return self.given is None or any(".".join(parts[:size]) in self.given for size in range(1, len(parts) + 1))
 
     def into(self, target: str, key: str, default: Any = None, convert: Any = None) -> Any:
         """The verl value of ``key`` (converted), recorded as the source of ``target``."""
         raw = self.value(key, default)
         value = convert(raw) if convert is not None and raw is not None else raw
-        self.plan.sources.append((target, key, raw))
+        self.plan.source(target, key, raw)
+        if not self.is_given(key):
+            self.plan.defaulted.add(key)
         return value
 
     def integer(self, target: str, key: str, default: int | None = None) -> int:
@@ -85,6 +107,61 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, int):
             raise VerlError(f"{key}: expected an integer, got {value!r}")
         return value
+
+
+def read_verl(path: Path, overrides: list[str]) -> VerlInput:
+    """A verl trainer config (YAML) or a recipe's launch script, over verl's defaults, with the overrides."""
+    notes: list[str] = []
+    if path.suffix in YAML_SUFFIXES:
+        raw = read_config(path, [])
+        config, given, origin = merge(_copy(PPO_TRAINER), raw), dotted_keys(raw), str(path)
+    else:
+        config, given, origin, notes = _from_script(path)
+    for override in overrides:
+        _override(config, override)
+        given.add(override.partition("=")[0].lstrip("+~"))
+    return VerlInput(config, given, origin, notes)
+
+
+def _from_script(path: Path) -> tuple[dict[str, Any], set[str], str, list[str]]:
+    """The keys of a launch script's ``python -m verl…`` (or ``recipe…``) command, over its module's defaults."""
+    if not path.is_file():
+        raise VerlError(f"{path}: no such file")
+    try:
+        command = read_launch_script(path, VERL_MODULES)
+    except LaunchScriptError as exc:
+        raise VerlError(f"{exc} (a verl config is a .yaml file)") from None
+    config, given, notes = base_config(command.module, command.arguments), set(), []
+    for word in command.arguments:
+        if word.startswith("-") or "=" not in word:
+            continue  # hydra's own flags (--config-path, --config-name), or "$@"
+        _override(config, word)
+        given.add(word.partition("=")[0].lstrip("+~"))
+    if command.unset:
+        notes.append(
+            f"{path}: {', '.join(command.unset)} unset in the script (the environment is not read): expanded to "
+            "nothing, or to the script's ${X:-default}"
+        )
+    if command.unexpanded:
+        notes.append(f"{path}: not run, left as written: {', '.join(dict.fromkeys(command.unexpanded))}")
+    return config, given, f"{path}:{command.line} ({command.module})", notes
+
+
+def dotted_keys(config: dict[str, Any], prefix: str = "") -> set[str]:
+    """Every key of a nested config, dotted (sections too)."""
+    keys = set()
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        keys.add(dotted)
+        if isinstance(value, dict):
+            keys |= dotted_keys(value, f"{dotted}.")
+    return keys
+
+
+def _copy(config: dict[str, Any]) -> dict[str, Any]:
+    import copy
+
+    return copy.deepcopy(config)
 
 
 def read_config(path: Path, overrides: list[str]) -> dict[str, Any]:
@@ -105,10 +182,17 @@ def read_config(path: Path, overrides: list[str]) -> dict[str, Any]:
 
 
 def _override(config: dict[str, Any], override: str) -> None:
+    """``key=value`` (``+key``, ``++key``: added or forced) as verl's Hydra command line takes it; ``~key``
+    deletes the key."""
     import yaml
 
     key, _, raw = override.partition("=")
-    *parents, leaf = key.lstrip("+").split(".")
+    *parents, leaf = key.lstrip("+~").split(".")
+    if key.startswith("~"):
+        node = lookup(config, ".".join(parents)) if parents else config
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+        return
     node = config
     for part in parents:
         child = node.setdefault(part, {})
@@ -147,17 +231,4 @@ def lengths_option(text: str | None, flag: str, out_dir: Path) -> dict[str, Any]
 
 def plan_lines(plan: VerlPlan) -> str:
     """Where each scenario field came from, what has no counterpart, and what was approximated."""
-    width = max(len(target) for target, _, _ in plan.sources)
-    lines = ["from verl (scenario key <- verl key = value):"]
-    lines += [f"  {target.ljust(width)} <- {key} = {_show(value)}" for target, key, value in plan.sources]
-    if plan.unmapped:
-        lines.append("no counterpart in a scenario (not modelled):")
-        lines += [f"  {key} = {_show(value)}: {why}" for key, value, why in plan.unmapped]
-    if plan.notes:
-        lines.append("approximated:")
-        lines += [f"  {note}" for note in plan.notes]
-    return "\n".join(lines)
-
-
-def _show(value: Any) -> str:
-    return "unset" if value is None else str(value)
+    return import_plan_lines(plan, "verl key")

@@ -1,7 +1,8 @@
 """The verl keys of the learner's work and memory, mapped to ``algorithm`` and ``learner``.
 
     actor.ppo_epochs, ppo_mini_batch_size, adv_estimator, optim.lr, ... ─► map_algorithm ─► algorithm: {...}
-    fsdp_config.fsdp_size, ulysses / Megatron parallel sizes, ...       ─► map_learner   ─► learner: {...}
+    actor.strategy, fsdp_config.{fsdp_size, dtype, offload_policy}, optim.optimizer,
+    ulysses / Megatron parallel sizes, recomputation, the micro-batch       ─► map_learner   ─► learner: {...}
 
 Part of ``scenarios.verl.plan_from_verl``; each value read is recorded as its field's source.
 """
@@ -36,9 +37,11 @@ def map_algorithm(plan: VerlPlan, get: Reader) -> None:
     if loss is not None:
         algorithm["loss"] = loss
     lr = get.into("algorithm.learning_rate", "actor_rollout_ref.actor.optim.lr")
-    clip = get.into("algorithm.clip_eps", "actor_rollout_ref.actor.clip_ratio")
+    low = "actor_rollout_ref.actor.clip_ratio_low"  # DAPO's clip-higher sets the two ends; asyncrl's is symmetric
+    clip = get.into("algorithm.clip_eps", low if get.is_given(low) else "actor_rollout_ref.actor.clip_ratio")
     temperature = get.into("algorithm.temperature", "actor_rollout_ref.rollout.temperature")
-    use_kl = bool(get.value("actor_rollout_ref.actor.use_kl_loss", False))
+    use_kl = bool(get.into("algorithm.kl_coef", "actor_rollout_ref.actor.use_kl_loss", False))
+    get.value("actor_rollout_ref.actor.kl_loss_coef")  # looked at either way; it counts only with use_kl_loss
     kl = get.into("algorithm.kl_coef", "actor_rollout_ref.actor.kl_loss_coef") if use_kl else 0.0
     grad_clip = get.into("algorithm.grad_clip", "actor_rollout_ref.actor.grad_clip")
     gamma = get.into("algorithm.gamma", "algorithm.gamma")
@@ -76,40 +79,99 @@ def _extra_forward_passes(plan: VerlPlan, get: Reader, epochs: int, estimator: s
     return total
 
 
+ACTOR = "actor_rollout_ref.actor"
+#: verl's dtypes as the learner names them.
+DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "float32": "fp32", "fp32": "fp32"}
+
+
 def map_learner(plan: VerlPlan, get: Reader) -> None:
-    """How the learner shards and splits its work: FSDP's shard groups, sequence (or Megatron model)
-    parallelism, activation recomputation, the micro-batch token budget."""
+    """How the learner shards and splits its work and what it keeps: the strategy, FSDP's shard groups and
+    dtype, the optimizer and what is offloaded through the update, sequence (or Megatron model) parallelism,
+    activation recomputation, the micro-batch."""
     learner: dict[str, Any] = {}
-    devices = plan.scenario["cluster"]["training_devices"]
-    fsdp = get.value("actor_rollout_ref.actor.fsdp_config.fsdp_size")
-    if isinstance(fsdp, int) and not isinstance(fsdp, bool):
-        get.into("learner.shard_devices", "actor_rollout_ref.actor.fsdp_config.fsdp_size")
-        learner["shard_devices"] = devices if fsdp <= 0 else min(fsdp, devices)  # -1: shard over every device
+    megatron = str(get.value(f"{ACTOR}.strategy", "fsdp")) == "megatron"
+    learner["sharding"] = get.into("learner.sharding", f"{ACTOR}.strategy", "fsdp", lambda _: "fsdp")
+    if megatron:
+        plan.notes.append(
+            "learner.sharding = fsdp: Megatron splits weights and gradients over TP × PP and the optimizer over "
+            "every rank (use_distributed_optimizer); planned as all three sharded over the training devices"
+        )
+    else:
+        _fsdp(plan, get, learner)
+    _optimizer(get, learner, megatron)
     parallel = _model_parallel(get)
     if parallel > 1:
         learner["model_parallel"] = parallel
-    checkpointing = get.value("actor_rollout_ref.model.enable_gradient_checkpointing")
-    if isinstance(checkpointing, bool):
-        learner["activation_checkpointing"] = get.into(
-            "learner.activation_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing"
+    learner["activation_checkpointing"] = _recompute(plan, get, megatron)
+    _micro_batch(plan, get, learner)
+    plan.scenario["learner"] = learner
+
+
+def _fsdp(plan: VerlPlan, get: Reader, learner: dict[str, Any]) -> None:
+    """FSDP's shard groups (fsdp_size), its compute dtype, and FSDP2's offload policy (states on the CPU)."""
+    devices = plan.scenario["cluster"]["training_devices"]
+    fsdp = get.value(f"{ACTOR}.fsdp_config.fsdp_size")
+    if isinstance(fsdp, int) and not isinstance(fsdp, bool):
+        get.into("learner.shard_devices", f"{ACTOR}.fsdp_config.fsdp_size")
+        learner["shard_devices"] = devices if fsdp <= 0 else min(fsdp, devices)  # -1: shard over every device
+    dtype = get.into("learner.param_dtype", f"{ACTOR}.fsdp_config.dtype", "bfloat16", lambda v: DTYPES.get(str(v)))
+    if dtype is not None:
+        learner["param_dtype"] = dtype
+    if get.value(f"{ACTOR}.fsdp_config.offload_policy") is True:  # FSDP2's CPUOffloadPolicy: through the update
+        learner["param_offload"] = get.into("learner.param_offload", f"{ACTOR}.fsdp_config.offload_policy")
+        learner["optimizer_offload"] = get.into("learner.optimizer_offload", f"{ACTOR}.fsdp_config.offload_policy")
+
+
+def _optimizer(get: Reader, learner: dict[str, Any], megatron: bool) -> None:
+    """Adam-like or plain SGD; Megatron's CPU optimizer (optimizer_cpu_offload) keeps its states on the CPU."""
+    name = get.into("learner.optimizer", f"{ACTOR}.optim.optimizer", "AdamW", lambda v: str(v).lower())
+    learner["optimizer"] = "sgd" if name == "sgd" else "adam"
+    cpu = f"{ACTOR}.optim.override_optimizer_config.optimizer_cpu_offload"
+    if megatron and get.value(cpu) is True:
+        learner["optimizer_offload"] = get.into("learner.optimizer_offload", cpu)
+
+
+def _recompute(plan: VerlPlan, get: Reader, megatron: bool) -> bool:
+    """Activation recomputation: FSDP's enable_gradient_checkpointing, Megatron's recompute_granularity."""
+    if not megatron:
+        return bool(
+            get.into("learner.activation_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing", True)
         )
-    budget = get.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
-    if get.value("actor_rollout_ref.actor.use_dynamic_bsz") and isinstance(budget, int) and budget > 0:
-        learner["micro_batch_tokens"] = get.into(
-            "learner.micro_batch_tokens", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+    key = f"{ACTOR}.megatron.override_transformer_config.recompute_granularity"
+    granularity = get.into("learner.activation_checkpointing", key)
+    if granularity == "selective":
+        plan.notes.append("learner.activation_checkpointing = true: Megatron's selective recompute planned as full")
+    return granularity in ("full", "selective")
+
+
+def _micro_batch(plan: VerlPlan, get: Reader, learner: dict[str, Any]) -> None:
+    """Tokens of one micro-batch: ppo_max_token_len_per_gpu under dynamic batching, else the rows of
+    ppo_micro_batch_size_per_gpu at the prompt and response caps (their padded size, at most)."""
+    budget = get.value(f"{ACTOR}.ppo_max_token_len_per_gpu")
+    rows = get.value(f"{ACTOR}.ppo_micro_batch_size_per_gpu")
+    if get.value(f"{ACTOR}.use_dynamic_bsz") and isinstance(budget, int) and budget > 0:
+        get.into("learner.micro_batch_tokens", f"{ACTOR}.use_dynamic_bsz")
+        learner["micro_batch_tokens"] = get.into("learner.micro_batch_tokens", f"{ACTOR}.ppo_max_token_len_per_gpu")
+    elif isinstance(rows, int) and not isinstance(rows, bool) and rows > 0:
+        get.into("learner.micro_batch_tokens", f"{ACTOR}.ppo_micro_batch_size_per_gpu")
+        length = get.integer("learner.micro_batch_tokens", "data.max_prompt_length", 512) + get.integer(
+            "learner.micro_batch_tokens", "data.max_response_length", 512
         )
-    if learner:
-        plan.scenario["learner"] = learner
+        learner["micro_batch_tokens"] = rows * length
+        plan.notes.append(
+            f"learner.micro_batch_tokens = {rows} rows × {length:,} tokens (the prompt and response caps): "
+            "ppo_micro_batch_size_per_gpu without dynamic batching"
+        )
+    else:
+        get.into("learner.micro_batch_tokens", f"{ACTOR}.use_dynamic_bsz", False)
+        plan.notes.append("learner.micro_batch_tokens: neither dynamic batching nor a micro-batch size: the default")
 
 
 def _model_parallel(get: Reader) -> int:
     """Devices sharing one sequence: Ulysses sequence parallelism (FSDP) or Megatron's TP × PP × CP."""
-    if str(get.value("actor_rollout_ref.actor.strategy", "")) == "megatron":
-        keys = [f"actor_rollout_ref.actor.megatron.{name}" for name in MEGATRON_PARALLEL]
+    if str(get.value(f"{ACTOR}.strategy", "")) == "megatron":
+        keys = [f"{ACTOR}.megatron.{name}" for name in MEGATRON_PARALLEL]
         sizes = [get.into("learner.model_parallel", key) for key in keys if get.value(key) is not None]
         return math.prod(size for size in sizes if isinstance(size, int) and size > 0)
-    ulysses = get.value("actor_rollout_ref.actor.ulysses_sequence_parallel_size", 1)
-    if isinstance(ulysses, int) and ulysses > 1:
-        get.into("learner.model_parallel", "actor_rollout_ref.actor.ulysses_sequence_parallel_size")
-        return ulysses
-    return 1
+    ulysses = get.into("learner.model_parallel", f"{ACTOR}.ulysses_sequence_parallel_size", 1)
+    return ulysses if isinstance(ulysses, int) and not isinstance(ulysses, bool) and ulysses > 1 else 1

@@ -5,7 +5,8 @@
     experiments  demo, validate, study             workflows over many runs
     planning     speedup, size, penalty, sweep     plans compared, ranked and fitted
     records      compare, report, trace            what run records say
-    inputs       lengths, from-verl                a scenario's inputs from logs and configs
+    inputs       lengths                           a scenario's completion lengths from logs
+    importers    from-verl, from-openrlhf          a scenario from a framework's config or launch script
     catalog      schema, list                      what a scenario may say
 
 Each module defines ``add_parsers(commands)``, which adds its commands' parsers and sets each one's
@@ -15,7 +16,7 @@ share (scenario arguments, default output names, progress bars) is ``asyncrl.com
 
 from __future__ import annotations
 
-from asyncrl.commands import calibrate, catalog, experiments, inputs, planning, records, runs
+from asyncrl.commands import calibrate, catalog, experiments, importers, inputs, planning, records, runs
 
 #: The families, in the order ``asyncrl --help`` lists their commands.
-FAMILIES = (runs, calibrate, experiments, planning, records, inputs, catalog)
+FAMILIES = (runs, calibrate, experiments, planning, records, inputs, importers, catalog)

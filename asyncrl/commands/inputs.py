@@ -1,10 +1,9 @@
-"""``asyncrl lengths`` and ``asyncrl from-verl``: a scenario's inputs from the logs and configs a user has.
+"""``asyncrl lengths``: a scenario's completion lengths from the logs a user has.
 
-    lengths FILE.jsonl | --from-log LOG [--out DIR]   lengths.txt, fits.json, lengths.png in DIR
-    from-verl CONFIG.yaml [KEY=VALUE ...] [--out FILE.yaml]   the scenario file of a verl run
+    lengths FILE.jsonl | DUMPS/ | --from-log LOG [--out DIR]   lengths.txt, fits.json, lengths.png in DIR
 
-``lengths --out`` is a directory (default ``runs/lengths-<file stem>``); ``from-verl --out`` a scenario
-file ending in ``.yaml`` or ``.yml`` (default ``<name>.yaml``).
+``--out`` is a directory (default ``runs/lengths-<file stem>``). The scenario of a framework's run
+(``from-verl``, ``from-openrlhf``) is ``asyncrl.commands.importers``.
 """
 
 from __future__ import annotations
@@ -12,18 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from asyncrl.arguments import assignment, positive
-from asyncrl.commands.common import output_directory, output_file, plot_path, print_json
+from asyncrl.arguments import positive
+from asyncrl.commands.common import output_directory, plot_path, print_json
 from asyncrl.scenarios.loading import ScenarioError
-
-YAML = (".yaml", ".yml")
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     _lengths_parser(commands)
-    _from_verl_parser(commands)
 
 
 def _lengths_parser(commands: argparse._SubParsersAction) -> None:
@@ -77,36 +72,6 @@ def _lengths_parser(commands: argparse._SubParsersAction) -> None:
     )
     lengths.add_argument("--json", action="store_true", help="print JSON instead of a table")
     lengths.set_defaults(command=run_lengths)
-
-
-def _from_verl_parser(commands: argparse._SubParsersAction) -> None:
-    verl = commands.add_parser("from-verl", help="a scenario from the verl trainer config you launch with")
-    verl.add_argument("config", type=Path, metavar="CONFIG.yaml", help="verl's resolved trainer config (Hydra YAML)")
-    verl.add_argument(
-        "assignments",
-        nargs="*",
-        type=assignment,
-        metavar="KEY=VALUE",
-        help="overrides of the verl config, as verl's command line takes them (e.g. trainer.nnodes=2)",
-    )
-    verl.add_argument(
-        "--lengths",
-        metavar="FILE|DIST",
-        help="completion lengths: a lengths file or JSONL log (see asyncrl lengths), a verl metrics log (a "
-        "lognormal fitted to its response_length/*), or a distribution such as '{kind: lognormal, median: 800, "
-        "sigma: 1}'; capped at data.max_response_length",
-    )
-    verl.add_argument("--prompt-lengths", metavar="FILE|DIST", help="prompt lengths (default: every prompt at the cap)")
-    verl.add_argument("--device", help="the GPU (verl's config does not say): h100, a100-80g, h200, ...")
-    verl.add_argument("--preset", help="model preset, where the model path's name is not one (asyncrl list)")
-    verl.add_argument("--name", help="scenario name (default: trainer.experiment_name)")
-    verl.add_argument(
-        "--out",
-        type=Path,
-        metavar="FILE.yaml",
-        help="scenario file to write, a name ending in .yaml or .yml (default: <name>.yaml)",
-    )
-    verl.set_defaults(command=run_from_verl)
 
 
 def run_lengths(args: argparse.Namespace) -> int:
@@ -169,57 +134,3 @@ def _lengths_from_log(args: argparse.Namespace) -> int:
         return print_json(report)
     print(metrics_fit_lines(fit, log, out / "fits.json"))
     return 0
-
-
-def run_from_verl(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.log_lengths import verl_metrics_fit
-    from asyncrl.analysis.metrics_log import MetricsLogError
-    from asyncrl.scenarios.loading import validate_scenario
-    from asyncrl.scenarios.verl import VerlError, lengths_option, lookup, plan_lines, read_config
-
-    if args.out is not None:
-        output_file(args.out, YAML)
-    try:
-        config = read_config(args.config, args.assignments)
-        name = args.name or str(lookup(config, "trainer.experiment_name", "") or args.config.stem)
-        out = args.out or Path(f"{name}.yaml")
-        fit = verl_metrics_fit(args.lengths, config)  # --lengths names a metrics log: a lognormal fitted to it
-        completion = fit.completion_tokens() if fit else lengths_option(args.lengths, "--lengths", out.parent)
-        prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
-        plan = _plan(args, config, name, completion, prompt or (fit.prompt_tokens() if fit else None))
-        plan.notes += fit.verl_notes(prompt_from_log=prompt is None) if fit else []
-    except (VerlError, MetricsLogError) as exc:
-        raise ScenarioError(str(exc)) from None
-    scenario = _settled(plan, validate_scenario(plan.scenario, base_dir=out.parent.resolve()), out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# from {args.config} by asyncrl from-verl\n" + _yaml_dump(plan.scenario))
-    print(plan_lines(plan))
-    print(
-        f"wrote {out} ({scenario.schedule.kind} on {scenario.cluster.total_devices} {scenario.hardware.device_name}); "
-        f"next: asyncrl simulate {out}"
-    )
-    return 0
-
-
-def _plan(args: argparse.Namespace, config: Any, name: str, completion: Any, prompt: Any) -> Any:
-    from asyncrl.scenarios.verl import plan_from_verl
-
-    return plan_from_verl(
-        config, name=name, device=args.device, completion_tokens=completion, prompt_tokens=prompt, preset=args.preset
-    )
-
-
-def _settled(plan: Any, scenario: Any, out: Path) -> Any:
-    """The scenario, validated again when verl's max_num_seqs had to come down to what the KV cache holds."""
-    from asyncrl.scenarios.loading import validate_scenario
-    from asyncrl.scenarios.verl import settle_concurrency
-
-    if settle_concurrency(plan, scenario):
-        return validate_scenario(plan.scenario, base_dir=out.parent.resolve())
-    return scenario
-
-
-def _yaml_dump(data: dict[str, Any]) -> str:
-    import yaml
-
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
