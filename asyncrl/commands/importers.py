@@ -113,7 +113,8 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
         name = getattr(args, "name", None) or _name(lookup(config, "trainer.experiment_name"), args.config)
         out = write_relative_to or Path(f"{name}.yaml")
         fit = verl_metrics_fit(args.lengths, config)  # --lengths names a metrics log: a lognormal fitted to it
-        completion = fit.completion_tokens() if fit else lengths_option(args.lengths, "--lengths", out.parent)
+        dumps = rollout_dump_lengths(args.lengths, lookup(config, "actor_rollout_ref.model.path"), out)
+        completion = fit.completion_tokens() if fit else dumps or lengths_option(args.lengths, "--lengths", out.parent)
         prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
         from_log = f"--lengths (a lognormal fitted to {args.lengths}'s response_length/*)"
         prompt_from = "--prompt-lengths" if prompt is not None else f"--lengths ({args.lengths}'s prompt_length/mean)"
@@ -132,6 +133,28 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
     except (VerlError, MetricsLogError) as exc:
         raise ScenarioError(str(exc)) from None
     return Imported(_settled(plan, out), plan, verl.origin), out
+
+
+def rollout_dump_lengths(text: str | None, model_path: Any, out: Path) -> dict[str, Any] | None:
+    """``--lengths DIR`` of verl's rollout dumps: their responses counted in tokens of the model's own tokenizer,
+    written beside the scenario as an empirical lengths file; None when ``text`` is not a directory."""
+    import os
+
+    from asyncrl.analysis.lengths import write_lengths
+    from asyncrl.analysis.rollout_dumps import read_rollout_dumps
+
+    directory = Path(text).expanduser() if text else None
+    if directory is None or not directory.is_dir():
+        return None
+    try:
+        lengths = read_rollout_dumps(directory, None, str(model_path), "words")
+    except ScenarioError as exc:
+        raise ScenarioError(
+            f"--lengths: {directory} holds text, counted with the model's tokenizer ({exc}); or count it with "
+            f"`asyncrl lengths {directory} --tokenizer PATH` and give its lengths.txt"
+        ) from None
+    written = write_lengths(lengths.values, out.with_name(f"{out.stem}-lengths.txt"))
+    return {"kind": "empirical", "path": os.path.relpath(written.resolve(), out.parent.resolve())}
 
 
 def _name(experiment: Any, config: Path) -> str:

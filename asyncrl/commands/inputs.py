@@ -27,7 +27,14 @@ def _lengths_parser(commands: argparse._SubParsersAction) -> None:
         help="completion lengths from a JSONL log (an empirical length file, fitted tails, a histogram), "
         "or a lognormal fitted to a verl metrics log",
     )
-    lengths.add_argument("file", type=Path, nargs="?", metavar="FILE.jsonl", help="one JSON object per completion")
+    lengths.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        metavar="FILE.jsonl",
+        help="one JSON object per completion; or a directory of verl's rollout dumps (trainer.rollout_data_dir: a "
+        "JSONL file per step, the text in `output`)",
+    )
     lengths.add_argument(
         "--from-log",
         type=Path,
@@ -51,6 +58,11 @@ def _lengths_parser(commands: argparse._SubParsersAction) -> None:
         "--tokenizer",
         metavar="PATH",
         help="count text in tokens of this local tokenizer (a directory, or a cached name)",
+    )
+    lengths.add_argument(
+        "--scenario",
+        metavar="SCENARIO",
+        help="count text in tokens of this scenario's tokenizer (its model.path: a local checkpoint or a cached name)",
     )
     lengths.add_argument(
         "--count",
@@ -86,9 +98,15 @@ def run_lengths(args: argparse.Namespace) -> int:
         return _lengths_from_log(args)
     if args.samples_per_step is not None:
         raise ScenarioError("--samples-per-step: only with --from-log (a completions log has every length)")
-    if is_metrics_log(args.file):
+    tokenizer = _tokenizer(args)
+    if args.file.is_dir():
+        from asyncrl.analysis.rollout_dumps import read_rollout_dumps
+
+        lengths = read_rollout_dumps(args.file, args.field, tokenizer, args.count)
+    elif is_metrics_log(args.file):
         raise ScenarioError(f"FILE.jsonl: {args.file} is a metrics log (a line per step); read it with --from-log")
-    lengths = read_lengths(args.file, args.field, args.tokenizer, args.count)
+    else:
+        lengths = read_lengths(args.file, args.field, tokenizer, args.count)
     fits = fit_all(lengths.values, args.max_tokens)
     out = args.out or Path("runs") / f"lengths-{args.file.stem}"
     lengths_file = write_lengths(lengths.values, out / "lengths.txt")
@@ -102,15 +120,35 @@ def run_lengths(args: argparse.Namespace) -> int:
     if args.json:
         return print_json(report)
     print(lengths_lines(lengths, fits, lengths_file, plot))
+    if args.file.is_dir() and lengths.counted_from_text:
+        from asyncrl.analysis.rollout_dumps import RETOKENIZED
+
+        print(f"note: {RETOKENIZED}")
     return 0
+
+
+def _tokenizer(args: argparse.Namespace) -> str | None:
+    """``--tokenizer``, or the tokenizer of ``--scenario``'s model.path."""
+    if args.scenario is None:
+        return args.tokenizer
+    if args.tokenizer is not None:
+        raise ScenarioError("--tokenizer, --scenario: give one (the scenario's tokenizer is its model.path)")
+    from asyncrl.scenarios.loading import load_scenario
+
+    path = load_scenario(args.scenario).model.path
+    if path is None:
+        raise ScenarioError(f"--scenario: {args.scenario} has no model.path, whose tokenizer would count the text")
+    return str(path)
 
 
 def _lengths_from_log(args: argparse.Namespace) -> int:
     from asyncrl.analysis.log_lengths import fit_from_metrics, metrics_fit_lines, metrics_fit_report
     from asyncrl.analysis.metrics_log import MetricsLogError, is_metrics_log, read_metrics_log
 
-    if args.field is not None or args.tokenizer is not None:
-        raise ScenarioError("--field, --tokenizer: only for a completions log FILE.jsonl, not with --from-log")
+    if args.field is not None or args.tokenizer is not None or args.scenario is not None:
+        raise ScenarioError(
+            "--field, --tokenizer, --scenario: only for a completions log FILE.jsonl, not with --from-log"
+        )
     if args.from_log.is_file() and not is_metrics_log(args.from_log):
         raise ScenarioError(
             f"--from-log: {args.from_log} is not a metrics log (a completions log is read as FILE.jsonl)"
