@@ -276,8 +276,18 @@ def speedup_lines(
             f"{scenario.name}: {scenario.run.steps} steps of {scenario.batch_samples} samples, simulated",
             format_table(header, rows),
             *reasons,
+            baselines_line(scenario),
             *(_target_block(results, about_target) if about_target is not None else [NOT_PREDICTED]),
         ]
+    )
+
+
+def baselines_line(scenario: Scenario) -> str:
+    """Which sync baselines ``speedup`` used, and where the best sync plan is found instead."""
+    tp = scenario.cluster.devices_per_engine
+    return (
+        f"sync baselines keep the scenario's engines (tp{tp}); asyncrl size and asyncrl plan take the best sync plan "
+        "over engine sizes and splits instead"
     )
 
 

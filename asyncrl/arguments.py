@@ -92,7 +92,17 @@ EXAMPLES: dict[str, str] = {
     ),
     "from-verl": (
         "asyncrl from-verl ppo_trainer.yaml trainer.nnodes=2 --device h100 --lengths lengths.txt --out my-run.yaml\n"
-        "    a scenario from the resolved verl config you launch with; then: asyncrl simulate my-run.yaml"
+        "    a scenario from the resolved verl config you launch with (or a recipe's launch script, read, never\n"
+        "    run); then: asyncrl simulate my-run.yaml"
+    ),
+    "from-openrlhf": (
+        "asyncrl from-openrlhf train_ppo_ray.sh --device h100 --lengths '{kind: lognormal, median: 800, sigma: 1}'\n"
+        "    a scenario from OpenRLHF's launch script (or: ... -- python3 -m openrlhf.cli.train_ppo_ray --flags)"
+    ),
+    "plan": (
+        "asyncrl plan run_fully_async.sh --device h100 --lengths '{kind: lognormal, median: 2048, sigma: 1}'\n"
+        "    the run's sync and async plans sized on its devices (asyncrl size's), and one verdict line;\n"
+        "    --log METRICS fits the model's efficiencies to the run's metrics log first"
     ),
 }
 

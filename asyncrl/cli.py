@@ -9,6 +9,7 @@
     asyncrl study    SCENARIO [--schedules ...] [--losses ...]      time to a reward, executed over a grid of cells
     asyncrl speedup  SCENARIO                                      as written vs sync baselines
     asyncrl size     SCENARIO --devices N [--out FILE.csv]          rank generation:training splits
+    asyncrl plan     CONFIG [--log METRICS] --device D              a verl/OpenRLHF run: sized, one verdict
     asyncrl penalty  CELLS.csv [--out FILE]                        fit the staleness penalty to a study's runs
     asyncrl sweep    SCENARIO --vary KEY=V1,V2 [--out FILE.csv]     what-if grid over any keys: CSV and plot
     asyncrl compare  A B [--tolerance X] [--out FILE.json]         B's figures relative to A's, time by phase
@@ -16,7 +17,8 @@
     asyncrl trace    RUN [--out FILE]                              Chrome/Perfetto trace of one run
     asyncrl lengths  FILE.jsonl [--field F] [--tokenizer PATH]      lengths from logs: empirical file, fits, plot
     asyncrl lengths  --from-log LOG [--max-tokens N]               a lognormal fitted to a verl metrics log
-    asyncrl from-verl CONFIG.yaml [KEY=VALUE ...] --lengths L       a scenario from a verl trainer config
+    asyncrl from-verl CONFIG.yaml|SCRIPT.sh [KEY=VALUE ...]         a scenario from a verl config or launch script
+    asyncrl from-openrlhf SCRIPT.sh | -- COMMAND                    a scenario from OpenRLHF's launch flags
     asyncrl schema                                                 JSON Schema of the scenario file
     asyncrl list                                                   presets, devices, shipped scenarios
 

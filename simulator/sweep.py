@@ -101,8 +101,9 @@ def sizing_variants(
     scenario: Scenario, devices: int, kinds: Iterable[str], staleness: Iterable[int], splits: int = 16
 ) -> tuple[list[Variant], list[Variant]]:
     """Sync colocated baselines on ``devices`` (one per engine size that fits), and every
-    split × engine size × schedule asked for."""
-    schedules = [_schedule(kind, bound) for kind in kinds for bound in (staleness if kind != "sync" else [0])]
+    split × engine size × schedule asked for. The scenario's own kind at its own bound keeps the rest of its
+    schedule (in-flight updates, verl's sync window and threshold, the queue), moved to each split."""
+    schedules = [_schedule(scenario, kind, bound) for kind in kinds for bound in (staleness if kind != "sync" else [0])]
     candidates: list[Variant] = []
     for tp in TENSOR_PARALLEL_SIZES:
         for generation in _splits(devices, tp, splits):
@@ -129,7 +130,10 @@ def _baselines(scenario: Scenario, devices: int) -> list[Variant]:
     return baselines
 
 
-def _schedule(kind: str, bound: int) -> tuple[str, dict[str, Any]]:
+def _schedule(scenario: Scenario, kind: str, bound: int) -> tuple[str, dict[str, Any]]:
+    """A row's schedule label and the schedule fields it changes (none: the scenario's own, as written)."""
+    if kind == scenario.schedule.kind and (kind == "sync" or bound == scenario.staleness_bound):
+        return scenario.schedule.label, {}
     if kind == "pipelined":
         return schedule_label(kind, bound), {"kind": kind, "off_policy_steps": max(1, bound)}
     if kind == "streaming":

@@ -113,7 +113,8 @@ def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
     assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5", "--json"]) == 0
     summaries = json.loads(capsys.readouterr().out)
     assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5"]) == 0
-    header, _, *rows, not_predicted = capsys.readouterr().out.splitlines()[1:]
+    header, _, *rows, baselines, not_predicted = capsys.readouterr().out.splitlines()[1:]
+    assert baselines.startswith("sync baselines keep the scenario's engines (tp1)")
     assert header.split()[-6:] == ["as", "written", "vs", "this", "dev-h/1k", "USD/1k"]
     assert not_predicted.startswith("time to target: not predicted")
     for row, summary in zip(rows, summaries.values(), strict=True):

@@ -4,10 +4,13 @@
     size     SCENARIO --devices  generation:training splits of a budget, ranked               ─► CSV + table
     sweep    SCENARIO --vary     every combination of values of any keys                      ─► CSV + PNG + table
     penalty  CELLS.csv           the staleness penalty fitted to a study's runs               ─► JSON file
+    plan     CONFIG [--log LOG]  a verl or OpenRLHF run (or a scenario): its sync and async plans sized
+                                 on its devices, and one verdict line                         ─► DIR + table
 
 ``size`` and ``sweep`` write a CSV: ``--out`` is a file name ending in ``.csv`` (an existing directory, or a
 name without ``.csv``, is refused on one line); by default ``runs/<scenario name>[-<hash of the
-overrides>]-size.csv`` (``-sweep.csv``). All three simulating commands take ``--quiet`` (no progress bar).
+overrides>]-size.csv`` (``-sweep.csv``). ``plan --out`` is a directory (default ``runs/<name>-plan``): the
+scenario, the fitted profile, the sizing CSV and its plot. The simulating commands take ``--quiet``.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from asyncrl.arguments import non_negative, positive
+from asyncrl.arguments import assignment, non_negative, positive
 from asyncrl.commands.common import (
     default_out,
     load,
     load_fitting,
+    output_directory,
     output_file,
     overrides,
     penalty_argument,
@@ -39,6 +43,7 @@ CSV = (".csv",)
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     _speedup_parser(commands)
     _size_parser(commands)
+    _plan_parser(commands)
     _penalty_parser(commands)
     _sweep_parser(commands)
 
@@ -95,6 +100,51 @@ def _size_parser(commands: argparse._SubParsersAction) -> None:
         "higher samples/s first), instead of by samples/s; the sync baseline stays on top",
     )
     size.set_defaults(command=run_size)
+
+
+def _plan_parser(commands: argparse._SubParsersAction) -> None:
+    from asyncrl.commands.importers import framework_arguments
+
+    plan = commands.add_parser(
+        "plan", help="should a verl or OpenRLHF run go async, on which split, how stale: sizing and one verdict"
+    )
+    plan.add_argument(
+        "config",
+        metavar="CONFIG",
+        help="a verl trainer config (.yaml) or launch script, an OpenRLHF launch script, or an asyncrl scenario",
+    )
+    plan.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="overrides of CONFIG's settings (verl keys; a scenario's fields)",
+    )
+    plan.add_argument(
+        "--log",
+        type=Path,
+        metavar="METRICS",
+        help="a metrics log of CONFIG's run (verl's file logger or TensorBoard directory): the model's efficiencies "
+        "are fitted to it as calibrate --from-log does, and (verl, without --lengths) its response lengths",
+    )
+    framework_arguments(plan, "the config", out=False)
+    plan.add_argument("--name", help="scenario name (default: the config's)")
+    plan.add_argument(
+        "--kind", action="append", choices=["pipelined", "streaming"], help="async kinds sized (default: CONFIG's own)"
+    )
+    plan.add_argument("--max-staleness", action="append", type=non_negative, help="their bounds (default: CONFIG's)")
+    plan.add_argument(
+        "--splits", type=positive, default=8, help="most generation device counts tried per engine size (default 8)"
+    )
+    plan.add_argument("--top", type=positive, default=10, help="rows printed (all go to the CSV; default 10)")
+    plan.add_argument(
+        "--steps", type=positive, help="learner steps each plan is sized over (default: the run's, at most 100)"
+    )
+    plan.add_argument("--exact", action="store_true", help="simulate every step of every plan (as size --exact)")
+    plan.add_argument("--out", type=Path, metavar="DIR", help="directory for the scenario, profile, CSV and plot")
+    plan.add_argument("--quiet", action="store_true", help="no progress bar")
+    plan.add_argument("--json", action="store_true", help="print the verdict and the ranked plans as JSON")
+    plan.set_defaults(command=run_plan)
 
 
 def _penalty_parser(commands: argparse._SubParsersAction) -> None:
@@ -170,6 +220,45 @@ def run_size(args: argparse.Namespace) -> int:
     print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour, about))
     print(f"wrote {out}")
     return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from asyncrl.analysis.sizing import sizing_lines, write_sizing_csv
+    from asyncrl.analysis.verdict import verdict
+    from asyncrl.plan import build_scenario, calibrated, sized_kinds, sizing_steps
+    from asyncrl.simulator.sweep import simulate_sizing
+
+    out = output_directory(args.out or default_out(_plan_name(args), [], "-plan"))
+    planned = build_scenario(args, out)
+    scenario, fit = planned.scenario, None
+    if args.log is not None:
+        scenario, fit = calibrated(scenario, args.log, out, args.quiet)
+    scenario, steps_note = sizing_steps(scenario, args.steps)
+    devices = scenario.cluster.total_devices
+    kinds, bounds = sized_kinds(scenario, args.kind, args.max_staleness)
+    ranked = simulate_sizing(scenario, devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact)
+    csv_path = write_sizing_csv(out / "size.csv", ranked)
+    decided = verdict(ranked)
+    if args.json:
+        rows = [{"label": v.label, **summary_or_reason(v, s)} for v, s in ranked]
+        return print_json({"verdict": decided.line(), "speedup": decided.speedup, "plans": rows})
+    plot = plot_path(None, out / "size.png")
+    if plot is not None:
+        from asyncrl.analysis.plots import sizing
+
+        sizing(csv_path, plot)
+    written = [*planned.written, *([out / "profile.yaml"] if fit else []), csv_path, *([plot] if plot else [])]
+    print("\n".join([*planned.notes, *([fit] if fit else [])]) or f"{planned.origin}: an asyncrl scenario")
+    if steps_note:
+        print(steps_note)
+    print(sizing_lines(scenario, devices, ranked, args.top))
+    print(f"wrote {', '.join(str(path) for path in written)}")
+    print(decided.line())
+    return 0
+
+
+def _plan_name(args: argparse.Namespace) -> str:
+    return args.name or Path(args.config).stem
 
 
 def run_penalty(args: argparse.Namespace) -> int:
