@@ -28,13 +28,11 @@ outside the plan (listed), and their passes are counted on the learner only wher
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
-from asyncrl.scenarios.model_config import config_path
+from asyncrl.scenarios.importing import missing_inputs, model_section
 from asyncrl.scenarios.openrlhf_flags import NEUTRAL, NO_COUNTERPART, Flags
 from asyncrl.scenarios.provenance import ImportPlan
-from asyncrl.scenarios.verl import guess_preset
 from asyncrl.scenarios.verl_config import VerlError
 
 #: OpenRLHF's advantage estimators that have an asyncrl loss.
@@ -54,7 +52,10 @@ def plan_from_openrlhf(
     """The scenario OpenRLHF's flags describe; a VerlError listing every missing piece at once."""
     plan = flags.plan
     pretrain = str(flags.value("pretrain") or "")
-    missing = _missing(flags.label("pretrain"), pretrain, device, completion_tokens, preset)
+    cap = "--generate_max_len or --max_new_tokens"
+    missing = missing_inputs(
+        "OpenRLHF's flags", flags.label("pretrain"), pretrain, device, completion_tokens, preset, cap
+    )
     if missing:
         raise VerlError("\n".join(missing))
     plan.scenario = {"name": name}
@@ -76,33 +77,8 @@ def plan_from_openrlhf(
     return plan
 
 
-def _missing(flag: str, pretrain: str, device: Any, completion: Any, preset: str | None) -> list[str]:
-    missing = []
-    if preset is None and guess_preset(pretrain) is None and config_path(Path(pretrain)) is None:
-        missing.append(
-            f"preset: {flag} {pretrain or '(unset)'} is not a model preset, nor a checkpoint with a config.json "
-            "on this machine; give the closest preset (asyncrl list shows them)"
-        )
-    if device is None:
-        missing.append("device: OpenRLHF's flags do not say which GPU; give one (h100, a100-80g, h200, ...)")
-    if completion is None:
-        missing.append(
-            "lengths: OpenRLHF's flags give only the cap; give the completion lengths (a lengths file, a JSONL log, "
-            "or e.g. '{kind: lognormal, median: 800, sigma: 1}')"
-        )
-    return missing
-
-
 def _model(plan: ImportPlan, flags: Flags, pretrain: str, preset: str | None) -> None:
-    if preset is not None:
-        plan.source("model.preset", "--preset", preset)
-        model: dict[str, Any] = {"preset": preset}
-    elif config_path(Path(pretrain)) is not None:
-        plan.source("model.path", f"{flags.label('pretrain')} (its config.json)", pretrain)
-        model = {"path": pretrain}
-    else:
-        plan.source("model.preset", flags.label("pretrain"), pretrain)
-        model = {"preset": guess_preset(pretrain)}
+    model = model_section(plan, flags.label("pretrain"), pretrain, preset)
     dtype = "fp16" if flags.into("model.dtype", "param_dtype") == "fp16" else "bf16"
     plan.scenario["model"] = {**model, "dtype": dtype}
 
@@ -217,8 +193,10 @@ def _algorithm(plan: ImportPlan, flags: Flags) -> None:
         algorithm["normalise_std"] = False
         plan.source("algorithm.normalise_std", flags.label("advantage_estimator"), estimator)
     low_high = flags.value("eps_clip_low_high")
-    clip = low_high[0] if isinstance(low_high, list) and low_high else flags.value("eps_clip")
-    plan.source("algorithm.clip_eps", flags.label("eps_clip_low_high" if low_high else "eps_clip"), clip)
+    if isinstance(low_high, list) and low_high:
+        clip = flags.into("algorithm.clip_eps", "eps_clip_low_high")[0]
+    else:
+        clip = flags.into("algorithm.clip_eps", "eps_clip")
     numbers = {
         "learning_rate": flags.into("algorithm.learning_rate", "actor_learning_rate"),
         "clip_eps": clip,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from asyncrl.scenarios.provenance import ImportPlan
+from asyncrl.scenarios.provenance import ImportPlan, reason_for
 
 #: OpenRLHF 0.10's dotted flags, by the 0.9 name they replaced (``git log -S`` on train_ppo_ray.py, ed62d0e2).
 ALIASES = {
@@ -233,10 +233,8 @@ OUTSIDE_THE_STEP = {
 
 
 def outside_the_step(name: str) -> str | None:
-    for prefix, why in OUTSIDE_THE_STEP.items():
-        if name == prefix or (prefix.endswith((".", "_")) and name.startswith(prefix)):
-            return why
-    return None
+    """Why ``name`` has no bearing on a plan, or None when it has."""
+    return reason_for(name, OUTSIDE_THE_STEP)
 
 
 def parse_flags(words: list[str]) -> tuple[dict[str, Any], dict[str, str]]:

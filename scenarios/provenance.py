@@ -113,3 +113,11 @@ def _flow(value: Any) -> str:
 
     text = yaml.safe_dump({"x": value}, default_flow_style=True, width=1 << 16, allow_unicode=True, sort_keys=False)
     return text.strip()[len("{x: ") : -1]
+
+
+def reason_for(name: str, table: dict[str, str]) -> str | None:
+    """The reason a table gives for a setting: its own entry, or a prefix's (an entry ending in "." or "_")."""
+    for prefix, why in table.items():
+        if name == prefix or (prefix.endswith((".", "_")) and name.startswith(prefix)):
+            return why
+    return None

@@ -45,12 +45,10 @@ algorithm and the learner, ``verl_config.py`` reads the config and the flags and
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from asyncrl.scenarios.catalog import MODEL_PRESETS
+from asyncrl.scenarios.importing import guess_preset, missing_inputs, model_section
 from asyncrl.scenarios.memory import rollouts_that_fit
-from asyncrl.scenarios.model_config import config_path
 from asyncrl.scenarios.verl_config import (
     Reader,
     VerlError,
@@ -101,7 +99,11 @@ def plan_from_verl(
     the config or script set (the others are verl's defaults, and the plan says so); ``lengths_from``: what
     the completion and prompt lengths came from (the flags, or a log)."""
     plan = VerlPlan(scenario={"name": name})
-    missing = _missing_inputs(config, device, completion_tokens, preset)
+    path = str(lookup(config, "actor_rollout_ref.model.path", ""))
+    cap = "data.max_response_length"
+    missing = missing_inputs(
+        "verl's config", "actor_rollout_ref.model.path", path, device, completion_tokens, preset, cap
+    )
     if missing:
         raise VerlError("\n".join(missing))
     get = Reader(config, plan, given)
@@ -141,59 +143,9 @@ def _matters(config: dict[str, Any], key: str) -> bool:
     return True
 
 
-def _missing_inputs(
-    config: dict[str, Any],
-    device: str | dict[str, Any] | None,
-    completion_tokens: dict[str, Any] | None,
-    preset: str | None,
-) -> list[str]:
-    """What verl's config cannot give and the arguments must (each named: ``preset: ...``), all at once."""
-    missing = []
-    path = str(lookup(config, "actor_rollout_ref.model.path", ""))
-    if preset is None and guess_preset(path) is None and config_path(Path(path)) is None:
-        missing.append(
-            f"preset: actor_rollout_ref.model.path {path or '(unset)'} is not a model preset, nor a checkpoint "
-            "with a config.json on this machine; give the closest preset (asyncrl list shows them)"
-        )
-    if device is None:
-        missing.append("device: verl's config does not say which GPU; give one (h100, a100-80g, h200, ...)")
-    if completion_tokens is None:
-        missing.append(
-            "lengths: verl's config gives only the cap (data.max_response_length); give the completion lengths "
-            "(a lengths file, a JSONL log, a verl metrics log, or e.g. '{kind: lognormal, median: 800, sigma: 1}')"
-        )
-    return missing
-
-
-#: Words of a fine-tuned variant's name that leave its architecture as the base model's (Qwen2.5-Math-7B
-#: has Qwen2.5-7B's layers, widths and vocabulary).
-VARIANT_WORDS = ("-math", "-coder", "-instruct", "-chat", "-base")
-
-
-def guess_preset(model_path: str) -> str | None:
-    """The longest preset name inside the model's name, variant words left out
-    (``Qwen/Qwen2.5-7B-Instruct`` and ``Qwen/Qwen2.5-Math-7B`` → ``qwen2.5-7b``)."""
-    name = Path(model_path.rstrip("/")).name.lower()
-    for word in VARIANT_WORDS:
-        name = name.replace(word, "")
-    found = [preset for preset in MODEL_PRESETS if preset != "tiny" and preset in name]
-    return max(found, key=len) if found else None
-
-
 def _model(plan: VerlPlan, get: Reader, preset: str | None) -> None:
-    """The model: ``--preset`` if given, else the checkpoint's own config.json where it is on this machine (a
-    directory, or a hub name in the local cache: ``scenarios.model_config``), else the preset its name names."""
-    path = get.value("actor_rollout_ref.model.path")
-    model: dict[str, Any]
-    if preset is not None:
-        plan.sources.append(("model.preset", "--preset", preset))
-        model = {"preset": preset}
-    elif config_path(Path(str(path))) is not None:
-        plan.sources.append(("model.path", "actor_rollout_ref.model.path (its config.json)", path))
-        model = {"path": str(path)}
-    else:
-        plan.sources.append(("model.preset", "actor_rollout_ref.model.path", path))
-        model = {"preset": guess_preset(str(path))}
+    path = str(get.value("actor_rollout_ref.model.path", ""))
+    model = model_section(plan, "actor_rollout_ref.model.path", path, preset)
     dtype = get.into("model.dtype", "actor_rollout_ref.rollout.dtype", "bfloat16", lambda v: DTYPES.get(str(v)))
     plan.scenario["model"] = {**model, **({"dtype": dtype} if dtype else {})}
 

@@ -14,6 +14,8 @@ mapped or listed here; docs/verl.md's table of unmapped settings is ``unmapped_t
 
 from __future__ import annotations
 
+from asyncrl.scenarios.provenance import reason_for
+
 _BETWEEN_PHASES = (
     "verl moves it to the CPU only between phases, never through the update: not in the memory check (whose "
     "peak is the update's), and in the colocated switch's time (switch_s, fitted from a log)"
@@ -108,12 +110,9 @@ OUTSIDE_THE_STEP = {
 }
 
 
-def outside_the_step(key: str) -> str | None:
-    """Why ``key`` has no bearing on a plan, or None when it has."""
-    for prefix, why in OUTSIDE_THE_STEP.items():
-        if key == prefix or (prefix.endswith((".", "_")) and key.startswith(prefix)):
-            return why
-    return None
+def outside_the_step(name: str) -> str | None:
+    """Why ``name`` has no bearing on a plan, or None when it has."""
+    return reason_for(name, OUTSIDE_THE_STEP)
 
 
 def unmapped_table() -> str:

@@ -94,10 +94,19 @@ class Imported:
 
 
 def run_from_verl(args: argparse.Namespace) -> int:
+    return _imported(args, verl_scenario, "asyncrl from-verl")
+
+
+def run_from_openrlhf(args: argparse.Namespace) -> int:
+    return _imported(args, openrlhf_scenario, "asyncrl from-openrlhf")
+
+
+def _imported(args: argparse.Namespace, build: Any, command: str) -> int:
+    """Build the scenario (``build(args, write_relative_to)``), print where each field came from, write it."""
     if args.out is not None:
         output_file(args.out, YAML)
-    imported, out = verl_scenario(args, write_relative_to=args.out)
-    _write(imported, out, "asyncrl from-verl")
+    imported, out = build(args, write_relative_to=args.out)
+    _write(imported, out, command)
     return 0
 
 
@@ -161,14 +170,6 @@ def _name(experiment: Any, config: Path) -> str:
     """trainer.experiment_name, unless unset or made by a command the script was not run for: the file's name."""
     text = str(experiment or "")
     return text if text and "$(" not in text and "`" not in text else config.stem
-
-
-def run_from_openrlhf(args: argparse.Namespace) -> int:
-    if args.out is not None:
-        output_file(args.out, YAML)
-    imported, out = openrlhf_scenario(args, write_relative_to=args.out)
-    _write(imported, out, "asyncrl from-openrlhf")
-    return 0
 
 
 def openrlhf_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
