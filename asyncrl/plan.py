@@ -35,12 +35,22 @@ PLAN_STEPS = 100
 
 @dataclass
 class Planned:
-    """What ``plan`` builds before sizing: the scenario, where it came from, and the files written."""
+    """What ``plan`` builds before sizing: the scenario, where it came from, its file's text (written once the
+    plan is sized, so a failed plan leaves no scenario file behind), and what to print about it."""
 
     scenario: Scenario
     origin: str
-    written: list[Path]
     notes: list[str]
+    file_text: str | None = None
+
+    def write(self, out: Path) -> list[Path]:
+        """OUT/scenario.yaml, each field's source beside it (an imported scenario only)."""
+        if self.file_text is None:
+            return []
+        target = out / "scenario.yaml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.file_text)
+        return [target]
 
 
 def config_kind(config: str) -> str:
@@ -61,24 +71,23 @@ def config_kind(config: str) -> str:
 
 
 def build_scenario(args: argparse.Namespace, out: Path) -> Planned:
-    """CONFIG's scenario (written to OUT/scenario.yaml, each field's source beside it when imported)."""
+    """CONFIG's scenario (for OUT/scenario.yaml, each field's source beside it when imported)."""
     from asyncrl.commands.importers import openrlhf_scenario, verl_scenario
     from asyncrl.scenarios.provenance import commented_yaml, plan_lines
 
     kind = config_kind(args.config)
     target = out / "scenario.yaml"
     if kind == "scenario":
-        return Planned(_own_scenario(args), str(args.config), [], [])
+        return Planned(_own_scenario(args), str(args.config), [])
     if args.lengths is None and args.log is not None and kind == "verl":
         args.lengths = str(args.log)  # the log's response_length/* pin the lengths, as from-verl --lengths LOG
     if kind == "verl":
         imported, _ = verl_scenario(_as(args, config=Path(args.config)), write_relative_to=target)
     else:
         imported, _ = openrlhf_scenario(_as(args, source=[args.config]), write_relative_to=target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(commented_yaml(imported.plan, f"from {imported.origin} by asyncrl plan"))
     setting = "verl key" if imported.plan.framework == "verl" else "flag"
-    return Planned(imported.scenario, imported.origin, [target], [plan_lines(imported.plan, setting)])
+    text = commented_yaml(imported.plan, f"from {imported.origin} by asyncrl plan")
+    return Planned(imported.scenario, imported.origin, [plan_lines(imported.plan, setting)], text)
 
 
 def _own_scenario(args: argparse.Namespace) -> Scenario:

@@ -127,3 +127,14 @@ def test_plan_calibrates_on_the_log_and_sizes_a_sync_runs_async_options(tmp_path
 def test_a_scenario_takes_no_framework_flags(tmp_path: Path, capsys) -> None:
     assert main(["plan", "quickstart", "--lengths", "{kind: fixed, value: 9}", "--out", str(tmp_path / "p")]) == 2
     assert capsys.readouterr().err == ("asyncrl: error: --lengths: quickstart is a scenario; set its fields instead\n")
+
+
+def test_size_keeps_the_scenarios_own_schedule_at_its_own_bound() -> None:
+    from asyncrl.simulator.sweep import sizing_variants
+
+    scenario = load_scenario("moe-streaming")  # streaming, max_staleness 4, in-flight updates
+    _, own = sizing_variants(scenario, 32, ["streaming"], [4], splits=2)
+    _, other = sizing_variants(scenario, 32, ["streaming"], [2], splits=2)
+    assert own and all(v.scenario.schedule.in_flight_updates for v in own)
+    assert all(v.label.startswith("streaming-4-inflight ") for v in own)
+    assert other and not any(v.scenario.schedule.in_flight_updates for v in other)  # another bound: the defaults

@@ -237,6 +237,7 @@ def run_plan(args: argparse.Namespace) -> int:
     devices = scenario.cluster.total_devices
     kinds, bounds = sized_kinds(scenario, args.kind, args.max_staleness)
     ranked = simulate_sizing(scenario, devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact)
+    written = planned.write(out)
     csv_path = write_sizing_csv(out / "size.csv", ranked)
     decided = verdict(ranked)
     if args.json:
@@ -247,7 +248,7 @@ def run_plan(args: argparse.Namespace) -> int:
         from asyncrl.analysis.plots import sizing
 
         sizing(csv_path, plot)
-    written = [*planned.written, *([out / "profile.yaml"] if fit else []), csv_path, *([plot] if plot else [])]
+    written += [*([out / "profile.yaml"] if fit else []), csv_path, *([plot] if plot else [])]
     print("\n".join([*planned.notes, *([fit] if fit else [])]) or f"{planned.origin}: an asyncrl scenario")
     if steps_note:
         print(steps_note)
