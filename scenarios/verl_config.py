@@ -90,8 +90,10 @@ class Reader:
 
     def is_given(self, key: str) -> bool:
         """The key (or a section holding it) was in the config, the script or the overrides."""
+        if self.given is None:  # a config read whole: given where it holds the key
+            return lookup(self.config, key) is not None
         parts = key.split(".")
-        return self.given is None or any(".".join(parts[:size]) in self.given for size in range(1, len(parts) + 1))
+        return any(".".join(parts[:size]) in self.given for size in range(1, len(parts) + 1))
 
     def into(self, target: str, key: str, default: Any = None, convert: Any = None) -> Any:
         """The verl value of ``key`` (converted), recorded as the source of ``target``."""

@@ -145,10 +145,10 @@ def _lengths_from_log(args: argparse.Namespace) -> int:
     from asyncrl.analysis.log_lengths import fit_from_metrics, metrics_fit_lines, metrics_fit_report
     from asyncrl.analysis.metrics_log import MetricsLogError, is_metrics_log, read_metrics_log
 
-    if args.field is not None or args.tokenizer is not None or args.scenario is not None:
-        raise ScenarioError(
-            "--field, --tokenizer, --scenario: only for a completions log FILE.jsonl, not with --from-log"
-        )
+    if args.field is not None or args.tokenizer is not None:
+        raise ScenarioError("--field, --tokenizer: only for a completions log FILE.jsonl, not with --from-log")
+    if args.scenario is not None:
+        raise ScenarioError("--scenario: only for a completions log FILE.jsonl or rollout dumps, not with --from-log")
     if args.from_log.is_file() and not is_metrics_log(args.from_log):
         raise ScenarioError(
             f"--from-log: {args.from_log} is not a metrics log (a completions log is read as FILE.jsonl)"
