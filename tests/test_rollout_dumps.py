@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from asyncrl.scenarios.loading import load_scenario
 
@@ -13,6 +14,7 @@ from asyncrl.cli import main
 from tests.tiny_checkpoint import save_word_tokenizer
 
 WORDS = ("7", "+", "=", "what", "is")
+pytestmark = pytest.mark.slow  # the tokenizers import transformers: seconds
 
 
 def write_dumps(directory: Path, word_counts: dict[int, list[int]]) -> Path:
