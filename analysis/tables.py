@@ -347,6 +347,8 @@ def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
         f"{profile.train_start_s * 1e3:.2f} ms before each learner step\n"
         f"weight sync  {profile.weight_sync_s * 1e3:.1f} ms"
     )
+    if profile.engine_start_s is not None:
+        figures += f"\nrestart      {profile.engine_start_s:.2f} s from an engine's death to its replacement's start"
     header = ["phase", "run s", "profile s", "profile vs run"]
     return f"fitted to {run}\n{figures}\n" + format_table(header, table)
 

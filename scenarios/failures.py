@@ -34,9 +34,9 @@ from collections.abc import Iterator
 from typing import Literal, NamedTuple
 
 import numpy as np
-from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveFloat
+from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from asyncrl.scenarios.sections import Section
-from pydantic import Field, model_validator
+from pydantic import Field
 
 #: The version of an engine that has no weights yet (a restarted engine before its first load).
 NO_VERSION = -1
@@ -51,10 +51,17 @@ class FailureSpec(Section):
         default_factory=list, description="moments an engine fails, in seconds of the run's clock"
     )
     every_s: PositiveFloat | None = Field(
-        None, description="an engine fails every this many seconds (the first at this time); unset: only at_s"
+        None,
+        description="an engine fails every this many seconds (the first at this time); unset: only at_s (with "
+        "neither, nothing fails: a sweep's baseline point)",
     )
     engine: NonNegativeInt | Literal["random"] = Field(
         "random", description="which engine fails: its index, or `random` (drawn for each failure from run.seed)"
+    )
+    engines_lost: PositiveInt = Field(
+        1,
+        description="engines each failure takes down together, from `engine` on (a node's: its devices / "
+        "cluster.devices_per_engine)",
     )
     restart_s: NonNegativeFloat | None = Field(
         None,
@@ -63,11 +70,11 @@ class FailureSpec(Section):
         "executor restarts as fast as it can and, when this is set, holds the replacement back until then",
     )
 
-    @model_validator(mode="after")
-    def _some_failure(self) -> FailureSpec:
-        if not self.at_s and self.every_s is None:
-            raise ValueError("give at_s (moments) or every_s (a period); with neither, nothing fails")
-        return self
+
+    @property
+    def plans_any(self) -> bool:
+        """Whether anything fails (a sweep's baseline point, ``every_s: null``, plans nothing)."""
+        return bool(self.at_s) or self.every_s is not None
 
 
 class Failure(NamedTuple):
@@ -81,7 +88,8 @@ def failure_plan(spec: FailureSpec | None, engines: int, seed: int) -> Iterator[
     """The failures ``spec`` plans, in time order (endless with ``every_s``: stop where the run ends).
 
     ``at_s`` and the multiples of ``every_s`` merge in time order; the n-th failure's engine is
-    ``spec.engine``, or with ``random`` a draw from ``(seed, n)``, the same in both backends.
+    ``spec.engine``, or with ``random`` a draw from ``(seed, n)``, the same in both backends; it takes
+    ``engines_lost`` engines down at once, that one and the next (wrapping round), one Failure each.
     """
     if spec is None:
         return
@@ -93,7 +101,9 @@ def failure_plan(spec: FailureSpec | None, engines: int, seed: int) -> Iterator[
             time, next_periodic = next_periodic, next_periodic + period if period is not None else None
         else:
             time = moments.pop(0)
-        yield Failure(time, _engine(spec, engines, seed, count))
+        first = _engine(spec, engines, seed, count)
+        for offset in range(spec.engines_lost):
+            yield Failure(time, (first + offset) % engines)
         count += 1
 
 

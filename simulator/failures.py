@@ -118,11 +118,17 @@ class EngineFailures:
 
     def process(self) -> Generator[simpy.Event, None, None]:
         env, scenario = self.sim.env, self.sim.scenario
-        for failure in failure_plan(self.spec, scenario.cluster.engines, scenario.run.seed):
+        plan = failure_plan(self.spec, scenario.cluster.engines, scenario.run.seed)
+        failure = next(plan, None)
+        while failure is not None:
             if failure.time > env.now:
                 yield env.timeout(failure.time - env.now)
             self._check_progress(failure.time)
-            self.fail(failure.engine)
+            while failure is not None and failure.time <= env.now:  # every engine of this moment (a node)
+                self.fail(failure.engine)
+                failure = next(plan, None)
+            self.sim._confirm_refused()
+            self.sim.dispatch()
 
     def _check_progress(self, now: float) -> None:
         steps = len(self.sim.recorder.trains)
@@ -136,7 +142,9 @@ class EngineFailures:
             )
 
     def fail(self, index: int) -> None:
-        """Engine ``index`` dies now: its groups are lost, and its replacement comes ``restart_s`` later."""
+        """Engine ``index`` dies now: its groups are lost, and its replacement comes ``restart_s`` later.
+        The caller dispatches once every engine failing at this moment (a node) is down, so none is
+        handed another's lost groups."""
         sim, now = self.sim, self.sim.env.now
         if index in sim.state.down:
             return
@@ -157,7 +165,6 @@ class EngineFailures:
         sim.state.engine_lost(index, groups)
         self.log.restarts.append(RestartSpan(index, now, now + self.restart_s))
         sim.env.process(self._restore(index))
-        sim.dispatch()
 
     def _restore(self, index: int) -> Generator[simpy.Event, None, None]:
         yield self.sim.env.timeout(self.restart_s)

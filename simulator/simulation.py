@@ -73,7 +73,7 @@ class Simulation:
         self._staleness: list[float] = []  # mean staleness of each step's batch
         self.learner_steps: list[LearnerStep] = []  # what each learner step cost, by part (calibration reads it)
         failures = scenario.run.failures
-        self.failures = EngineFailures(self, failures, self.costs) if failures else None
+        self.failures = EngineFailures(self, failures, self.costs) if failures and failures.plans_any else None
 
     # Engines report (the Listener protocol).
 

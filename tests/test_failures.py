@@ -34,6 +34,8 @@ def test_the_plan_merges_moments_and_a_period_in_time_order() -> None:
         Failure(25.0, 1),
         Failure(30.0, 1),
     ]
+    node = FailureSpec(at_s=[5.0], engine=3, engines_lost=2)  # a node of two engines: 3 and, wrapping, 0
+    assert list(failure_plan(node, engines=4, seed=0)) == [Failure(5.0, 3), Failure(5.0, 0)]
     [(time, engine)] = failure_plan(FailureSpec(at_s=[3.0]), engines=4, seed=0)  # random: drawn, one failure
     assert time == 3.0 and 0 <= engine < 4
     assert list(failure_plan(None, engines=4, seed=0)) == []
@@ -46,11 +48,12 @@ def test_random_engines_are_drawn_from_the_seed() -> None:
     assert set(draws[0]) == {0, 1, 2}
 
 
-def test_a_failure_section_must_plan_something_and_name_an_engine_there_is() -> None:
-    with pytest.raises(ValueError, match="give at_s"):
-        FailureSpec()
+def test_a_failure_section_names_an_engine_there_is_and_may_plan_nothing() -> None:
+    assert list(failure_plan(FailureSpec(), engines=2, seed=0)) == []  # a sweep's baseline: every_s null
     with pytest.raises(ScenarioError, match=r"run\.failures\.engine: 2, but the cluster has 1 engine"):
         load_scenario("cpu-timing", ["run.failures={at_s: [1], engine: 2}"])
+    with pytest.raises(ScenarioError, match=r"run\.failures\.engines_lost: 2, but the cluster has 1 engine"):
+        load_scenario("cpu-timing", ["run.failures={at_s: [1], engines_lost: 2}"])
 
 
 def test_which_weights_may_generate_a_lost_group_again() -> None:
@@ -171,11 +174,13 @@ def test_deaths_keep_every_group_once(
         ["schedule.kind=pipelined", "schedule.off_policy_steps=2"],
         ["schedule.max_staleness=1", "schedule.in_flight_updates=true", "schedule.queue_policy=drop_oldest"],
         ["cluster.generation_devices=3"],
+        ["cluster.generation_devices=4", "run.failures.engines_lost=2"],
     ],
-    ids=["sync-2", "pipelined-2", "streaming-in-flight", "streaming-3"],
+    ids=["sync-2", "pipelined-2", "streaming-in-flight", "streaming-3", "nodes-of-2"],
 )
 def test_simulated_failures_keep_every_group_trained_once(overrides: list[str]) -> None:
-    failing = load_scenario("cpu-timing", ["run.steps=12", "run.failures={every_s: 2.5, restart_s: 0.5}", *overrides])
+    failures = ["run.failures.every_s=2.5", "run.failures.restart_s=0.5"]
+    failing = load_scenario("cpu-timing", ["run.steps=12", *failures, *overrides])
     failed = simulate(failing)
     summary = failed.summary
     assert summary.restarts is not None and summary.restarts.engines >= 2
