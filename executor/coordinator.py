@@ -40,6 +40,7 @@ from asyncrl.executor.messages import (
 from asyncrl.executor.weights import send_weights
 from asyncrl.executor.work import WorkSource
 from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.record import event_row
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import Load, Regenerate, ScheduleState
 
@@ -326,30 +327,3 @@ class Coordinator:
 
     def _row(self, worker: int | str, kind: str, start: float, end: float, **columns: int) -> None:
         self.rows.append(event_row(worker, kind, start, end, **columns))
-
-
-def event_row(
-    worker: int | str,
-    kind: str,
-    start: float,
-    end: float,
-    step: int = -1,
-    version: int = -1,
-    group: int = -1,
-    sample: int = -1,
-    tokens: int = 0,
-) -> dict[str, Any]:
-    """One row of the run's event table (``scenarios.record.EVENT_COLUMNS``)."""
-    return {
-        "worker": f"engine-{worker}" if isinstance(worker, int) else worker,
-        "role": "training" if kind == "train" or (worker, kind) == ("learner", "restart") else "generation",
-        "kind": kind,
-        "start": start,
-        "end": end,
-        "step": step,
-        "version": version,
-        "group": group,
-        "sample": sample,
-        "tokens": tokens,
-        "comm_s": 0.0,  # the executor does not tell communication apart
-    }

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import pandas as pd
 from asyncrl.executor.messages import STEP_COLUMNS
-from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus
+from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus, event_row
 from asyncrl.scenarios.scenario import Scenario
 
 PROGRESS_FILE = Path("checkpoint") / "progress.json"
@@ -77,8 +77,6 @@ def learner_restart_rows(
 ) -> list[dict[str, Any]]:
     """A resumed run's record of its learner's death: the ``restart`` row (death to now) and a zero-length ``lost``
     row per sample of each group the dead learner had started from ``first_group`` on."""
-    from asyncrl.executor.coordinator import event_row
-
     rows = [event_row("learner", "restart", restart.died_at, now)]
     for group in range(first_group, restart.groups_started):
         rows += [

@@ -103,6 +103,35 @@ class DevicePools:
         return self.generation if self.colocated else self.generation + self.training
 
 
+def event_row(
+    worker: int | str,
+    kind: str,
+    start: float,
+    end: float,
+    step: int = -1,
+    version: int = -1,
+    group: int = -1,
+    sample: int = -1,
+    tokens: int = 0,
+) -> dict[str, Any]:
+    """One row of the event table (EVENT_COLUMNS), as a dict; ``worker`` an engine's index or a name. The
+    learner's steps, restarts and switches are training's; everything else is generation's."""
+    learner = worker == "learner" and kind in ("restart", "switch")
+    return {
+        "worker": f"engine-{worker}" if isinstance(worker, int) else worker,
+        "role": "training" if kind == "train" or learner else "generation",
+        "kind": kind,
+        "start": start,
+        "end": end,
+        "step": step,
+        "version": version,
+        "group": group,
+        "sample": sample,
+        "tokens": tokens,
+        "comm_s": 0.0,
+    }
+
+
 def empty_events() -> pd.DataFrame:
     """An event table with no rows and the columns and dtypes of EVENT_COLUMNS."""
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in EVENT_COLUMNS.items()})

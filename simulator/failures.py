@@ -23,7 +23,7 @@ import pandas as pd
 import simpy
 from asyncrl.scenarios.errors import ScenarioError
 from asyncrl.scenarios.failures import FailureSpec, failure_plan
-from asyncrl.scenarios.record import EVENT_COLUMNS
+from asyncrl.scenarios.record import EVENT_COLUMNS, event_row
 from asyncrl.scenarios.run_summary import Restarts
 
 if TYPE_CHECKING:
@@ -60,37 +60,14 @@ class FailureLog:
 
     def rows(self) -> pd.DataFrame:
         """``lost`` and ``restart`` rows of the event table."""
-        lost = pd.DataFrame(
-            {
-                "worker": [f"engine-{span.engine}" for span in self.lost],
-                "role": "generation",
-                "kind": "lost",
-                "start": [span.start for span in self.lost],
-                "end": [span.end for span in self.lost],
-                "step": -1,
-                "version": [span.version for span in self.lost],
-                "group": [span.group for span in self.lost],
-                "sample": [span.sample for span in self.lost],
-                "tokens": [span.tokens for span in self.lost],
-                "comm_s": 0.0,
-            }
-        )
-        restarts = pd.DataFrame(
-            {
-                "worker": [f"engine-{span.engine}" for span in self.restarts],
-                "role": "generation",
-                "kind": "restart",
-                "start": [span.start for span in self.restarts],
-                "end": [span.end for span in self.restarts],
-                "step": -1,
-                "version": -1,
-                "group": -1,
-                "sample": -1,
-                "tokens": 0,
-                "comm_s": 0.0,
-            }
-        )
-        return pd.concat([lost, restarts], ignore_index=True).astype(EVENT_COLUMNS)
+        lost = [
+            event_row(
+                s.engine, "lost", s.start, s.end, version=s.version, group=s.group, sample=s.sample, tokens=s.tokens
+            )
+            for s in self.lost
+        ]
+        restarts = [event_row(span.engine, "restart", span.start, span.end) for span in self.restarts]
+        return pd.DataFrame([*lost, *restarts], columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
 
     def summary(self, wall: float) -> Restarts | None:
         """The summary's ``restarts`` (spans cut at ``wall``, as the event table's summary cuts them)."""
