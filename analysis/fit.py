@@ -9,6 +9,7 @@
                              tokens padded to each minibatch's longest row (longest), as the learner
                              computes them; then how much longer spans an engine overlapped took
                              weight sync: mean of the sync spans
+                             engine start: mean of the engines' restart spans (runs with run.failures)
     both, on the wall clock ► messages: an idle engine's delay from the decision that gave it work
                              to its next step (wake_s); a learner step's from its batch being ready
                              to its start (train_start_s); means
@@ -105,8 +106,15 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
         wake_s=float(wakes.mean()) if len(wakes) else 0.0,
         train_start_s=float(starts.mean()) if len(starts) else 0.0,
         weight_sync_s=float((syncs["end"] - syncs["start"]).mean()) if len(syncs) else 0.0,
+        engine_start_s=engine_start_seconds(events),
     )
     return profile, fit_report(steps, events, spans, profile, training_devices)
+
+
+def engine_start_seconds(events: pd.DataFrame) -> float | None:
+    """Mean seconds from an engine's death to its replacement's start (restart rows); None without one."""
+    restarts = events[(events["kind"] == "restart") & (events["worker"] != "learner")]
+    return float((restarts["end"] - restarts["start"]).mean()) if len(restarts) else None
 
 
 def fit_report(

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from asyncrl.scenarios.penalty import Penalty, PenaltyFit, TimeToTarget
     from asyncrl.scenarios.profile import CostProfile
     from asyncrl.scenarios.record import Breakdown, RunSummary
+    from asyncrl.scenarios.run_summary import Restarts
     from asyncrl.scenarios.scenario import Scenario
 
 FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
@@ -85,6 +86,8 @@ def summary_lines(summary: RunSummary) -> str:
             f"in flight {samples.in_flight:,}   dropped {samples.dropped:,}",
         ),
     ]
+    if summary.restarts is not None:
+        rows.append(("restarts", restarts_text(summary.restarts)))
     if summary.breakdown is not None and summary.device_hours is not None:
         hours = summary.device_hours
         rows.append(("device time", breakdown_text(summary.breakdown)))
@@ -93,6 +96,15 @@ def summary_lines(summary: RunSummary) -> str:
         )
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
+
+
+def restarts_text(restarts: Restarts) -> str:
+    """Workers restarted, their time down and the rollouts generated again."""
+    learner = f"   learner {restarts.learner}" if restarts.learner else ""
+    return (
+        f"engines {restarts.engines}{learner}   down {restarts.down_s:,.1f} s   "
+        f"regenerated {restarts.regenerated_samples:,} samples"
+    )
 
 
 BREAKDOWN_WORDS = {"tensor_parallel": "all-reduce", "weight_sync": "sync", "phase_switch": "switch"}
@@ -345,6 +357,8 @@ def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
         f"{profile.train_start_s * 1e3:.2f} ms before each learner step\n"
         f"weight sync  {profile.weight_sync_s * 1e3:.1f} ms"
     )
+    if profile.engine_start_s is not None:
+        figures += f"\nrestart      {profile.engine_start_s:.2f} s from an engine's death to its replacement's start"
     header = ["phase", "run s", "profile s", "profile vs run"]
     return f"fitted to {run}\n{figures}\n" + format_table(header, table)
 

@@ -50,13 +50,14 @@ class ActorSpec:
     scenario: Scenario
     device: str
     backend: str  # torch.distributed backend: gloo or nccl
-    rendezvous: str  # init_method of the process group
-    world_size: int
+    rendezvous: str  # where its weight group with the learner forms (``executor.distributed.connect_pair``)
     poll_interval_s: float = 0.0  # while generating, look for commands at most this often
+    incarnation: int = 0  # 0 for the first process of this actor, one more with each restart
 
 
-def actor_main(spec: ActorSpec, commands: Queue, results: Queue) -> None:
-    """Process entry point; any failure is reported as ``ActorFailed`` before exiting."""
+def actor_main(spec: ActorSpec, commands: Queue, results: Any) -> None:
+    """Process entry point; any failure is reported as ``ActorFailed`` before exiting. ``results`` has a queue's
+    ``put`` (``executor.channels``)."""
     try:
         _run(spec, commands, results)
     except KeyboardInterrupt:
@@ -66,9 +67,9 @@ def actor_main(spec: ActorSpec, commands: Queue, results: Queue) -> None:
         raise SystemExit(1) from None
 
 
-def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
+def _run(spec: ActorSpec, commands: Queue, results: Any) -> None:
     import torch
-    import torch.distributed as dist
+    from asyncrl.executor.distributed import connect_pair
     from asyncrl.executor.engine import ContinuousBatchingEngine
     from asyncrl.executor.placement import use_device
     from asyncrl.executor.precision import enable_tf32
@@ -79,7 +80,7 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)
     use_device(device)
     enable_tf32(device)
-    dist.init_process_group(spec.backend, init_method=spec.rendezvous, rank=index + 1, world_size=spec.world_size)
+    group = connect_pair(spec.backend, spec.rendezvous)
     task = load_scenario_task(scenario)
     model = engine_model(scenario, task, device)
     layout = WeightLayout.of(model.state_dict())
@@ -96,7 +97,6 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
     results.put(Ready(index))
     t0 = _wait_for_go(commands)
     if t0 is None:  # stopped before the run began (the learner failed while starting)
-        dist.destroy_process_group()
         return
     actor = _Actor(index, scenario.workload.samples_per_prompt, engine, results, t0)
     polled = 0.0
@@ -108,14 +108,13 @@ def _run(spec: ActorSpec, commands: Queue, results: Queue) -> None:
         polled = time.monotonic()
         for command in _commands(commands, block=idle):
             if isinstance(command, Stop):
-                dist.destroy_process_group()
                 return
             if isinstance(command, StartGroups):
                 for start in command.starts:
                     actor.start(start.group, start.requests)
             elif isinstance(command, LoadWeights):
                 began = actor.now()
-                weights = layout.unflatten(receive_weights(buffer))
+                weights = layout.unflatten(receive_weights(buffer, group))
                 engine.load_weights(weights, command.version)
                 actor.loaded(command.version, began)
         if engine.in_flight or engine.waiting:
@@ -147,7 +146,7 @@ def _commands(commands: Queue, block: bool) -> list[Command]:
 class _Actor:
     """Bookkeeping around the engine: group start times, weight loads, finished samples."""
 
-    def __init__(self, index: int, group_size: int, engine: Any, results: Queue, t0: float) -> None:
+    def __init__(self, index: int, group_size: int, engine: Any, results: Any, t0: float) -> None:
         self.index, self.group_size, self.engine, self.results, self.t0 = index, group_size, engine, results, t0
         self.group_start: dict[int, float] = {}
         self.group_left: dict[int, int] = {}  # samples not finished yet

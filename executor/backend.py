@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from asyncrl.executor.restarts import DEFAULT_MAX_RESTARTS
 from asyncrl.executor.runtime import StepCallback, execute
 from asyncrl.scenarios.record import RunRecord
 from asyncrl.scenarios.scenario import Scenario
@@ -23,6 +24,7 @@ class Executor:
     runtime: str = "local"
     on_step: StepCallback | None = None  # called with (step, metrics row) after each learner step
     force: bool = False  # write into a directory that holds other files
+    max_restarts: int = DEFAULT_MAX_RESTARTS  # actor restarts before a death fails the run
 
     @property
     def name(self) -> str:
@@ -37,4 +39,12 @@ class Executor:
             return self._execute(scenario, Path(folder) / "run")
 
     def _execute(self, scenario: Scenario, out: Path) -> RunRecord:
-        return execute(scenario, out, device=self.device, on_step=self.on_step, runtime=self.runtime, force=self.force)
+        return execute(
+            scenario,
+            out,
+            device=self.device,
+            on_step=self.on_step,
+            runtime=self.runtime,
+            force=self.force,
+            max_restarts=self.max_restarts,
+        )

@@ -2,8 +2,8 @@
 
     actors ──StepFinished / Loaded──► receiver thread ─► on_messages ┐
        ▲                                                            ▼
-       │                                          ScheduleState (queue, live groups, engines)
-       │                                                            │
+       │                  engine_lost / engine_restored ─►  ScheduleState (queue, live groups, engines)
+       │                     (executor.restarts)                    │
        └──── StartGroups / LoadWeights ◄─ dispatch ◄────────────────┴── take_batch / publish (learner)
 
 It holds one ``ScheduleState``, the very class the simulator holds, tells it
@@ -11,7 +11,10 @@ what happened (a sample finished, a group completed, an actor loaded weights,
 the learner took a batch or published a version) and carries out what its
 ``dispatch`` answers: weights to send, groups to start. Around that it keeps
 what only a real run has: the rollouts and rewards of each group, the weight
-tensors of the versions still loadable, and the run's event rows.
+tensors of the versions still loadable, and the run's event rows. When an actor
+dies (``executor.restarts``), the groups it held unfinished are recorded as
+``lost`` rows and go out again under their own ids (the work source hands back
+the same requests), and its time down is a ``restart`` row.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from asyncrl.executor.messages import (
 from asyncrl.executor.weights import send_weights
 from asyncrl.executor.work import WorkSource
 from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.record import event_row
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import Load, ScheduleState
+from asyncrl.scenarios.state import Load, Regenerate, ScheduleState
 
 WAIT_S = 0.2  # the learner re-checks the workers' health this often while it waits
 
@@ -89,9 +93,11 @@ class Coordinator:
         self.rows: list[dict[str, Any]] = []
         self.engine_steps: list[dict[str, Any]] = []  # what each engine step did (engine_steps.parquet)
         self.failure: str | None = None
+        self.tracebacks: dict[int, str] = {}  # per actor, what it reported before it died
+        self._down_since: dict[int, float] = {}  # engines down, since when
         self._weights: dict[int, torch.Tensor] = {}
         self._send = send
-        self._sends: list[Any] = []
+        self._sends: dict[int, list[Any]] = {}  # per engine, weights on their way
         self._lock = threading.Condition()
 
     # Learner side.
@@ -153,9 +159,45 @@ class Coordinator:
                 elif isinstance(message, EngineSteps):
                     worker = f"engine-{message.actor}"
                     self.engine_steps.extend({"worker": worker, **step._asdict()} for step in message.steps)
-                elif isinstance(message, ActorFailed):
-                    self.failure = f"actor {message.actor} failed:\n{message.traceback}"
+                elif isinstance(message, ActorFailed):  # its death follows; executor.restarts decides
+                    self.tracebacks[message.actor] = f":\n{message.traceback}"
             self._dispatch()
+            self._lock.notify_all()
+
+    # A death and a restart (``executor.restarts``).
+
+    def engine_lost(self, engine: int, died_at: float) -> None:
+        """``engine``'s actor died at ``died_at``: the groups it held unfinished are lost (``lost`` rows, to its
+        death) and go out again."""
+        with self._lock:
+            now = died_at
+            lost = [r for r in self.records.values() if r.actor == engine and len(r.rollouts) < self.group_size]
+            for record in lost:
+                self.rows.extend(self._lost_rows(record, now))
+                record.rollouts, record.start = [], now
+            self.state.engine_lost(engine, [record.group for record in lost])
+            self._sends.pop(engine, None)  # abandoned with its weight group
+            self._down_since[engine] = now
+            self._dispatch()
+            self._lock.notify_all()
+
+    def engine_restored(self, engine: int, died_at: float) -> None:
+        """``engine``'s replacement is up: its time down is a ``restart`` row, and it takes work again."""
+        with self._lock:
+            self._down_since.pop(engine, None)
+            self._row(engine, "restart", died_at, self.clock())
+            self.state.engine_restored(engine)
+            self._dispatch()
+            self._lock.notify_all()
+
+    def down(self) -> set[int]:
+        with self._lock:
+            return set(self.state.down)
+
+    def fail(self, message: str) -> None:
+        """End the run: the learner raises ``WorkerFailed(message)`` at its next wait."""
+        with self._lock:
+            self.failure = message
             self._lock.notify_all()
 
     # What the state says to do.
@@ -165,15 +207,20 @@ class Coordinator:
         for action in self.state.dispatch():
             if isinstance(action, Load):
                 self.commands[action.engine].put(LoadWeights(action.version))
-                self._sends.append(self._send(self._weights[action.version], action.engine + 1))
+                sending = self._send(self._weights[action.version], action.engine + 1)
+                self._sends.setdefault(action.engine, []).append(sending)
                 continue
             starts = []
             for group, batch in zip(action.groups, action.batches, strict=True):
-                requests = self.source.requests(group)
-                self.records[group] = GroupRecord(group, action.engine, batch, self.clock(), requests[0].prompt)
+                requests = self.source.requests(group)  # a regenerated group's own, as first drawn
+                if isinstance(action, Regenerate):
+                    self.records[group].actor, self.records[group].start = action.engine, self.clock()
+                else:
+                    self.records[group] = GroupRecord(group, action.engine, batch, self.clock(), requests[0].prompt)
                 starts.append(StartGroup(group, requests))
             self.commands[action.engine].put(StartGroups(tuple(starts)))
-        self._sends = [work for work in self._sends if not work.is_completed()]
+        for engine, sends in self._sends.items():
+            self._sends[engine] = [work for work in sends if not work.is_completed()]
 
     def _rollout_done(self, actor: int, group: int, rollout: FinishedRollout) -> None:
         self.state.samples_finished(actor)
@@ -226,11 +273,12 @@ class Coordinator:
         with self._lock:
             rows = list(self.rows)
             if cut_unfinished:
+                rows.extend(event_row(engine, "restart", since, now) for engine, since in self._down_since.items())
                 for record in self.records.values():
                     rows.extend(self._generate_rows(record, step=-1))
                     done = {rollout.sample for rollout in record.rollouts}
                     rows.extend(
-                        _event_row(record.actor, "unfinished", record.start, now, group=record.group, sample=sample)
+                        event_row(record.actor, "unfinished", record.start, now, group=record.group, sample=sample)
                         for sample in range(self.group_size)
                         if sample not in done
                     )
@@ -238,7 +286,7 @@ class Coordinator:
 
     def _generate_rows(self, record: GroupRecord, step: int) -> list[dict[str, Any]]:
         return [
-            _event_row(
+            event_row(
                 record.actor,
                 "generate",
                 segment.start,
@@ -253,32 +301,29 @@ class Coordinator:
             for segment in rollout.segments
         ]
 
+    def _lost_rows(self, record: GroupRecord, now: float) -> list[dict[str, Any]]:
+        """One ``lost`` row per sample of a group lost with its engine: finished ones to their end, with
+        their tokens; the others to ``now`` (their tokens never came back), or nothing for a group handed to
+        the engine after it died (before its death was seen)."""
+        finished = {rollout.sample: rollout for rollout in record.rollouts}
+        rows = []
+        for sample in range(self.group_size):
+            rollout = finished.get(sample)
+            end, tokens = (rollout.end, len(rollout.tokens)) if rollout else (max(now, record.start), 0)
+            version = min(rollout.versions) if rollout and rollout.versions else -1
+            rows.append(
+                event_row(
+                    record.actor,
+                    "lost",
+                    record.start,
+                    end,
+                    version=version,
+                    group=record.group,
+                    sample=sample,
+                    tokens=tokens,
+                )
+            )
+        return rows
+
     def _row(self, worker: int | str, kind: str, start: float, end: float, **columns: int) -> None:
-        self.rows.append(_event_row(worker, kind, start, end, **columns))
-
-
-def _event_row(
-    worker: int | str,
-    kind: str,
-    start: float,
-    end: float,
-    step: int = -1,
-    version: int = -1,
-    group: int = -1,
-    sample: int = -1,
-    tokens: int = 0,
-) -> dict[str, Any]:
-    """One row of the run's event table (``scenarios.record.EVENT_COLUMNS``)."""
-    return {
-        "worker": f"engine-{worker}" if isinstance(worker, int) else worker,
-        "role": "training" if kind == "train" else "generation",
-        "kind": kind,
-        "start": start,
-        "end": end,
-        "step": step,
-        "version": version,
-        "group": group,
-        "sample": sample,
-        "tokens": tokens,
-        "comm_s": 0.0,  # the executor does not tell communication apart
-    }
+        self.rows.append(event_row(worker, kind, start, end, **columns))

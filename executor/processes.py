@@ -1,17 +1,21 @@
 """The actors' lifecycle, seen from the learner: spawn them, connect, wait until ready, relay their messages, stop.
 
     spawn()       make_workers ──► workers.start(one ActorSpec per engine)    local processes or Ray actors
-    connect()     join_process_group (rank 0) ◄── actors join as ranks 1..E    weights travel here later
+    connect()     join_pair(i) for each actor: a weight group of two each     weights travel here later
     wait_ready()  results ──Ready(i) from every actor──► return              ActorFailed(i, tb): RuntimeError
-    go(t0, coordinator)
+    go(t0, coordinator, restarts)
                   commands ──Go(t0)──► each actor
                   receiver thread: results ──► forward_messages ──► coordinator.on_messages
-    check()       a dead worker ──► RuntimeError (while connecting, with the traceback it sent)
-    stop()        receiver leaves ──► Stop() to each actor ──► workers.stop ──► leave_process_group
+                                   every pass ──► restarts.watch (deaths, planned failures)
+    respawn(i)    a new incarnation of actor i (a new spec, rendezvous and pair), for ``executor.restarts``
+    send(w, r)    weights to actor r − 1 over its pair (the coordinator's ``send``)
+    check()       while starting: a dead worker ──► RuntimeError (with the traceback it sent)
+    stop()        receiver leaves ──► Stop() to each actor ──► workers.stop ──► pairs dropped
 
 Everything here that reads the actors' messages (``wait_ready``,
 ``_startup_traceback``, ``forward_messages``) is in this module; what the
-messages mean to the schedule is the coordinator's business.
+messages mean to the schedule is the coordinator's business, and what a death
+means, ``executor.restarts``'.
 """
 
 from __future__ import annotations
@@ -20,15 +24,20 @@ import contextlib
 import queue
 import threading
 import time
+import traceback
 from typing import TYPE_CHECKING, Any
 
-from asyncrl.executor.distributed import join_process_group, leave_process_group, rendezvous_address
-from asyncrl.executor.messages import ActorFailed, Go, Stop
+from asyncrl.executor.distributed import ACTOR_RANK, join_pair, leave_process_group, rendezvous_address
+from asyncrl.executor.messages import ActorFailed, Go, Ready, Stop
 from asyncrl.executor.placement import Placement
 from asyncrl.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
+    import torch
+    from asyncrl.executor.actor import ActorSpec
     from asyncrl.executor.coordinator import Coordinator
+    from asyncrl.executor.restarts import Restarts
+    from asyncrl.executor.weights import Sending
     from asyncrl.executor.workers import Workers
 
 READY_TIMEOUT_S = 300.0
@@ -44,38 +53,77 @@ class ActorProcesses:
         self.scenario, self.placement, self.runtime = scenario, placement, runtime
         self.device = "cuda" if placement.learner.startswith("cuda") else "cpu"
         self.engines = scenario.cluster.engines
-        self.world_size = self.engines + 1  # the learner is rank 0, actor i is rank i + 1
         self.backend = placement.backend
         self.workers: Workers | None = None
         self.commands: list[Any] = []
         self.results: Any = None
-        self._rendezvous = ""
+        self.specs: list[ActorSpec] = []
+        self.pairs: list[Any] = [None] * self.engines  # each actor's weight group, None while it has none
         self._stop_receiving = threading.Event()
         self._receiver: threading.Thread | None = None
 
     def spawn(self) -> None:
-        """Start one actor per engine; they join the process group at a fresh rendezvous on the learner's host."""
-        from asyncrl.executor.actor import ActorSpec
+        """Start one actor per engine, each to join its own weight group at a fresh rendezvous on the learner's host."""
         from asyncrl.executor.workers import make_workers
 
         self.workers = make_workers(self.runtime, self.engines, self.scenario, self.device)
         self.commands, self.results = self.workers.commands, self.workers.results
-        self._rendezvous = rendezvous_address(self.workers.host)
-        poll = POLL_INTERVAL_S[self.runtime]
-        self.workers.start(
-            [
-                ActorSpec(
-                    i, self.scenario, self.placement.engines[i], self.backend, self._rendezvous, self.world_size, poll
-                )
-                for i in range(self.engines)
-            ]
-        )
+        self.specs = [self._spec(i, incarnation=0) for i in range(self.engines)]
+        self.workers.start(self.specs)
+
+    def _spec(self, index: int, incarnation: int) -> ActorSpec:
+        from asyncrl.executor.actor import ActorSpec
+
+        assert self.workers is not None
+        rendezvous = rendezvous_address(self.workers.host)
+        device, poll = self.placement.engines[index], POLL_INTERVAL_S[self.runtime]
+        return ActorSpec(index, self.scenario, device, self.backend, rendezvous, poll, incarnation)
 
     def connect(self) -> None:
-        """Join the process group the actors are joining; an actor that dies meanwhile ends the wait."""
-        join_process_group(
-            self.backend, self._rendezvous, self.world_size, lambda: self.check(starting=True), READY_TIMEOUT_S
-        )
+        """Form each actor's weight group; an actor that dies meanwhile ends the wait."""
+        for index in range(self.engines):
+            self.join(index, lambda: self.check(starting=True))
+
+    def join(self, index: int, watch: Any) -> None:
+        """Form actor ``index``'s weight group with its current incarnation; ``watch`` raises to stop waiting.
+        A group formed with an incarnation that has died since is dropped at once."""
+        rendezvous = self.specs[index].rendezvous
+        pair = join_pair(self.backend, rendezvous, watch, READY_TIMEOUT_S)
+        if self.specs[index].rendezvous == rendezvous:
+            self.pairs[index] = pair
+        else:
+            with contextlib.suppress(Exception):
+                pair.abort()
+
+    def respawn(self, index: int) -> ActorSpec:
+        """Start a new incarnation of actor ``index`` (its old one is dead): a fresh command queue, a fresh pair."""
+        assert self.workers is not None
+        self.drop_pair(index)
+        spec = self._spec(index, incarnation=self.specs[index].incarnation + 1)
+        self.specs[index] = spec
+        self.workers.restart(spec)
+        self.commands = self.workers.commands
+        return spec
+
+    def drop_pair(self, index: int) -> None:
+        """Let go of actor ``index``'s weight group (its actor is gone): sends still pending on it are abandoned."""
+        pair, self.pairs[index] = self.pairs[index], None
+        if pair is not None:
+            with contextlib.suppress(Exception):
+                pair.abort()
+
+    def send(self, flat: torch.Tensor, actor_rank: int) -> Sending:
+        """Start sending weights to the actor of rank ``actor_rank`` (engine ``actor_rank − 1``) over its pair.
+
+        An actor that has just died (its pair closed) is sent nothing: its death is ``executor.restarts``'
+        to find, and its replacement loads the weights anew.
+        """
+        from asyncrl.executor.weights import Sending, send_weights
+
+        try:
+            return send_weights(flat, ACTOR_RANK, self.pairs[actor_rank - 1])
+        except RuntimeError:
+            return Sending([])
 
     def wait_ready(self) -> None:
         """Block until every actor has its engine up; one that failed while starting raises with its traceback."""
@@ -93,20 +141,24 @@ class ActorProcesses:
                 raise RuntimeError(f"actor {message.actor} failed while starting:\n{message.traceback}")
             ready.add(message.actor)
 
-    def go(self, t0: float, coordinator: Coordinator) -> None:
-        """Start the actors' clocks at ``t0`` and, from now on, hand every message they send to ``coordinator``."""
+    def go(self, t0: float, coordinator: Coordinator, restarts: Restarts) -> None:
+        """Start the actors' clocks at ``t0`` and, from now on, hand every message they send to ``coordinator``
+        and every death to ``restarts``."""
         for commands in self.commands:
             commands.put(Go(t0))
         self._receiver = threading.Thread(
             target=forward_messages,
-            args=(self.results, coordinator, self._stop_receiving),
+            args=(self.results, coordinator, restarts, self._stop_receiving),
             name="asyncrl-receiver",
             daemon=True,
         )
         self._receiver.start()
 
     def check(self, starting: bool = False) -> None:
-        """Raise RuntimeError if a worker died; while ``starting``, with the traceback it sent if it sent one."""
+        """While the actors start: RuntimeError if a worker died; while ``starting``, with the traceback it sent
+        if it sent one. Once the run goes, deaths are ``executor.restarts``' and this does nothing."""
+        if self._receiver is not None:
+            return
         failure = self.workers.failure() if self.workers is not None else None
         if failure:
             raise RuntimeError(f"{failure}{self._startup_traceback(starting)}")
@@ -116,7 +168,7 @@ class ActorProcesses:
         self._stop_receiving.set()
 
     def stop(self) -> None:
-        """Stop the receiver, then the actors, then leave the process group; safe at any point of start-up."""
+        """Stop the receiver, then the actors, then drop the weight groups; safe at any point of start-up."""
         self._stop_receiving.set()
         if self._receiver is not None:
             self._receiver.join(timeout=2)  # it polls every 0.2 s; let it leave before its queue goes
@@ -125,6 +177,7 @@ class ActorProcesses:
                 commands.put(Stop())
         if self.workers is not None:
             self.workers.stop()
+        self.pairs = [None] * self.engines
         leave_process_group()
 
     def _startup_traceback(self, starting: bool) -> str:
@@ -138,18 +191,36 @@ class ActorProcesses:
         return f":\n{message.traceback}" if isinstance(message, ActorFailed) else ""
 
 
-def forward_messages(results: Any, coordinator: Coordinator, stop: threading.Event) -> None:
+def forward_messages(results: Any, coordinator: Coordinator, restarts: Restarts, stop: threading.Event) -> None:
     """The receiver thread: hand the actors' messages to the coordinator, all that are waiting at
-    once (it decides once per batch, as the simulator does per instant), until ``stop`` is set."""
-    while not stop.is_set():
-        messages = []
-        try:
-            messages.append(results.get(timeout=0.2))
-            while True:
-                messages.append(results.get_nowait())
-        except queue.Empty:
-            pass
-        except (EOFError, OSError):
-            return  # the queue closed under us: the run is ending
-        if messages:
-            coordinator.on_messages(messages)
+    once (it decides once per batch, as the simulator does per instant), and a restarted actor's
+    ``Ready`` to ``restarts``; after each pass, let ``restarts`` look for deaths; until ``stop`` is set.
+    Should it fail, the run fails with its traceback (nobody would notice a death otherwise)."""
+    try:
+        while not stop.is_set():
+            messages = _waiting(results, min(0.2, max(0.0, restarts.due_in())))
+            if messages is None:
+                return  # the queue closed under us: the run is ending
+            for message in messages:
+                if isinstance(message, Ready):
+                    restarts.ready(message.actor)
+            rest = [message for message in messages if not isinstance(message, Ready)]
+            if rest:
+                coordinator.on_messages(rest)
+            restarts.watch()
+    except Exception:
+        coordinator.fail(f"the receiver thread failed:\n{traceback.format_exc()}")
+
+
+def _waiting(results: Any, timeout: float) -> list[Any] | None:
+    """Every message waiting now, after waiting up to ``timeout`` seconds for the first; None if the queue is gone."""
+    messages = []
+    try:
+        messages.append(results.get(timeout=timeout))
+        while True:
+            messages.append(results.get_nowait())
+    except queue.Empty:
+        pass
+    except (EOFError, OSError):
+        return None
+    return messages

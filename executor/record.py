@@ -14,7 +14,9 @@ complete, interrupted or failed (and ``resumed_from``, the checkpoint's step,
 when the run was resumed; ``dtype``, the engines' number format). At a
 checkpoint the events and metrics so far are written, and the summary of that
 moment goes to ``checkpoint/progress.json`` with ``status: checkpoint``: a
-directory without summary.json is a run that has not ended, or was killed.
+directory without summary.json is a run that has not ended, or was killed. A run
+resumed after its learner died (``--auto-resume``: ``executor.supervisor``) records the
+death as a ``restart`` row of the learner and ``lost`` rows (``learner_restart_rows``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Literal
 
 import pandas as pd
 from asyncrl.executor.messages import STEP_COLUMNS
-from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus
+from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus, event_row
 from asyncrl.scenarios.scenario import Scenario
 
 PROGRESS_FILE = Path("checkpoint") / "progress.json"
@@ -46,14 +48,42 @@ class PreviousRun:
 
     @classmethod
     def load(cls, out: Path, step: int) -> PreviousRun:
-        """Events and metrics of the steps before ``step``; rollouts not trained by then are regenerated."""
+        """Events and metrics of the steps before ``step``; rollouts not trained by then are regenerated. Loads,
+        drops, restarts and lost rollouts before that step's end are kept."""
         events = pd.read_parquet(out / "events.parquet")
         metrics = pd.read_parquet(out / "metrics.parquet")
         trained_before = (events["step"] >= 0) & (events["step"] < step)
         train = events[(events["kind"] == "train") & trained_before]
         wall = float(train["end"].max()) if len(train) else 0.0
-        kept = events[trained_before | ((events["kind"].isin(["sync", "drop"])) & (events["end"] <= wall))]
+        kept = events[
+            trained_before | ((events["kind"].isin(["sync", "drop", "restart", "lost"])) & (events["end"] <= wall))
+        ]
         return cls(kept.reset_index(drop=True), metrics[metrics["step"] < step].reset_index(drop=True), wall)
+
+
+@dataclass(frozen=True)
+class LearnerRestart:
+    """What a run resumed after its learner died knows of the death."""
+
+    clock_zero: float  # time.time() at the run clock's zero: the resumed run keeps the dead one's clock
+    died_at: float  # when the learner died, on the run clock (s)
+    groups_started: (
+        int  # groups the dead learner had started, as it last reported (its lost ones from the checkpoint's)
+    )
+
+
+def learner_restart_rows(
+    restart: LearnerRestart, first_group: int, group_size: int, now: float
+) -> list[dict[str, Any]]:
+    """A resumed run's record of its learner's death: the ``restart`` row (death to now) and a zero-length ``lost``
+    row per sample of each group the dead learner had started from ``first_group`` on."""
+    rows = [event_row("learner", "restart", restart.died_at, now)]
+    for group in range(first_group, restart.groups_started):
+        rows += [
+            event_row("learner", "lost", restart.died_at, restart.died_at, group=group, sample=s)
+            for s in range(group_size)
+        ]
+    return rows
 
 
 class RunLog:

@@ -18,8 +18,9 @@ the same record as the simulator (``summary.json`` with ``backend:
 ``metrics.parquet`` (loss, reward, KL, staleness per step: ``staleness_mean`` and
 ``staleness_max`` from the learner, every token at its own version;
 ``rollout_staleness_mean`` and ``rollout_staleness_max`` per rollout, at its oldest
-version). A crashed worker or Ctrl-C ends the run with a partial record whose summary
-says ``status``.
+version). An actor that dies is restarted, up to ``max_restarts`` times
+(``executor.restarts``; its groups go out again, each trained once); one death more,
+an error or Ctrl-C ends the run with a partial record whose summary says ``status``.
 
 This module holds the learner loop; the rest of a run lives next to it:
 
@@ -27,7 +28,7 @@ This module holds the learner loop; the rest of a run lives next to it:
               _Run.start   the task (user code runs here), ActorProcesses.spawn (actors die with this process:
                             executor/lifetime.py), connect     (executor/processes.py, executor/distributed.py)
                             Learner, checkpoint.resume        (executor/checkpoint.py)
-                            ActorProcesses.wait_ready, Coordinator, ActorProcesses.go, publish(first version)
+                            ActorProcesses.wait_ready, Coordinator, Restarts, ActorProcesses.go, publish(first version)
               _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
                             (the record so far, with checkpoint/progress.json instead of summary.json)
               _Run.finish   RunLog.write(status): summary.json last  (executor/record.py)
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Literal
 from asyncrl.executor import checkpoint
 from asyncrl.executor.processes import ActorProcesses
 from asyncrl.executor.record import RunLog
+from asyncrl.executor.restarts import DEFAULT_MAX_RESTARTS
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.outputs import run_directory
 from asyncrl.scenarios.record import RunRecord, RunStatus, empty_events
@@ -53,9 +55,11 @@ if TYPE_CHECKING:
     import torch
     from asyncrl.executor.coordinator import Coordinator, GroupRecord
     from asyncrl.executor.learner import Learner
+    from asyncrl.executor.record import LearnerRestart
     from asyncrl.executor.tasks import Task
 
 StepCallback = Callable[[int, dict[str, float]], None]
+ProgressCallback = Callable[[str, float], None]
 
 
 def execute(
@@ -66,19 +70,27 @@ def execute(
     on_step: StepCallback | None = None,
     runtime: str = "local",
     force: bool = False,
+    max_restarts: int = DEFAULT_MAX_RESTARTS,
+    learner_restart: LearnerRestart | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> RunRecord:
     """Run ``scenario`` for real; write the run record to ``out`` (also when it fails) and return it.
 
     ``runtime`` is where the actors run: ``local`` processes, or ``ray`` actors
     (a local Ray, or the cluster ``RAY_ADDRESS`` names). ``out`` is checked and
     locked first (``scenarios.outputs.run_directory``; ``force`` writes into a
-    directory holding other files); nothing starts if it cannot be used.
+    directory holding other files); nothing starts if it cannot be used. An actor
+    that dies is restarted, ``max_restarts`` times at most (``executor.restarts``).
+    ``learner_restart`` and ``on_progress`` are ``executor.supervisor``'s (``--auto-resume``):
+    what a run resumed after its learner died knows of the death, and where the run
+    reports its clock's zero and the groups it has started.
     """
     check(scenario, device)
     if resume:
         checkpoint.check(out)  # before the directory is touched: a bad checkpoint leaves the run as it was
     with run_directory(out, force=force, option="resume" if resume else "out"):
-        run = _Run(scenario, out, device, runtime)
+        run = _Run(scenario, out, device, runtime, max_restarts)
+        run.learner_restart, run.on_progress = learner_restart, on_progress
         try:
             run.start(resume)
             run.train(on_step)
@@ -147,16 +159,18 @@ def _check_task(scenario: Scenario) -> None:
 class _Run:
     """The learner side of one run: the learner, the coordinator, the record, and the actors they drive."""
 
-    def __init__(self, scenario: Scenario, out: Path, device: str, runtime: str) -> None:
+    def __init__(self, scenario: Scenario, out: Path, device: str, runtime: str, max_restarts: int) -> None:
         from asyncrl.executor.placement import place
 
-        self.scenario, self.out, self.device = scenario, out, device
+        self.scenario, self.out, self.device, self.max_restarts = scenario, out, device, max_restarts
         self.placement = place(device, _visible_gpus(device), scenario.cluster.engines, runtime)
         self.actors = ActorProcesses(scenario, self.placement, runtime)
         self.record = RunLog(scenario, out)
         self.resumed = checkpoint.Resumed()
         self.coordinator: Coordinator | None = None
         self.t0 = time.time()
+        self.learner_restart: LearnerRestart | None = None
+        self.on_progress: ProgressCallback | None = None
 
     # Start-up.
 
@@ -184,19 +198,30 @@ class _Run:
     def _start_coordinator(self, model_vocab: int) -> None:
         from asyncrl.executor.coordinator import Coordinator
         from asyncrl.executor.precision import executor_dtype
+        from asyncrl.executor.restarts import Restarts
         from asyncrl.executor.weights import WeightLayout
         from asyncrl.executor.work import WorkSource
 
-        self.t0 = time.time() - self.resumed.previous.wall_time
+        restart = self.learner_restart
+        self.t0 = restart.clock_zero if restart else time.time() - self.resumed.previous.wall_time
         source = WorkSource(self.scenario, self.task, model_vocab)
         first_group = self.resumed.step * self.scenario.batch_groups
-        coordinator = Coordinator(self.scenario, source, self.actors.commands, self._clock, first_group=first_group)
+        coordinator = Coordinator(
+            self.scenario, source, self.actors.commands, self._clock, first_group=first_group, send=self.actors.send
+        )
         self.coordinator = coordinator
         self.layout = WeightLayout.of(self.learner.model.state_dict(), executor_dtype(self.scenario.model.dtype))
         if self.resumed.step:
             checkpoint.skip_groups(source, first_group)
             coordinator.restore_versions(self.resumed.versions)
-        self.actors.go(self.t0, coordinator)
+        restarts = Restarts(self.scenario, self.actors, coordinator, self.max_restarts, self._clock)
+        self.actors.go(self.t0, coordinator, restarts)
+        if restart is not None:
+            from asyncrl.executor.record import learner_restart_rows
+
+            size = self.scenario.workload.samples_per_prompt
+            coordinator.rows.extend(learner_restart_rows(restart, first_group, size, self._clock()))
+        self._progress("clock_zero", self.t0)
         coordinator.publish(self.resumed.step, self._flat_weights())
 
     # The learner loop.
@@ -227,6 +252,7 @@ class _Run:
             self.record.add_step(row)
             if scenario.run.checkpoint_every and (step + 1) % scenario.run.checkpoint_every == 0:
                 self._checkpoint(step + 1)
+            self._progress("groups_started", coordinator.state.next_group)
             if on_step is not None:
                 on_step(step, row)
 
@@ -254,10 +280,17 @@ class _Run:
     # Helpers.
 
     def _check_health(self) -> None:
-        """Raise if an actor died or reported an error; the learner calls this while it waits for a batch."""
+        """Raise if the run cannot go on (an actor died with no restart left); the learner calls this while it
+        waits for a batch."""
         self.actors.check()
         if self.coordinator is not None and self.coordinator.failure:
-            raise RuntimeError(self.coordinator.failure)
+            from asyncrl.executor.coordinator import WorkerFailed
+
+            raise WorkerFailed(self.coordinator.failure)
+
+    def _progress(self, kind: str, value: float) -> None:
+        if self.on_progress is not None:
+            self.on_progress(kind, value)
 
     def _coordinator(self) -> Coordinator:
         if self.coordinator is None:

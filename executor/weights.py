@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -84,16 +84,22 @@ class Sending:
             work.wait()
 
 
-def send_weights(flat: torch.Tensor, actor_rank: int) -> Sending:
-    """Start sending one version to an actor, in pieces of at most ``MESSAGE_BYTES`` (1.5B bf16 weights are 3 GB)."""
+def send_weights(flat: torch.Tensor, actor_rank: int, group: Any = None) -> Sending:
+    """Start sending one version to an actor, in pieces of at most ``MESSAGE_BYTES`` (1.5B bf16 weights are 3 GB),
+    over the default group or over ``group``, the actor's pair (``executor.distributed.pair_group``)."""
+    if group is not None:
+        return Sending([group.send([piece], actor_rank, 0) for piece in _pieces(flat)])
     works = [dist.isend(piece, dst=actor_rank) for piece in _pieces(flat)]
     return Sending(cast("list[dist.Work]", works))  # isend returns None only on a rank outside the group
 
 
-def receive_weights(buffer: torch.Tensor) -> torch.Tensor:
-    """Receive one version into ``buffer``, piece by piece as ``send_weights`` sent it."""
+def receive_weights(buffer: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Receive one version into ``buffer``, piece by piece as ``send_weights`` sent it (over ``group`` if given)."""
     for piece in _pieces(buffer):
-        dist.recv(piece, src=LEARNER_RANK)
+        if group is not None:
+            group.recv([piece], LEARNER_RANK, 0).wait()
+        else:
+            dist.recv(piece, src=LEARNER_RANK)
     return buffer
 
 

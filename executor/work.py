@@ -10,7 +10,9 @@
   drawn length, and the reward is a synthetic deterministic number in [0, 1):
   the learner still does the real work for every trained token.
 
-Group ``i`` gets the same work whatever the schedule, as in the simulator.
+Group ``i`` gets the same work whatever the schedule, as in the simulator, and
+the same work again when it is generated again after its engine died: its requests
+are kept until it is trained or dropped (``forget``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class WorkSource:
         self.model_vocab = model_vocab
         self._lengths = LengthStream(scenario)
         self._prompts: dict[int, TaskPrompt] = {}
+        self._requests: dict[int, list[Request]] = {}  # by group, until it is trained or dropped
 
     @property
     def eos_token_id(self) -> int | None:
@@ -50,7 +53,13 @@ class WorkSource:
         return self.task.tokenizer.pad_token_id if self.task else 0
 
     def requests(self, group: int) -> list[Request]:
-        """The G requests of ``group``; call in group order (lengths are drawn in sequence)."""
+        """The G requests of ``group``; call in group order (lengths are drawn in sequence). A group asked
+        for again (generated again after its engine died) gets the requests it got first."""
+        if group not in self._requests:
+            self._requests[group] = self._draw(group)
+        return self._requests[group]
+
+    def _draw(self, group: int) -> list[Request]:
         from asyncrl.executor.engine import Request
         from asyncrl.executor.tasks import to_request
 
@@ -73,8 +82,9 @@ class WorkSource:
         return float(np.random.default_rng([self.scenario.run.seed, group, sample, 1]).random())
 
     def forget(self, group: int) -> None:
-        """The group is trained or dropped: its prompt is no longer needed."""
+        """The group is trained or dropped: its prompt and requests are no longer needed."""
         self._prompts.pop(group, None)
+        self._requests.pop(group, None)
 
     def _timing_prompt(self, group: int, length: int) -> list[int]:
         rng = np.random.default_rng([self.scenario.run.seed, group, 0])

@@ -18,6 +18,7 @@
     wake_s: 0.0                   # optional: an idle engine's delay before it acts on work handed to it (messages)
     train_start_s: 0.0            # optional: delay between a batch being ready (learner free) and its step starting
     weight_sync_s: 0.3            # one synchronization of one engine
+    engine_start_s: 1.5           # optional: a failed engine's replacement, from its death to its first weight load
 
 Between the measured batch sizes the decode-step time is interpolated
 linearly; beyond the largest (or below the smallest) it stays flat.
@@ -86,6 +87,11 @@ class CostProfile(BaseModel):
         0.0, description="seconds from a complete batch (learner free) to its step starting (the report, collation)"
     )
     weight_sync_s: NonNegativeFloat
+    engine_start_s: NonNegativeFloat | None = Field(
+        None,
+        description="seconds from an engine's death to its replacement's first weight load (process start, model "
+        "load), fitted from an executed run's restarts; unset: the analytic guess (simulator.costs)",
+    )
 
     @field_validator("decode_step_s")
     @classmethod
@@ -141,4 +147,4 @@ def running_maximum(table: dict[int, float]) -> dict[int, float]:
 
 def save_profile(profile: CostProfile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(profile.model_dump(), sort_keys=False))
+    path.write_text(yaml.safe_dump(profile.model_dump(exclude_none=True), sort_keys=False))

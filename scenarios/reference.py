@@ -58,10 +58,23 @@ def field_rows() -> list[Row]:
         if not members:
             rows.append(_row(name, info))
         elif len(members) == 1:
-            for field, sub in members[0].model_fields.items():
-                rows += [_row(f"{name}.{field}", sub), *_nested_rows(f"{name}.{field}", sub)]
+            rows += _section_rows(name, members[0])
         else:
             rows += _union_rows(name, info, members)
+    return rows
+
+
+def _section_rows(prefix: str, section: type[Section]) -> list[Row]:
+    """A section's rows; a field that is itself an optional section (``run.failures``) gets its own row, then
+    one per field of it."""
+    rows: list[Row] = []
+    for field, sub in section.model_fields.items():
+        rows.append(_row(f"{prefix}.{field}", sub))
+        nested = [member for member in get_args(sub.annotation) if member is not type(None)]
+        if len(nested) == 1 and isinstance(nested[0], type) and issubclass(nested[0], Section):
+            rows += _section_rows(f"{prefix}.{field}", nested[0])
+        else:
+            rows += _nested_rows(f"{prefix}.{field}", sub)
     return rows
 
 

@@ -139,6 +139,21 @@ class DeviceHours(_SummarySection):
     per_1k_samples: float = Field(description="total per 1,000 trained rollouts (device-hours)")
 
 
+class Restarts(_SummarySection):
+    """Workers lost during the run and restarted, and the work lost with them (``scenarios.failures``)."""
+
+    engines: int = Field(description="engine restarts: an engine died and a replacement took its place (restarts)")
+    learner: int = Field(
+        0, description="executor runs with --auto-resume only: the learner died and the run resumed (restarts)"
+    )
+    regenerated_samples: int = Field(
+        description="rollouts generated again because the worker that held them died, once per loss (rollouts)"
+    )
+    down_s: float = Field(
+        description="seconds workers were down, from each death to its replacement's start, summed (s)"
+    )
+
+
 class RunSummary(_SummarySection):
     """``summary.json``: every figure of one run, computed from its events by ``summarize``.
 
@@ -187,6 +202,11 @@ class RunSummary(_SummarySection):
         default=None,
         description="executor runs only: the number format the engines ran in, 'fp32' or 'bf16' (the learner keeps "
         "fp32 weights and computes in it under autocast); absent from simulator runs",
+    )
+    restarts: Restarts | None = Field(
+        default=None,
+        description="runs in which a worker died and was restarted (an executor's real deaths, or the simulator's "
+        "run.failures); absent when none did",
     )
     time_to_target: TimeToTarget | None = Field(
         default=None,

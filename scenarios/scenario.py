@@ -94,6 +94,17 @@ class Scenario(Section):
                 f"learner.model_parallel: {self.learner.model_parallel} does not divide cluster.training_devices "
                 f"({self.training_devices})"
             )
+        failures = self.run.failures
+        if failures is not None and failures.engine != "random" and failures.engine >= self.cluster.engines:
+            raise ValueError(
+                f"run.failures.engine: {failures.engine}, but the cluster has {self.cluster.engines} engine(s), "
+                f"numbered from 0"
+            )
+        if failures is not None and failures.engines_lost > self.cluster.engines:
+            raise ValueError(
+                f"run.failures.engines_lost: {failures.engines_lost}, but the cluster has {self.cluster.engines} "
+                f"engine(s)"
+            )
         if self.queue_capacity < self.workload.prompts_per_step:
             raise ValueError(
                 f"schedule.queue_capacity: {self.queue_capacity} groups is below prompts_per_step "

@@ -6,7 +6,9 @@
     a group's last sample   ──► group_finished ───┤  (queue overflow: dropped groups)
     learner wants step k    ──► take(k) ──────────┼─► dispatch() ──► [Load(engine, v), Start(engine, groups)]
                                                   │  (taken and dropped groups)
-    learner made version v  ──► publish(v) ───────┘  (versions nobody needs any more)
+    learner made version v  ──► publish(v) ───────┤  (versions nobody needs any more)
+    an engine died          ──► engine_lost ──────┤  (its unfinished groups: Regenerate actions later)
+    its replacement is up   ──► engine_restored ──┘
 
 ``scenarios.policy`` is the rulebook; this class applies it to one run's state
 (latest version, live groups, the queue of finished groups, each engine's
@@ -23,6 +25,11 @@ samples share the prompt's KV prefix, and the group's rollouts finish on one
 engine's clock. Group ids are the start order (so batch k's groups have the
 ids of batch k in exact schedules), and the Start actions come in that order:
 a backend that applies them in order draws lengths and prompts in id order.
+
+**Lost engines** (``scenarios.failures``): an engine that dies is down until ``engine_restored``; the
+groups it held unfinished go out again, before any new group, as ``Regenerate`` actions, under their
+own ids (a backend reuses the group's prompt and lengths). A restored engine holds no weights
+(``NO_VERSION``) until a Load.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from asyncrl.scenarios import policy
+from asyncrl.scenarios import failures, policy
+from asyncrl.scenarios.failures import NO_VERSION
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
 
@@ -65,7 +73,17 @@ class Start:
     batches: tuple[int, ...]
 
 
-Action = Load | Start
+@dataclass(frozen=True)
+class Regenerate:
+    """Start again on ``engine`` these groups, lost with the engine that held them; ``batches[i]`` is the
+    step ``groups[i]`` is for (as when it first started)."""
+
+    engine: int
+    groups: tuple[int, ...]
+    batches: tuple[int, ...]
+
+
+Action = Load | Start | Regenerate
 
 
 @dataclass(frozen=True)
@@ -105,6 +123,8 @@ class ScheduleState:
         self._room: dict[int, set[int]] = {}  # version -> engines with room for a group
         self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
         self._maybe_load: set[int] = set()  # engines behind the latest version that could load now
+        self.down: set[int] = set()  # engines lost and not restored yet
+        self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
         for engine in range(engines):
             self._index(engine)
 
@@ -142,6 +162,20 @@ class ScheduleState:
             self._index(engine)
         return stale
 
+    def engine_lost(self, engine: int, groups: list[int]) -> None:
+        """``engine`` died with ``groups`` (started on it, not finished): they wait to be generated again;
+        it takes nothing until ``engine_restored``."""
+        state = self.engines[engine]
+        state.in_flight, state.version = 0, NO_VERSION
+        self.down.add(engine)
+        self.lost = sorted([*self.lost, *groups])
+        self._index(engine)
+
+    def engine_restored(self, engine: int) -> None:
+        """The replacement of a lost engine is up, with no weights yet: the next dispatch loads it."""
+        self.down.discard(engine)
+        self._index(engine)
+
     def keep_versions(self, versions: list[int]) -> None:
         """Versions a resumed run brought back from its checkpoint."""
         self.kept_versions.update(versions)
@@ -160,8 +194,9 @@ class ScheduleState:
     # What to do.
 
     def dispatch(self) -> list[Action]:
-        """Loads for engines whose weights should change, then starts for the admissible groups."""
-        actions: list[Action] = []
+        """Lost groups first (with the loads they need), then loads for engines whose weights should
+        change, then starts for the admissible groups."""
+        actions: list[Action] = self._regenerate() if self.lost else []
         for index in sorted(self._maybe_load):
             target = self.sync_target(index)
             if target is not None and target in self.kept_versions:
@@ -239,6 +274,59 @@ class ScheduleState:
             self._index(index)
         return starts
 
+    def _regenerate(self) -> list[Action]:
+        """Hand lost groups, oldest first, to the least-loaded engine that may generate them again
+        (``failures.may_regenerate``), loading an idle engine when none may; the rest wait."""
+        actions: list[Action] = []
+        waiting = []
+        for group in self.lost:
+            batch = self._batch_of_group[group]
+            engine = self._regenerator(batch, actions)
+            if engine is None:
+                waiting.append(group)
+                continue
+            self.engines[engine].in_flight += self._group_size
+            self._index(engine)
+            last = actions[-1] if actions else None
+            if isinstance(last, Regenerate) and last.engine == engine:
+                actions[-1] = Regenerate(engine, (*last.groups, group), (*last.batches, batch))
+            else:
+                actions.append(Regenerate(engine, (group,), (batch,)))
+        self.lost = waiting
+        return actions
+
+    def _regenerator(self, batch: int, actions: list[Action]) -> int | None:
+        """The engine to generate a lost group of ``batch`` again, after a Load appended to ``actions`` if
+        it needs one; None while none can."""
+        bound, exact, size = self.scenario.staleness_bound, self._exact, self._group_size
+        up = [index for index in range(len(self.engines)) if index not in self.down]
+        fits = [
+            index
+            for index in up
+            if self._capacity - self.engines[index].in_flight >= size
+            and failures.may_regenerate(
+                exact=exact,
+                engine_version=self.engines[index].version,
+                batch=batch,
+                bound=bound,
+                draining=policy.draining(
+                    self.scenario, engine_version=self.engines[index].version, latest_version=self.latest_version
+                ),
+            )
+        ]
+        if fits:
+            return min(fits, key=lambda index: (self.engines[index].in_flight, index))
+        version = failures.regeneration_version(
+            exact=exact, batch=batch, bound=bound, latest_version=self.latest_version
+        )
+        idle = [index for index in up if self.engines[index].in_flight == 0]
+        if not idle or version not in self.kept_versions:
+            return None
+        engine = idle[0]
+        self.engines[engine].version = version
+        actions.append(Load(engine, version))
+        return engine
+
     # Bookkeeping.
 
     def _index(self, engine: int) -> None:
@@ -249,7 +337,10 @@ class ScheduleState:
             self._room[filed].discard(engine)
             if not self._room[filed]:
                 del self._room[filed]
-        if self._capacity - state.in_flight >= self._group_size:
+        if engine in self.down:
+            self._maybe_load.discard(engine)
+            return
+        if state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
             self._room.setdefault(state.version, set()).add(engine)
             self._filed[engine] = state.version
         behind = state.version < self.latest_version

@@ -15,7 +15,12 @@ Event kinds, by role:
                             (the learner state leaving); simulator only
                 drop        a finished rollout discarded (too stale, or pushed out
                             of a full queue); zero length
-    training    train       one learner step (``tokens`` = prompt + completion)
+                lost        a rollout lost with the engine that held it (generated
+                            again later under the same group and sample)
+                restart     an engine down: from its death to its replacement's start
+    training    restart     the learner down (--auto-resume): from its death to the
+                            resumed run's start
+                train       one learner step (``tokens`` = prompt + completion)
                 switch      colocated devices bringing the learner state back; simulator only
 
 ``step`` on a generate row is the learner step that trained the rollout, −1 if
@@ -48,6 +53,7 @@ from asyncrl.scenarios.run_summary import (
     DeviceHours,
     GenerationTime,
     Idle,
+    Restarts,
     RunSummary,
     SampleCounts,
     Staleness,
@@ -71,7 +77,11 @@ EVENT_COLUMNS: dict[str, str] = {
     "tokens": "int64",
     "comm_s": "float64",
 }
-BUSY_KINDS = {"generation": ("generate", "unfinished", "prefill", "sync", "switch"), "training": ("train", "switch")}
+BUSY_KINDS = {
+    "generation": ("generate", "unfinished", "lost", "prefill", "sync", "switch"),
+    "training": ("train", "switch"),
+}
+ROLLOUT_KINDS = ("generate", "unfinished", "lost")  # spans that held an engine's slot
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -91,6 +101,35 @@ class DevicePools:
     @property
     def total(self) -> int:
         return self.generation if self.colocated else self.generation + self.training
+
+
+def event_row(
+    worker: int | str,
+    kind: str,
+    start: float,
+    end: float,
+    step: int = -1,
+    version: int = -1,
+    group: int = -1,
+    sample: int = -1,
+    tokens: int = 0,
+) -> dict[str, Any]:
+    """One row of the event table (EVENT_COLUMNS), as a dict; ``worker`` an engine's index or a name. The
+    learner's steps, restarts and switches are training's; everything else is generation's."""
+    learner = worker == "learner" and kind in ("restart", "switch")
+    return {
+        "worker": f"engine-{worker}" if isinstance(worker, int) else worker,
+        "role": "training" if kind == "train" or learner else "generation",
+        "kind": kind,
+        "start": start,
+        "end": end,
+        "step": step,
+        "version": version,
+        "group": group,
+        "sample": sample,
+        "tokens": tokens,
+        "comm_s": 0.0,
+    }
 
 
 def empty_events() -> pd.DataFrame:
@@ -191,6 +230,9 @@ def summarize(
     if devices is not None:
         fields["breakdown"] = _breakdown(events, devices, wall, figures.generation_busy_s)
         fields["device_hours"] = _device_hours(devices.total * wall, steps=figures.steps, trained=figures.trained)
+    restarts = restarts_of(events)
+    if restarts is not None:
+        fields["restarts"] = restarts
     kinds = events["kind"]
     finished = len(events.loc[kinds == "generate", ["group", "sample"]].drop_duplicates())
     in_flight = len(events.loc[kinds == "unfinished", ["group", "sample"]].drop_duplicates())
@@ -212,9 +254,23 @@ def _tally(events: pd.DataFrame, train: pd.DataFrame, wall: float) -> Tally:
         token_staleness=float((per_sample["token_staleness"] * per_sample["tokens"]).sum()),
         generation_busy_s=_busy_seconds(events, "generation"),
         training_busy_s=_busy_seconds(events, "training"),
-        rollout_s=_span_seconds(events, ("generate", "unfinished")),
+        rollout_s=_span_seconds(events, ROLLOUT_KINDS),
         sync_s=float((syncs["end"] - syncs["start"]).sum()),
         dropped=float((events["kind"] == "drop").sum()),
+    )
+
+
+def restarts_of(events: pd.DataFrame) -> Restarts | None:
+    """Restarts and the rollouts lost with them, from ``restart`` and ``lost`` rows; None if nothing restarted."""
+    restarts = events[events["kind"] == "restart"]
+    if restarts.empty:
+        return None
+    learner = restarts["worker"] == "learner"
+    return Restarts(
+        engines=int((~learner).sum()),
+        learner=int(learner.sum()),
+        regenerated_samples=int((events["kind"] == "lost").sum()),
+        down_s=float((restarts["end"] - restarts["start"]).sum()),
     )
 
 

@@ -2,7 +2,7 @@
 
     scenario.yaml ─► Scenario ─┬─ algorithm: AlgorithmSpec  (the loss, its correction, the updates per step)
                                ├─ learner:   LearnerSpec    (how the learner holds the model in memory)
-                               └─ run:       RunSpec        (steps, seed, checkpoints)
+                               └─ run:       RunSpec        (steps, seed, checkpoints, engine failures)
 
 ``scenarios.scenario`` assembles the sections; import them from there.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from asyncrl.scenarios.failures import FailureSpec
 from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Seed, Steps
 from asyncrl.scenarios.sections import Section
 from pydantic import Field, model_validator
@@ -145,4 +146,9 @@ class RunSpec(Section):
     seed: Seed = Field(0, description="seeds the length draws (same seed, same summary, byte for byte)")
     checkpoint_every: PositiveInt | None = Field(
         None, description="executor: learner checkpoint interval, in steps; unset: no checkpoints"
+    )
+    failures: FailureSpec | None = Field(
+        None,
+        description="engines that fail during the run (a what-if for the simulator; the executor kills them "
+        "then, and restarts them); unset: none",
     )

@@ -34,6 +34,9 @@
                   device shares the engine's node, else the network; colocated: each device gathers
                   its engine's shard from the learner's shards of its node over NVLink
         measured: weight_sync_s
+    engine start (a failed engine's replacement, ``run.failures``): from its death to its first weight load
+        analytic: ENGINE_PROCESS_START_S + weights per device / MODEL_LOAD_BYTES_PER_S (a guess: calibrate it)
+        measured: engine_start_s (fitted from an executor run's restarts), else the analytic guess
     phase switch (colocated only; once after generation, once after training)
         analytic: learner state per device / host link (PCIe) when it does not fit beside the
                   engine's weights and KV cache, else nothing moves (0); back to generation
@@ -82,6 +85,13 @@ __all__ = [
 ]
 
 
+#: A replacement engine's process start before its model loads: Python, torch and the engine's imports and a
+#: device context (seconds). An assumption, not a measurement: calibrate ``engine_start_s`` instead.
+ENGINE_PROCESS_START_S = 20.0
+#: How fast a replacement reads its model's weights (bytes/s): safetensors from a local NVMe disk.
+MODEL_LOAD_BYTES_PER_S = 2e9
+
+
 @dataclass(frozen=True)
 class DecodeTable:
     """decode_step(b, C) = max(first[b] + first_per_context · C, second[b] + second_per_context · C).
@@ -128,6 +138,7 @@ class CostModel(Protocol):
     def time_slicing(self) -> float: ...
     def engine_wake(self) -> float: ...
     def train_start(self) -> float: ...
+    def engine_start(self) -> float: ...
 
 
 class AnalyticCosts:
@@ -155,6 +166,7 @@ class AnalyticCosts:
         self._switch_s = colocated_switch_s(scenario, layout)
         self._wake_s = efficiency.switch_s if scenario.cluster.colocated else 0.0
         self._tables: dict[int, DecodeTable] = {}
+        self._scenario = scenario
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
@@ -219,6 +231,15 @@ class AnalyticCosts:
     def train_start(self) -> float:
         return 0.0
 
+    def engine_start(self) -> float:
+        return analytic_engine_start_s(self._scenario)
+
+
+def analytic_engine_start_s(scenario: Scenario) -> float:
+    """A replacement engine's start: a process start and its share of the weights read (module docstring)."""
+    weights = scenario.model.weight_bytes / scenario.cluster.devices_per_engine
+    return ENGINE_PROCESS_START_S + weights / MODEL_LOAD_BYTES_PER_S
+
 
 def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
     """Two ring all-reduces per layer of b · hidden · dtype bytes, over the engine's devices and NVLink."""
@@ -269,6 +290,8 @@ class MeasuredCosts:
         self._per_context = profile.decode_context_token_s
         self._training_devices = scenario.training_devices
         self._tables: dict[int, DecodeTable] = {}
+        measured_start = profile.engine_start_s
+        self._engine_start_s = measured_start if measured_start is not None else analytic_engine_start_s(scenario)
 
     def decode_step(self, batch: int, context_tokens: float) -> float:
         return self._profile.decode_step(batch) + self._per_context * context_tokens
@@ -320,6 +343,9 @@ class MeasuredCosts:
 
     def train_start(self) -> float:
         return self._profile.train_start_s
+
+    def engine_start(self) -> float:
+        return self._engine_start_s
 
 
 def cost_model(scenario: Scenario) -> CostModel:

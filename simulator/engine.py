@@ -36,6 +36,7 @@ from collections.abc import Generator
 from typing import NamedTuple, Protocol
 
 import simpy
+from asyncrl.scenarios.failures import NO_VERSION
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.costs import CostModel
 from asyncrl.simulator.host import Host
@@ -148,6 +149,24 @@ class Engine:
             sample += 1
         self._context_offset += size * (prompt - progress)
         return Prefill(start=prefill_start, end=self.env.now + self._pause * slowness)
+
+    def fail(self, now: float) -> list[tuple[int, float]]:
+        """The engine dies at ``now``: it drops everything it held and waits, without weights, for work.
+
+        Returns each rollout it had in flight as (sample id, tokens generated so far); the quiet finishes
+        it had planned past ``now`` are undone first, those before it reported (``settle``).
+        """
+        self.prepare(now)
+        self.advance(now)
+        joins, size = self.rollouts.join, self._group_size
+        lost = [(sample, max(0.0, self.progress - joins[sample // size])) for _, sample in self.in_flight]
+        self.in_flight.clear()
+        self._context_offset, self._pause, self._ready_at = 0.0, 0.0, now
+        self.host.busy(self, 0)
+        self.rate = 1.0
+        self.version = NO_VERSION
+        self.replan()
+        return lost
 
     def rate_changed(self, rate: float) -> None:
         """The host's cores are shared differently: account the time so far at the old rate, replan at ``rate``."""

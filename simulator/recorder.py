@@ -87,6 +87,10 @@ class Recorder:
         self._prefill_start.append(start)
         self._prefill_end.append(end)
 
+    def prefill_again(self, group: int, start: float, end: float) -> None:
+        """The prefill of ``group``, started again after its engine was lost."""
+        self._prefill_start[group], self._prefill_end[group] = start, end
+
     def switch(self, worker: str, start: float, end: float) -> None:
         self._switches.append(SwitchSpan(worker, start, end))
 

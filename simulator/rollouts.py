@@ -93,6 +93,23 @@ class Rollouts:
         self.tokens.extend(lengths)
         self.end.extend([math.nan] * len(lengths))
 
+    def lose(self, group: int, now: float, progress: float) -> None:
+        """``group`` was lost with its engine at ``now`` (its engine's ``progress``): none of its samples
+        is finished any more, and until it starts again it counts as waiting since then."""
+        first = group * self.group_size
+        self.end[first : first + self.group_size] = [math.nan] * self.group_size
+        self.remaining[group] = self.group_size
+        self.start[group], self.join[group] = now, progress
+
+    def restart_group(
+        self, group: int, engine: int, now: float, version: int, join: float, loads_seen: int
+    ) -> list[int]:
+        """Start ``group`` again (after ``lose``), on ``engine``; returns its samples' lengths, as drawn first."""
+        self.engine[group], self.start[group], self.version[group] = engine, now, version
+        self.join[group], self.loads_seen[group] = join, loads_seen
+        first = group * self.group_size
+        return self.tokens[first : first + self.group_size]
+
     def trained(self, groups: list[int], step: int) -> None:
         for group in groups:
             self.step[group] = step

@@ -16,7 +16,8 @@ its step time and staleness have converged after step k
 (the schedule's staleness bound), as if the scenario had said so from the
 start, so it still ends with the drain a run's last steps see;
 ``simulator.summary`` adds the steps skipped, each worth a step of the steady
-span (``Simulation.steady``).
+span (``Simulation.steady``). A run with ``run.failures`` (``simulator.failures``) is never ended early:
+its failures would be left out.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.record import RunRecord
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import Load, ScheduleState
+from asyncrl.scenarios.state import Load, Regenerate, ScheduleState
 from asyncrl.scenarios.workload import LengthStream
 from asyncrl.simulator.budget import plan
 from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import CostModel, cost_model
 from asyncrl.simulator.engine import Engine
+from asyncrl.simulator.failures import EngineFailures
 from asyncrl.simulator.host import Computation, Host
 from asyncrl.simulator.learner_costs import LearnerStep, attention_weight, data_parallel_ranks
 from asyncrl.simulator.recorder import Recorder
@@ -70,6 +72,8 @@ class Simulation:
         self._last_step_end = 0.0
         self._staleness: list[float] = []  # mean staleness of each step's batch
         self.learner_steps: list[LearnerStep] = []  # what each learner step cost, by part (calibration reads it)
+        failures = scenario.run.failures
+        self.failures = EngineFailures(self, failures, self.costs) if failures and failures.plans_any else None
 
     # Engines report (the Listener protocol).
 
@@ -101,6 +105,15 @@ class Simulation:
                 self.recorder.sync(engine.index, start, loaded, action.version)
                 if ready > loaded:
                     self.recorder.switch(f"engine-{engine.index}", loaded, ready)
+            elif isinstance(action, Regenerate):
+                for group in action.groups:
+                    rollouts = self.rollouts
+                    loads_seen = len(engine.loads)
+                    lengths = rollouts.restart_group(
+                        group, engine.index, now, engine.version, engine.progress, loads_seen
+                    )
+                    prefill = engine.start(group, rollouts.prompt[group], lengths)
+                    self.recorder.prefill_again(group, prefill.start, prefill.end)
             else:
                 for group in action.groups:
                     prompt, lengths = self.lengths.next_group()
@@ -201,7 +214,11 @@ class Simulation:
             self.learner_wake = None
 
     def run(self, on_step: StepCallback | None = None, until_converged: Tolerance | None = None) -> None:
-        """Simulate to the last learner step, or, with ``until_converged``, end early once converged."""
+        """Simulate to the last learner step, or, with ``until_converged``, end early once converged
+        (never with failures planned)."""
+        if self.failures is not None:
+            self.env.process(self.failures.process())
+            until_converged = None
         self.env.process(self._learner(on_step, until_converged))
         self.env.run(until=self.done)
         for engine in self.engines:
@@ -209,12 +226,15 @@ class Simulation:
 
     def events(self) -> pd.DataFrame:
         """The run's event table (call after ``run``)."""
-        return self.recorder.events(
+        events = self.recorder.events(
             [engine.progress for engine in self.engines],
             [engine.loads for engine in self.engines],
             self.env.now,
             self.costs.tensor_parallel(),
         )
+        if self.failures is None:
+            return events
+        return pd.concat([events, self.failures.log.rows()], ignore_index=True)
 
 
 def simulate(scenario: Scenario, on_step: StepCallback | None = None, costs: CostModel | None = None) -> RunRecord:

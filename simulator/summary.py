@@ -53,6 +53,9 @@ class RolloutArrays:
     pause_end: np.ndarray  # (s)
     drop_times: np.ndarray  # per dropped rollout (s)
     engines: int
+    lost_engine: np.ndarray  # per rollout lost with its engine (``simulator.failures``): the engine
+    lost_start: np.ndarray  # (s)
+    lost_end: np.ndarray  # (s)
 
 
 def records(sim: Simulation) -> RolloutArrays:
@@ -88,7 +91,18 @@ def records(sim: Simulation) -> RolloutArrays:
         **_pauses(sim),
         drop_times=np.repeat(np.asarray([d.time for d in drops], dtype=np.float64), size),
         engines=len(sim.engines),
+        **_lost(sim),
     )
+
+
+def _lost(sim: Simulation) -> dict[str, np.ndarray]:
+    """The rollouts lost with their engines: busy time and slots, as the event table counts them."""
+    lost = sim.failures.log.lost if sim.failures is not None else []
+    return {
+        "lost_engine": np.asarray([span.engine for span in lost], dtype=np.int64),
+        "lost_start": np.asarray([span.start for span in lost], dtype=np.float64),
+        "lost_end": np.asarray([span.end for span in lost], dtype=np.float64),
+    }
 
 
 def _pauses(sim: Simulation) -> dict[str, np.ndarray]:
@@ -140,6 +154,7 @@ def tally(run: RolloutArrays, first: int, last: int) -> Tally:
     stale = run.step[trained] - run.oldest[trained]
     keys, counts = np.unique(stale, return_counts=True)
     start, stop = np.clip(run.start, begin, end), np.clip(run.end, begin, end)
+    lost_start, lost_stop = np.clip(run.lost_start, begin, end), np.clip(run.lost_end, begin, end)
     sync_start, sync_stop = np.clip(run.sync_start, begin, end), np.clip(run.sync_end, begin, end)
     train_start, train_stop = np.clip(run.train_start, begin, end), np.clip(run.train_end, begin, end)
     return Tally(
@@ -151,12 +166,12 @@ def tally(run: RolloutArrays, first: int, last: int) -> Tally:
         staleness={int(k): float(c) for k, c in zip(keys, counts, strict=True)},
         token_staleness=float(((run.step[trained] - run.mean_version[trained]) * run.tokens[trained]).sum()),
         generation_busy_s=_busy_seconds(
-            np.concatenate([run.engine, run.sync_engine, run.pause_engine]),
-            np.concatenate([start, sync_start, np.clip(run.pause_start, begin, end)]),
-            np.concatenate([stop, sync_stop, np.clip(run.pause_end, begin, end)]),
+            np.concatenate([run.engine, run.sync_engine, run.pause_engine, run.lost_engine]),
+            np.concatenate([start, sync_start, np.clip(run.pause_start, begin, end), lost_start]),
+            np.concatenate([stop, sync_stop, np.clip(run.pause_end, begin, end), lost_stop]),
         ),
         training_busy_s=_busy_seconds(np.zeros(len(train_start), dtype=np.int64), train_start, train_stop),
-        rollout_s=float((stop - start).sum()),
+        rollout_s=float((stop - start).sum() + (lost_stop - lost_start).sum()),
         sync_s=float((sync_stop - sync_start).sum()),
         dropped=float(((run.drop_times > (begin if first > 0 else -math.inf)) & (run.drop_times <= end)).sum()),
     )
@@ -212,6 +227,9 @@ def run_summary(sim: Simulation) -> RunSummary:
     finished, dropped = int(run.finished.sum()), int(whole.dropped)
     queued, in_flight = finished - int(whole.trained) - dropped, int((~run.finished).sum())
     labels: dict[str, Any] = {}
+    restarts = sim.failures.log.summary(float(run.train_end[-1]) if simulated else 0.0) if sim.failures else None
+    if restarts is not None:
+        labels["restarts"] = restarts
     if sim.steady is not None:
         whole = extended(whole, tally(run, *sim.steady), sim.scenario.run.steps)
         labels = {"steps_simulated": simulated, "extrapolated": True}

@@ -70,7 +70,7 @@ def check_metrics_staleness(metrics: pd.DataFrame, trained: pd.DataFrame, per_ro
 
 
 @pytest.mark.slow
-def test_a_killed_worker_ends_the_run_with_an_error(tmp_path: Path) -> None:
+def test_a_killed_worker_ends_the_run_with_an_error_when_no_restart_is_allowed(tmp_path: Path) -> None:
     scenario = load_scenario("cpu-timing", ["run.steps=50", *FAST[1:]])
 
     def kill_an_actor(step: int, row: dict) -> None:
@@ -79,8 +79,8 @@ def test_a_killed_worker_ends_the_run_with_an_error(tmp_path: Path) -> None:
                 if child.name.startswith("asyncrl-actor"):
                     child.kill()
 
-    with pytest.raises(RuntimeError, match="actor 0"):
-        execute(scenario, tmp_path / "run", on_step=kill_an_actor)
+    with pytest.raises(RuntimeError, match=r"actor 0 exited with code -9 \(no restarts; --max-restarts 0\)"):
+        execute(scenario, tmp_path / "run", on_step=kill_an_actor, max_restarts=0)
     summary = pd.read_json(tmp_path / "run" / "summary.json", typ="series")
     assert summary["status"] == "failed"
     assert 2 <= summary["steps"] < 50

@@ -59,11 +59,18 @@ def every_field() -> dict[str, FieldInfo]:
         if not sections:
             keys[name] = info
         for section in sections:
-            for field, sub in section.model_fields.items():
-                keys.setdefault(f"{name}.{field}", sub)
+            add_fields(keys, name, section)
     for field, sub in DeviceSheet.model_fields.items():  # hardware.device given as a mapping of datasheet figures
         keys[f"hardware.device.{field}"] = sub
     return keys
+
+
+def add_fields(keys: dict[str, FieldInfo], prefix: str, section: type[Section]) -> None:
+    """A section's fields under ``prefix``, and those of a section nested in one (``run.failures``)."""
+    for field, sub in section.model_fields.items():
+        keys.setdefault(f"{prefix}.{field}", sub)
+        for nested in sections_of(sub.annotation):
+            add_fields(keys, f"{prefix}.{field}", nested)
 
 
 def test_the_page_holds_the_generated_table() -> None:
@@ -73,6 +80,7 @@ def test_the_page_holds_the_generated_table() -> None:
 def test_every_field_of_every_section_has_a_row() -> None:
     keys = every_field()
     assert {"name", "model.preset", "schedule.kind", "schedule.off_policy_steps", "run.checkpoint_every"} <= set(keys)
+    assert {"run.failures", "run.failures.every_s", "run.failures.restart_s"} <= set(keys)
     assert list(table_rows()) == [row.key for row in field_rows()]
     assert set(table_rows()) == set(keys)
 

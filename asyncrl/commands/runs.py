@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from asyncrl.arguments import error, one_line
+from asyncrl.arguments import error, non_negative, one_line
 from asyncrl.commands.common import (
     EXIT_FAILED,
     default_out,
@@ -30,12 +30,14 @@ from asyncrl.commands.common import (
     progress,
     scenario_arguments,
 )
+from asyncrl.executor.restarts import DEFAULT_MAX_RESTARTS
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.memory import check_memory
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
+    from asyncrl.scenarios.record import RunRecord
     from asyncrl.scenarios.scenario import Scenario
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -71,6 +73,20 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="actors as local processes, or as Ray actors (a local Ray, or the cluster RAY_ADDRESS names)",
     )
     execute.add_argument(
+        "--max-restarts",
+        type=non_negative,
+        default=DEFAULT_MAX_RESTARTS,
+        metavar="N",
+        help="restart an actor that dies (its groups generated again, each trained once) at most N times; one "
+        f"death more fails the run (default {DEFAULT_MAX_RESTARTS}); with --auto-resume, also the learner's resumes",
+    )
+    execute.add_argument(
+        "--auto-resume",
+        action="store_true",
+        help="run the learner in a process of its own and, when it dies, resume from its last checkpoint "
+        "(needs run.checkpoint_every)",
+    )
+    execute.add_argument(
         "--log",
         choices=["tensorboard", "wandb"],
         help="also log each step's metrics and the summary: RUN/tensorboard/, or a W&B run in RUN/wandb/ "
@@ -103,25 +119,19 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_execute(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import execution_header, execution_lines
-    from asyncrl.executor.runtime import check, execute
+    from asyncrl.executor.runtime import check
 
     scenario = load(args)
     check(scenario, args.device)  # what the executor cannot run at all comes first
     check_memory(scenario)
+    if args.auto_resume and scenario.run.checkpoint_every is None:
+        raise ScenarioError("--auto-resume: resumes from the run's last checkpoint; set run.checkpoint_every")
     out = args.resume or args.out or default_out(scenario.name, overrides(args), "-executed")
     tracker = _tracker(args.log, out, scenario)
     print(execution_header(scenario, args.device, args.runtime))
     with progress(scenario.run.steps, "training", "step", args.quiet) as bar:
         try:
-            result = execute(
-                scenario,
-                out,
-                device=args.device,
-                resume=args.resume is not None,
-                on_step=_tracked(_training_progress(bar, scenario.batch_samples), tracker),
-                runtime=args.runtime,
-                force=args.force,
-            )
+            result = _execute(args, scenario, out, _tracked(_training_progress(bar, scenario.batch_samples), tracker))
         except (ScenarioError, KeyboardInterrupt):
             raise
         except Exception as exc:
@@ -141,6 +151,27 @@ def run_execute(args: argparse.Namespace) -> int:
     print(execution_lines(summary, result.metrics, synthetic=not scenario.workload.task_mode))
     print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
     return 0
+
+
+def _execute(args: argparse.Namespace, scenario: Scenario, out: Path, on_step: StepCallback) -> RunRecord:
+    """The run, in this process, or with ``--auto-resume`` in a learner process resumed when it dies."""
+    from asyncrl.executor.runtime import execute
+    from asyncrl.executor.supervisor import Options, supervise
+
+    resume = args.resume is not None
+    if args.auto_resume:
+        options = Options(args.device, args.runtime, args.force, args.max_restarts)
+        return supervise(scenario, out, options, resume=resume, on_step=on_step)
+    return execute(
+        scenario,
+        out,
+        device=args.device,
+        resume=resume,
+        on_step=on_step,
+        runtime=args.runtime,
+        force=args.force,
+        max_restarts=args.max_restarts,
+    )
 
 
 def _say_partial(out: Path) -> None:
