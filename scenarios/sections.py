@@ -168,7 +168,7 @@ class HardwareSpec(Section):
     )
     mbu: Fraction | None = Field(
         None,
-        description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's 0.8 "
+        description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's 0.5 "
         "(1.0 gives the bare datasheet roofline)",
     )
     sync_latency_s: NonNegativeFloat = Field(
