@@ -9,7 +9,8 @@ the config leaves out takes that file's default, listed in DEFAULTS):
     grpo.num_prompts_per_step, grpo.num_generations_per_prompt     workload.prompts_per_step, samples_per_prompt
     policy.train_global_batch_size                                 algorithm.updates_per_step (samples / this)
     policy.max_total_sequence_length                               the cap of prompt + completion
-    cluster.num_nodes × cluster.gpus_per_node                      all devices; cluster.devices_per_node
+    cluster.num_nodes × cluster.gpus_per_node                      all devices (the devices that share NVLink are
+                                                                   the device's node: 8 on a DGX, 72 on a GB200 NVL72)
     policy.generation.colocated.enabled                            cluster.colocated: sync on every device
     policy.generation.colocated.resources.*                        the generation pool; the rest train
     policy.generation.vllm_cfg.tensor_parallel_size                cluster.devices_per_engine
@@ -110,13 +111,11 @@ def plan_from_nemo_rl(
 
 
 def _cluster_and_schedule(plan: NemoRlPlan, get: _Reader) -> None:
-    per_node = get.integer("cluster.devices_per_node", "cluster.gpus_per_node")
-    devices = per_node * get.integer("cluster", "cluster.num_nodes")
+    devices = get.integer("cluster", "cluster.gpus_per_node") * get.integer("cluster", "cluster.num_nodes")
     cluster: dict[str, Any] = {
         "devices_per_engine": get.integer(
             "cluster.devices_per_engine", "policy.generation.vllm_cfg.tensor_parallel_size"
         ),
-        "devices_per_node": per_node,
         "gpu_memory_utilization": float(
             get.into("cluster.gpu_memory_utilization", "policy.generation.vllm_cfg.gpu_memory_utilization")
         ),

@@ -47,7 +47,6 @@ def test_the_async_recipe_splits_its_nodes_and_streams_at_the_trajectory_age() -
         "generation_devices": 32,  # generation.colocated.resources: 4 nodes of 8
         "training_devices": 32,  # the other 4 of the cluster's 8 nodes
         "devices_per_engine": 4,
-        "devices_per_node": 8,
         "gpu_memory_utilization": 0.8,
     }
     assert scenario["schedule"] == {"kind": "streaming", "max_staleness": 1, "in_flight_updates": True}
