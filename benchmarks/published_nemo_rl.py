@@ -51,10 +51,10 @@ def scenario_of(source: dict[str, Any], case: dict[str, Any], run: str, steps: i
     plan = plan_from_nemo_rl(
         spec["config"],
         name=f"{case['label']} ({run})",
-        model=model_section(case),
         device=source["device"],
-        prompt_tokens=prompt,
         completion_tokens=completion,
+        prompt_tokens=prompt,
+        model=model_section(case),
     )
     plan.scenario["run"] = {"steps": steps}
     return validate_scenario(plan.scenario)

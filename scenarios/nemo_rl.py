@@ -1,11 +1,12 @@
-"""A scenario from a NeMo-RL GRPO config: the runs of NeMo-RL's performance recipes, as asyncrl plans them.
+"""A scenario from a NeMo-RL GRPO config: ``asyncrl from-nemo-rl``, and NeMo-RL's published runs.
 
-    recipe.yaml ─(its ``defaults:`` chain merged, ``${...}`` filled: a resolved config)─► plan_from_nemo_rl
-        ─► the scenario dict, and per field the NeMo-RL key it came from (``sources``)
+    recipe.yaml ─(scenarios/nemo_rl_config.py: defaults merged, overrides, ${...} filled)─► plan_from_nemo_rl
+        ─► ImportPlan: the scenario dict, each field with the NeMo-RL key it came from, what has no counterpart
 
 Read from NeMo-RL (key names of ``examples/configs/grpo_math_1B.yaml`` and the performance recipes; a key
 the config leaves out takes that file's default, listed in DEFAULTS):
 
+    policy.model_name                                              the model (a preset, or a local config.json)
     grpo.num_prompts_per_step, grpo.num_generations_per_prompt     workload.prompts_per_step, samples_per_prompt
     policy.train_global_batch_size                                 algorithm.updates_per_step (samples / this)
     policy.max_total_sequence_length                               the cap of prompt + completion
@@ -26,17 +27,18 @@ the config leaves out takes that file's default, listed in DEFAULTS):
 NeMo-RL's async GRPO (``nemo_rl/algorithms/async_utils.py``) generates each group for a target weight
 version at most ``max_trajectory_age_steps`` ahead of the trainer's and trains it at that version: AReaL's
 admission rule with η = the age, which is asyncrl's ``streaming``. Megatron's distributed optimizer shards the
-optimizer state only (``learner.sharding: zero1``). What the config does not say (the GPU, the lengths, a
-model that is not a preset) is an argument.
+optimizer state only (``learner.sharding: zero1``). What the config does not say (the GPU, the lengths of
+prompts and completions, a model that is neither a preset nor on this machine) is asked for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from asyncrl.scenarios.errors import ScenarioError
+from asyncrl.scenarios.importing import missing_inputs, model_section
+from asyncrl.scenarios.provenance import ImportPlan
 
 #: grpo_math_1B.yaml's values of the keys read here, where a recipe leaves them out.
 DEFAULTS: dict[str, Any] = {
@@ -53,22 +55,63 @@ DEFAULTS: dict[str, Any] = {
     "policy.megatron_cfg.context_parallel_size": 1,
     "policy.megatron_cfg.activation_checkpointing": False,
     "loss_fn.reference_policy_kl_penalty": 0.01,
-    "cluster.gpus_per_node": 8,
+    "cluster.gpus_per_node": 1,
     "cluster.num_nodes": 1,
 }
 MODEL_PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+#: NeMo-RL settings that shape a step's cost with no counterpart in a scenario (listed when set).
+NO_COUNTERPART = {
+    "policy.megatron_cfg.expert_model_parallel_size": "expert parallelism (the MoE learner's all-to-all is in mfu)",
+    "policy.megatron_cfg.fp8_cfg.enabled": "an FP8 learner (the catalogue's peaks are bf16's)",
+    "policy.generation.vllm_cfg.precision": "the engines' precision (model.dtype says the weights')",
+    "policy.dtensor_cfg.enabled": "the DTensor (FSDP2) learner: planned as Megatron's",
+    "grpo.use_dynamic_sampling": "dynamic sampling: generating more groups until enough have a reward spread",
+}
+#: Values of those settings that change nothing: not worth listing.
+NEUTRAL = {"policy.generation.vllm_cfg.precision": "bfloat16"}
+CAP = "policy.max_total_sequence_length"
 
 
-@dataclass
-class NemoRlPlan:
-    """The scenario a NeMo-RL config describes, and where each field came from."""
-
-    scenario: dict[str, Any]
-    sources: list[tuple[str, str, Any]] = field(default_factory=list)
+def plan_from_nemo_rl(
+    config: Mapping[str, Any],
+    *,
+    name: str,
+    device: str | dict[str, Any] | None,
+    completion_tokens: dict[str, Any] | None,
+    prompt_tokens: dict[str, Any] | None,
+    preset: str | None = None,
+    model: dict[str, Any] | None = None,
+) -> ImportPlan:
+    """The scenario of one NeMo-RL run, ``config`` resolved; ``model`` (a scenario model section) instead of the
+    one ``policy.model_name`` names. A ScenarioError lists every missing input at once."""
+    plan = ImportPlan(scenario={"name": name}, framework="NeMo-RL")
+    get = _Reader(config, plan)
+    path = str(get.value("policy.model_name") or "")
+    missing = missing_inputs("NeMo-RL's config", "policy.model_name", path, device, completion_tokens, preset, CAP)
+    if model is not None:  # given whole: no preset wanted
+        missing = [line for line in missing if not line.startswith("preset:")]
+    if prompt_tokens is None:
+        missing.append(f"prompt_lengths: NeMo-RL caps only the whole sequence ({CAP}); give the prompt lengths")
+    if missing:
+        raise ScenarioError("\n".join(missing))
+    plan.source("name", "--name", name)
+    plan.scenario["model"] = model or model_section(plan, "policy.model_name", path, preset)
+    plan.scenario["hardware"] = {"device": device}
+    plan.source("hardware.device", "--device", device)
+    _cluster_and_schedule(plan, get)
+    assert prompt_tokens is not None and completion_tokens is not None
+    _workload(plan, get, prompt_tokens, completion_tokens)
+    _learner(plan, get)
+    plan.unmapped += [
+        (key, value, why)
+        for key, why in NO_COUNTERPART.items()
+        if (value := get.value(key)) not in (None, False, 1, NEUTRAL.get(key))
+    ]
+    return plan
 
 
 class _Reader:
-    def __init__(self, config: Mapping[str, Any], plan: NemoRlPlan) -> None:
+    def __init__(self, config: Mapping[str, Any], plan: ImportPlan) -> None:
         self.config, self.plan = config, plan
 
     def value(self, key: str) -> Any:
@@ -81,7 +124,7 @@ class _Reader:
 
     def into(self, target: str, key: str) -> Any:
         value = self.value(key)
-        self.plan.sources.append((target, key, value))
+        self.plan.source(target, key, value)
         return value
 
     def integer(self, target: str, key: str) -> int:
@@ -90,34 +133,23 @@ class _Reader:
             raise ScenarioError(f"{key}: expected a positive integer, got {value!r}")
         return value
 
-
-def plan_from_nemo_rl(
-    config: Mapping[str, Any],
-    *,
-    name: str,
-    model: dict[str, Any],
-    device: str,
-    prompt_tokens: dict[str, Any],
-    completion_tokens: dict[str, Any],
-) -> NemoRlPlan:
-    """The scenario of one NeMo-RL run: ``config`` resolved, ``model`` a scenario model section, the lengths
-    distributions without their caps (the sequence cap less the longest prompt caps the completions)."""
-    plan = NemoRlPlan(scenario={"name": name, "model": model, "hardware": {"device": device}})
-    get = _Reader(config, plan)
-    _cluster_and_schedule(plan, get)
-    _workload(plan, get, prompt_tokens, completion_tokens)
-    _learner(plan, get)
-    return plan
+    def share(self, target: str, key: str) -> float:
+        value = self.into(target, key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ScenarioError(f"{key}: expected a share in (0, 1], got {value!r}")
+        return float(value)
 
 
-def _cluster_and_schedule(plan: NemoRlPlan, get: _Reader) -> None:
-    devices = get.integer("cluster", "cluster.gpus_per_node") * get.integer("cluster", "cluster.num_nodes")
+def _cluster_and_schedule(plan: ImportPlan, get: _Reader) -> None:
+    devices = get.integer("cluster.training_devices", "cluster.gpus_per_node") * get.integer(
+        "cluster.training_devices", "cluster.num_nodes"
+    )
     cluster: dict[str, Any] = {
         "devices_per_engine": get.integer(
             "cluster.devices_per_engine", "policy.generation.vllm_cfg.tensor_parallel_size"
         ),
-        "gpu_memory_utilization": float(
-            get.into("cluster.gpu_memory_utilization", "policy.generation.vllm_cfg.gpu_memory_utilization")
+        "gpu_memory_utilization": get.share(
+            "cluster.gpu_memory_utilization", "policy.generation.vllm_cfg.gpu_memory_utilization"
         ),
     }
     if get.into("cluster.colocated", "policy.generation.colocated.enabled"):
@@ -143,15 +175,17 @@ def _cluster_and_schedule(plan: NemoRlPlan, get: _Reader) -> None:
         plan.scenario["schedule"] = {"kind": "sync"}
 
 
-def _workload(plan: NemoRlPlan, get: _Reader, prompt: dict[str, Any], completion: dict[str, Any]) -> None:
+def _workload(plan: ImportPlan, get: _Reader, prompt: dict[str, Any], completion: dict[str, Any]) -> None:
     prompts = get.integer("workload.prompts_per_step", "grpo.num_prompts_per_step")
     group = get.integer("workload.samples_per_prompt", "grpo.num_generations_per_prompt")
-    sequence_cap = get.integer("workload.completion_tokens.max_tokens", "policy.max_total_sequence_length")
+    sequence_cap = get.integer("workload.completion_tokens.max_tokens", CAP)
     prompt_cap = int(prompt.get("max_tokens", prompt.get("value", 0)))
     if prompt_cap >= sequence_cap:
         raise ScenarioError(
             f"policy.max_total_sequence_length: {sequence_cap} leaves no room after {prompt_cap}-token prompts"
         )
+    plan.source("workload.prompt_tokens", "--prompt-lengths", prompt)
+    plan.source("workload.completion_tokens", "--lengths", completion)
     plan.scenario["workload"] = {
         "prompts_per_step": prompts,
         "samples_per_prompt": group,
@@ -163,6 +197,7 @@ def _workload(plan: NemoRlPlan, get: _Reader, prompt: dict[str, Any], completion
     if samples % batch:
         raise ScenarioError(f"policy.train_global_batch_size: {batch} does not divide the {samples} samples of a step")
     reference = bool(get.into("algorithm.extra_forward_passes", "loss_fn.reference_policy_kl_penalty"))
+    plan.source("algorithm.loss", "(GRPO: the recipe's algorithm)", "grpo")
     plan.scenario["algorithm"] = {
         "loss": "grpo",
         "updates_per_step": samples // batch,
@@ -170,14 +205,15 @@ def _workload(plan: NemoRlPlan, get: _Reader, prompt: dict[str, Any], completion
     }
 
 
-def _learner(plan: NemoRlPlan, get: _Reader) -> None:
+def _learner(plan: ImportPlan, get: _Reader) -> None:
     parallel = 1
     for name in MODEL_PARALLEL:
         parallel *= get.integer("learner.model_parallel", f"policy.megatron_cfg.{name}")
     packed = get.value("policy.sequence_packing.train_mb_tokens")
     if packed is None:
         packed = get.value("policy.max_total_sequence_length") * get.value("policy.train_micro_batch_size")
-    plan.sources.append(("learner.micro_batch_tokens", "policy.sequence_packing.train_mb_tokens", packed))
+    plan.source("learner.micro_batch_tokens", "policy.sequence_packing.train_mb_tokens", packed)
+    plan.source("learner.sharding", "(Megatron's distributed optimizer)", "zero1")
     plan.scenario["learner"] = {
         "sharding": "zero1",
         "model_parallel": parallel,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,7 +70,7 @@ def test_a_colocated_recipe_is_a_sync_run_on_every_device_with_the_defaults_left
         "policy": {"max_total_sequence_length": 1024},
     }
     scenario = plan(config)
-    assert scenario["cluster"]["colocated"] and scenario["cluster"]["generation_devices"] == 8  # one node of 8
+    assert scenario["cluster"]["colocated"] and scenario["cluster"]["generation_devices"] == 1  # one node of one GPU
     assert scenario["cluster"]["gpu_memory_utilization"] == 0.6  # grpo_math_1B's vLLM share
     assert scenario["schedule"] == {"kind": "sync"}
     assert scenario["learner"]["micro_batch_tokens"] == 4096  # 1,024 × the default train_micro_batch_size of 4
@@ -122,3 +123,44 @@ def _merged(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
             _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
         )
     return merged
+
+
+RECIPES = ROOT / "tests" / "data" / "nemo_rl" / "recipes" / "llm" / "performance"
+
+
+def test_from_nemo_rl_on_a_published_recipe_writes_each_fields_source(tmp_path: Path, capsys: Any) -> None:
+    from asyncrl.scenarios.loading import load_scenario
+
+    from asyncrl.cli import main
+
+    out = tmp_path / "llama.yaml"
+    recipe = RECIPES / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml"  # over 2n8g.yaml, over grpo_math_1B.yaml
+    lengths = ["--lengths", "{kind: lognormal, median: 656, sigma: 1}", "--prompt-lengths", "{kind: fixed, value: 128}"]
+    assert main(["from-nemo-rl", str(recipe), "--device", "h100", *lengths, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "model.preset                          <- policy.model_name = meta-llama/Llama-3.1-8B-Instruct" in printed
+    scenario = load_scenario(str(out))
+    assert (scenario.cluster.generation_devices, scenario.cluster.training_devices) == (8, 8)  # 1 of 2 nodes
+    assert scenario.schedule.kind == "streaming" and scenario.learner.model_parallel == 1  # the async recipe's PP 1
+    assert scenario.learner.activation_checkpointing and scenario.learner.micro_batch_tokens == 4096  # ${mul:...}
+    lines = [line for line in out.read_text().splitlines()[1:] if line.strip() and not line.endswith(":")]
+    assert all("# <- " in line for line in lines)  # every field says where it came from
+
+
+def test_from_nemo_rl_asks_for_what_the_config_does_not_say(tmp_path: Path, capsys: Any) -> None:
+    from asyncrl.cli import main
+
+    recipe = RECIPES / "grpo-llama3.1-8b-instruct-2n8g.yaml"
+    assert main(["from-nemo-rl", str(recipe), "--out", str(tmp_path / "x.yaml")]) == 2
+    errors = capsys.readouterr().err
+    assert "--device: NeMo-RL's config does not say which GPU" in errors
+    assert "--lengths: NeMo-RL's config gives only the cap" in errors and "--prompt-lengths:" in errors
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_from_nemo_rl_names_a_missing_defaults_file(tmp_path: Path, capsys: Any) -> None:
+    from asyncrl.cli import main
+
+    (tmp_path / "recipe.yaml").write_text("defaults: ../nowhere.yaml\n")
+    assert main(["from-nemo-rl", str(tmp_path / "recipe.yaml"), "--device", "h100"]) == 2
+    assert "nowhere.yaml: no such file" in capsys.readouterr().err
