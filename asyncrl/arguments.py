@@ -99,6 +99,11 @@ EXAMPLES: dict[str, str] = {
         "asyncrl from-openrlhf train_ppo_ray.sh --device h100 --lengths '{kind: lognormal, median: 800, sigma: 1}'\n"
         "    a scenario from OpenRLHF's launch script (or: ... -- python3 -m openrlhf.cli.train_ppo_ray --flags)"
     ),
+    "from-nemo-rl": (
+        "asyncrl from-nemo-rl grpo-qwen3-32b-4n8g.yaml cluster.num_nodes=8 --device h100 --lengths lengths.txt \\\n"
+        "    --prompt-lengths '{kind: fixed, value: 128}'\n"
+        "    a scenario from a NeMo-RL recipe, its defaults chain merged as NeMo-RL merges it"
+    ),
     "plan": (
         "asyncrl plan run_fully_async.sh --device h100 --lengths '{kind: lognormal, median: 2048, sigma: 1}'\n"
         "    the run's sync and async plans sized on its devices (asyncrl size's), and one verdict line;\n"

@@ -19,6 +19,7 @@
     asyncrl lengths  --from-log LOG [--max-tokens N]               a lognormal fitted to a verl metrics log
     asyncrl from-verl CONFIG.yaml|SCRIPT.sh [KEY=VALUE ...]         a scenario from a verl config or launch script
     asyncrl from-openrlhf SCRIPT.sh | -- COMMAND                    a scenario from OpenRLHF's launch flags
+    asyncrl from-nemo-rl CONFIG.yaml [KEY=VALUE ...]                a scenario from a NeMo-RL GRPO recipe
     asyncrl schema                                                 JSON Schema of the scenario file
     asyncrl list                                                   presets, devices, shipped scenarios
 

@@ -30,6 +30,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from asyncrl.analysis.tables import format_table  # noqa: E402
 from asyncrl.scenarios.efficiency import save_efficiency  # noqa: E402
@@ -53,7 +54,7 @@ class Prediction:
     run: str
     published_s: float
     catalogue_s: float
-    calibrated_s: float
+    calibrated_s: float | None  # None where the source publishes no phases to calibrate on (NeMo-RL)
 
     def error(self, predicted: float) -> float:
         return (predicted - self.published_s) / self.published_s
@@ -138,6 +139,10 @@ def predict_case(
 
 def predict_file(path: Path, steps: int, keep: Path | None = None) -> list[list[Prediction]]:
     source = yaml.safe_load(path.read_text())
+    if source.get("framework") == "nemo-rl":
+        from published_nemo_rl import predict_file as predict_nemo_rl
+
+        return predict_nemo_rl(path, steps, steady_step_s, Prediction)
     return [
         predict_case(source, case, f"{path.stem}: {case['label']}", steps, keep and keep / _slug(path, case))
         for case in source["cases"]
@@ -153,21 +158,26 @@ def _slug(path: Path, case: dict[str, Any]) -> str:
 def table(predictions: list[Prediction]) -> str:
     rows = []
     for item in predictions:
+        calibrated = item.calibrated_s
         rows.append(
             [
                 item.case,
                 item.run,
                 f"{item.published_s:,.1f}",
                 f"{item.catalogue_s:,.1f} ({item.error(item.catalogue_s):+.0%})",
-                f"{item.calibrated_s:,.1f} ({item.error(item.calibrated_s):+.0%})",
+                "-" if calibrated is None else f"{calibrated:,.1f} ({item.error(calibrated):+.0%})",
             ]
         )
     for case in dict.fromkeys(item.case for item in predictions):
         sync, other = (next(i for i in predictions if i.case == case and i.run == run) for run in ("sync", "async"))
         published = sync.published_s / other.published_s
-        calibrated = sync.calibrated_s / other.calibrated_s
         catalogue = sync.catalogue_s / other.catalogue_s
-        rows.append([case, "speedup", f"{published:.2f}x", f"{catalogue:.2f}x", f"{calibrated:.2f}x"])
+        calibrated = (
+            "-"
+            if sync.calibrated_s is None or other.calibrated_s is None
+            else f"{sync.calibrated_s / other.calibrated_s:.2f}x"
+        )
+        rows.append([case, "speedup", f"{published:.2f}x", f"{catalogue:.2f}x", calibrated])
     header = ["case", "run", "published s/step", "catalogue (error)", "calibrated on sync (error)"]
     return format_table(header, rows)
 

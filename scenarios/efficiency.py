@@ -21,9 +21,14 @@ parallelism or schedule), which a table of one run's step times does not:
 
 Sources of the defaults (dense bf16 peaks, as in ``scenarios.catalog``):
 
-* ``mbu`` 0.8: vLLM and TensorRT-LLM reach 70-85% of HBM bandwidth in the weight-bound decode GEMVs
-  (the memory-bandwidth-utilization figures of Databricks' "LLM Inference Performance Engineering" post,
-  2023: 60-80% on A100/H100 at small batch).
+* ``mbu`` 0.5: what whole decode steps of vLLM reach inside RL frameworks, fitted to NeMo-RL's published
+  H100 runs (``benchmarks/published/nemo-rl-h100.yaml``, the v0.5 performance table: three on-policy runs,
+  whose tail-bound generation sets their step, and two generation-bound MoE runs; the root-mean-square log
+  error of the six predicted steps is 0.30 at 0.8, 0.10 at 0.45-0.5, 0.15 at best with a longer fixed step
+  instead). A decode GEMV alone reaches 70-85% (Databricks' "LLM Inference Performance Engineering", 2023);
+  a step also reads the KV cache through paged attention, samples and returns log-probabilities, which
+  a framework asks of every token. verl's published runs, not fitted, move closer too
+  (docs/published.md).
 * ``decode_mfu`` 0.5: a decode step's matrix products have a few hundred rows (the batch); cuBLAS reaches
   about half of peak at that size, far from the 70-80% of square GEMMs (NVIDIA's matmul performance guide).
 * ``decode_step_s`` 3 ms: the fixed part of one decode step in a serving engine (scheduling, sampling over
@@ -53,7 +58,7 @@ class Efficiency(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     kind: Literal["efficiency"] = "efficiency"
-    mbu: float = Field(0.8, gt=0, le=1, description="decode: share of HBM bandwidth reached")
+    mbu: float = Field(0.5, gt=0, le=1, description="decode: share of HBM bandwidth reached")
     decode_mfu: float = Field(0.5, gt=0, le=1, description="decode: share of peak FLOP/s in a decode step's GEMMs")
     decode_step_s: NonNegativeFloat = Field(0.003, description="decode: fixed seconds per decode step of an engine")
     mfu: float = Field(0.4, gt=0, le=1, description="learner's training pass and prefill: model-FLOPs utilization")

@@ -32,9 +32,11 @@ A micro-batch holds ``learner.micro_batch_tokens`` tokens, or one whole rollout 
 longest possible rollout (prompt and completion caps) is longer: a sequence is not split.
 
 An engine holds its weights and the KV cache of ``engine_concurrency`` rollouts of the
-expected length, split over its ``devices_per_engine``, in ``ENGINE_MEMORY_FRACTION`` of
-each device's memory (vLLM's ``gpu_memory_utilization``); ``rollouts_that_fit`` is the
-one place that decides how many rollouts that is.
+expected length, split over its ``devices_per_engine``, in ``cluster.gpu_memory_utilization``
+of each device's memory (vLLM's setting of that name, 0.9 by default), and never more
+rollouts than vLLM batches by default (``engine_max_batch``: its ``max_num_seqs``, 1,024 on
+devices of 70 GiB or more that are not A100s, else 256); ``rollouts_that_fit`` is the one
+place that decides how many rollouts that is.
 
 Colocated devices train and generate in turn; each phase is checked on its own, the
 other side's memory assumed released meanwhile (verl's sleep mode and offload between
@@ -55,10 +57,13 @@ if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
 
 GB = 1e9
-#: Share of device memory an engine may use (vLLM's gpu_memory_utilization default).
-ENGINE_MEMORY_FRACTION = 0.9
-#: Most rollouts one engine batches, whatever memory allows (vLLM's max_num_seqs default).
+GIB = 2**30
+#: Most rollouts one engine batches, whatever memory allows: vLLM's default ``max_num_seqs`` (V1 engine,
+#: ``EngineArgs.get_batch_defaults``): 1,024 for the offline engine on a device of at least 70 GiB whose
+#: name does not contain "a100", else 256 (``engine_max_batch``).
 ENGINE_MAX_BATCH = 256
+LARGE_DEVICE_MAX_BATCH = 1024
+LARGE_DEVICE_BYTES = 70 * GIB
 
 MASTER_BYTES = 4  # fp32 master copy of each weight
 OPTIMIZER_STATE_BYTES = {"adam": 2 * 4, "sgd": 0}  # Adam: two fp32 moments; plain SGD: none
@@ -189,9 +194,15 @@ def _learner_hint(scenario: Scenario, parts: dict[str, float]) -> str:
 # ── generation pool ─────────────────────────────────────────────────────────────
 
 
-def engine_budget_bytes(device_memory: float, devices_per_engine: int) -> float:
-    """Memory one engine may fill: ``ENGINE_MEMORY_FRACTION`` of each of its devices."""
-    return device_memory * devices_per_engine * ENGINE_MEMORY_FRACTION
+def engine_max_batch(device: str, device_memory: float) -> int:
+    """vLLM's default ``max_num_seqs`` on this device (its catalogue name and memory): see ENGINE_MAX_BATCH."""
+    large = device_memory >= LARGE_DEVICE_BYTES and "a100" not in device
+    return LARGE_DEVICE_MAX_BATCH if large else ENGINE_MAX_BATCH
+
+
+def engine_budget_bytes(device_memory: float, devices_per_engine: int, utilization: float) -> float:
+    """Memory one engine may fill: ``utilization`` (vLLM's gpu_memory_utilization) of each of its devices."""
+    return device_memory * devices_per_engine * utilization
 
 
 def rollouts_that_fit(
@@ -200,10 +211,12 @@ def rollouts_that_fit(
     device_memory: float,
     devices_per_engine: int,
     rollout_tokens: float,
+    utilization: float,
     limit: int = ENGINE_MAX_BATCH,
 ) -> int:
-    """Rollouts whose KV cache fits in one engine next to its weights, at most ``limit`` (vLLM's max_num_seqs)."""
-    free = engine_budget_bytes(device_memory, devices_per_engine) - weight_bytes
+    """Rollouts whose KV cache fits in one engine next to its weights in ``utilization`` of its devices' memory,
+    at most ``limit`` (vLLM's max_num_seqs)."""
+    free = engine_budget_bytes(device_memory, devices_per_engine, utilization) - weight_bytes
     if free <= 0:
         return 0
     return min(limit, math.floor(free / (kv_bytes_per_token * rollout_tokens)))
@@ -217,16 +230,17 @@ def engine_memory(scenario: Scenario) -> PoolMemory:
         "weights": model.weight_bytes / engine_devices,
         "KV cache": rollouts * tokens * model.kv_bytes_per_token / engine_devices,
     }
+    share = scenario.cluster.gpu_memory_utilization
     capacity = (
-        f"{_gb(device.memory_bytes * ENGINE_MEMORY_FRACTION)} GB "
-        f"({ENGINE_MEMORY_FRACTION:.0%} of {_gb(device.memory_bytes)} GB, {scenario.hardware.device_name})"
+        f"{_gb(device.memory_bytes * share)} GB ({share:.0%} of {_gb(device.memory_bytes)} GB, "
+        f"{scenario.hardware.device_name})"
     )
     split = f", split over {engine_devices} devices" if engine_devices > 1 else ""
     detail = f" for {rollouts:,} rollouts of {tokens:,.0f} tokens{split}"
     hint = "raise cluster.devices_per_engine"
     if scenario.schedule.max_concurrency is not None:
         hint = "lower schedule.max_concurrency or " + hint
-    available = engine_budget_bytes(device.memory_bytes, 1)
+    available = engine_budget_bytes(device.memory_bytes, 1, share)
     return PoolMemory("generation pool", parts, available, capacity, hint, detail)
 
 

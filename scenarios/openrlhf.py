@@ -8,6 +8,7 @@ v0.9.9) does, and the scenario it is:
 
     --actor_num_nodes × --actor_num_gpus_per_node          cluster.training_devices (DeepSpeed learner)
     --vllm_num_engines × --vllm_tensor_parallel_size        cluster.generation_devices, devices_per_engine
+    --vllm_gpu_memory_utilization                           cluster.gpu_memory_utilization
     --colocate_all_models (without --async_train)          colocated sync (the engines on the actor's GPUs)
     neither                                                 sync on separate pools (generation waits for training)
     --async_train, --async_queue_size q                    pipelined, q batches off policy: the generator runs q
@@ -103,10 +104,14 @@ def _cluster_and_schedule(plan: ImportPlan, flags: Flags) -> None:
             f"{flags.label('colocate_all_models')}: vllm_num_engines × vllm_tensor_parallel_size = {engines * tp} "
             f"must equal the actor's {training} GPUs (as OpenRLHF asserts)"
         )
+    share = flags.into("cluster.gpu_memory_utilization", "vllm_gpu_memory_utilization")
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise VerlError(f"{flags.label('vllm_gpu_memory_utilization')}: expected a share in (0, 1], got {share!r}")
     plan.scenario["cluster"] = {
         "generation_devices": engines * tp,
         "training_devices": training,
         "devices_per_engine": tp,
+        "gpu_memory_utilization": float(share),
         **({"colocated": True} if colocated else {}),
     }
     if flags.switch("colocate_all_models") and asynchronous:

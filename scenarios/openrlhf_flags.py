@@ -99,6 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "reward_num_gpus_per_node": 8,
     "vllm_num_engines": None,
     "vllm_tensor_parallel_size": 1,
+    "vllm_gpu_memory_utilization": 0.95,
     "async_queue_size": 1,
     "zero_stage": 2,
     "param_dtype": "bf16",
@@ -129,7 +130,6 @@ DEFAULTS: dict[str, Any] = {
 
 #: Flags that shape a step's cost or the schedule, with no counterpart in a scenario.
 NO_COUNTERPART = {
-    "vllm_gpu_memory_utilization": "asyncrl gives an engine 90% of device memory",
     "enable_prefix_caching": "prefix caching (a group's prompt is prefilled once per sample)",
     "vllm_enable_sleep": "freeing the engines' memory between phases: in the colocated switch (switch_s, fitted "
     "from a log)",

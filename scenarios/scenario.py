@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from asyncrl.scenarios.device_sheet import node_devices
-from asyncrl.scenarios.memory import rollouts_that_fit
+from asyncrl.scenarios.memory import engine_max_batch, rollouts_that_fit
 from asyncrl.scenarios.schedules import (
     PipelinedSchedule,
     Schedule,
@@ -145,13 +145,15 @@ class Scenario(Section):
     @cached_property
     def memory_concurrency(self) -> int:
         """Rollouts whose KV cache fits in one engine next to the weights (``memory.rollouts_that_fit``)."""
-        model = self.model
+        model, hardware = self.model, self.hardware
         return rollouts_that_fit(
             model.weight_bytes,
             model.kv_bytes_per_token,
-            self.hardware.spec.memory_bytes,
+            hardware.spec.memory_bytes,
             self.cluster.devices_per_engine,
             self.expected_rollout_tokens,
+            self.cluster.gpu_memory_utilization,
+            limit=engine_max_batch(hardware.device_name, hardware.spec.memory_bytes),
         )
 
     @cached_property

@@ -58,8 +58,9 @@ class _ScheduleBase(Section):
 
     max_concurrency: Concurrency | None = Field(
         None,
-        description="rollouts in flight per engine; unset: the KV cache that fits next to the weights in 90% of "
-        "the engine's memory, for rollouts of mean length, at most 256 (vLLM's defaults)",
+        description="rollouts in flight per engine; unset: the KV cache that fits next to the weights in "
+        "`cluster.gpu_memory_utilization` of the engine's memory, for rollouts of mean length, at most vLLM's "
+        "default `max_num_seqs` (1,024 on a device of 70 GiB or more that is not an A100, else 256)",
     )
 
     @cached_property

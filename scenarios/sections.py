@@ -168,7 +168,7 @@ class HardwareSpec(Section):
     )
     mbu: Fraction | None = Field(
         None,
-        description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's 0.8 "
+        description="memory-bandwidth utilization of decoding; unset: the profile's, else the catalogue's 0.5 "
         "(1.0 gives the bare datasheet roofline)",
     )
     sync_latency_s: NonNegativeFloat = Field(
@@ -246,6 +246,12 @@ class ClusterSpec(Section):
         8,
         description="devices sharing a node (NVLink); engines, then the learner, fill nodes in order; must be a "
         "multiple of `devices_per_engine`; unset: the device's node (8; 72 for `gb200`, an NVL72 rack)",
+    )
+    gpu_memory_utilization: Fraction = Field(
+        0.9,
+        description="share of each generation device's memory an engine fills with its weights and KV cache, "
+        "which bounds the rollouts it runs at once (vLLM's `gpu_memory_utilization`; verl: "
+        "`actor_rollout_ref.rollout.gpu_memory_utilization`, NeMo-RL: `policy.generation.vllm_cfg.gpu_memory_utilization`)",
     )
 
     @model_validator(mode="after")

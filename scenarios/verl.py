@@ -20,6 +20,7 @@ Read from verl (the key names of ``verl/trainer/config/ppo_trainer.yaml`` and of
     actor_rollout_ref.actor.ppo_epochs, ppo_mini_batch_size     algorithm.updates_per_step, extra_forward_passes
     actor_rollout_ref.rollout.max_num_seqs                      schedule.max_concurrency (at most what fits)
     16 prompts per replica (fully async rollouter) × rollout.n  schedule.max_concurrency (fully async)
+    actor_rollout_ref.rollout.gpu_memory_utilization            cluster.gpu_memory_utilization
     async_training.trigger_parameter_sync_step                  schedule.sync_every
     async_training.staleness_threshold                          schedule.staleness_threshold (verl's rule)
     async_training.partial_rollout                              schedule.in_flight_updates
@@ -158,6 +159,7 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
     tp = get.integer("cluster.devices_per_engine", "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
     hybrid = bool(get.into("cluster.colocated", "actor_rollout_ref.hybrid_engine", True))
     recipe = get.value("rollout.n_gpus_per_node") is not None
+    memory = _engine_memory(get)
     if hybrid or not recipe:
         plan.source("schedule.kind", "actor_rollout_ref.hybrid_engine", hybrid)
         if not hybrid:
@@ -173,6 +175,7 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
             "training_devices": trainer,
             "devices_per_engine": tp,
             "colocated": True,
+            **memory,
         }
         plan.scenario["schedule"] = {"kind": "sync"}
         return
@@ -183,6 +186,7 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
         "generation_devices": generation,
         "training_devices": trainer,
         "devices_per_engine": tp,
+        **memory,
     }
     if get.value("async_training") is not None:
         plan.source("schedule.kind", "async_training (the fully async recipe)", "streaming")
@@ -192,6 +196,16 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
     plan.source("schedule.kind", one_step_off, "pipelined")
     plan.source("schedule.off_policy_steps", one_step_off, "one step off")
     plan.scenario["schedule"] = {"kind": "pipelined", "off_policy_steps": 1}
+
+
+def _engine_memory(get: Reader) -> dict[str, float]:
+    """vLLM's share of each generation device (the KV cache it leaves bounds the rollouts in flight)."""
+    share = get.into("cluster.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization")
+    if share is None:
+        return {}
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise VerlError(f"actor_rollout_ref.rollout.gpu_memory_utilization: expected a share in (0, 1], got {share!r}")
+    return {"gpu_memory_utilization": float(share)}
 
 
 def _fully_async(plan: VerlPlan, get: Reader) -> dict[str, Any]:
@@ -295,6 +309,7 @@ def settle_concurrency(plan: VerlPlan, scenario: Scenario) -> bool:
         scenario.hardware.spec.memory_bytes,
         scenario.cluster.devices_per_engine,
         scenario.expected_rollout_tokens,
+        scenario.cluster.gpu_memory_utilization,
         limit=wanted,
     )
     if fits >= wanted:

@@ -39,7 +39,6 @@ NO_COUNTERPART = {
     "actor_rollout_ref.actor.entropy_coeff": "entropy bonus",
     "actor_rollout_ref.model.lora_rank": "LoRA",
     "actor_rollout_ref.rollout.name": "the inference engine (vLLM, SGLang): its speed is the calibrated decode terms",
-    "actor_rollout_ref.rollout.gpu_memory_utilization": "asyncrl gives an engine 90% of device memory",
     "actor_rollout_ref.rollout.max_num_batched_tokens": "prefill chunking",
     "actor_rollout_ref.rollout.enable_chunked_prefill": "prefill chunking",
     "actor_rollout_ref.rollout.free_cache_engine": "freeing the KV cache between phases",

@@ -17,9 +17,10 @@ H100_PEAK, H100_BANDWIDTH = 989e12, 3350e9
 LLAMA_8B = 8_030_261_248
 BASE_SIMPLE, NETWORK_HOP = 8.4e-6, 14e-6  # NCCL's ring latencies, Simple protocol (src/graph/tuning.cc)
 SPLIT_4_4 = ["cluster.generation_devices=4", "cluster.training_devices=4"]
-# The catalogue's efficiencies (scenarios/efficiency.py): a fixed 3 ms per decode step, decode GEMMs at half of
-# peak; quickstart sets hardware.mfu: 0.35, the learner's utilization in its no-grad and training passes.
-STEP_S, DECODE_MFU, MFU, FORWARD_MFU = 0.003, 0.5, 0.35, 0.35
+# The catalogue's efficiencies (scenarios/efficiency.py): a fixed 3 ms per decode step, decode reads at half of
+# the HBM bandwidth and its GEMMs at half of peak; quickstart sets hardware.mfu: 0.35, the learner's utilization
+# in its no-grad and training passes.
+STEP_S, MBU, DECODE_MFU, MFU, FORWARD_MFU = 0.003, 0.5, 0.5, 0.35, 0.35
 COLOCATED_16 = [
     "schedule.kind=sync",
     "cluster.colocated=true",
@@ -30,20 +31,23 @@ COLOCATED_16 = [
 
 def test_decode_of_an_8b_model_is_bound_by_reading_its_weights() -> None:
     costs = AnalyticCosts(load_scenario("quickstart"))
-    weights_s = LLAMA_8B * 2 / (H100_BANDWIDTH * 0.8)  # bf16 weights at 80% of 3.35 TB/s: ~6.0 ms
-    assert costs.decode_step(1, 0) == pytest.approx(STEP_S + weights_s)  # + the engine's fixed 3 ms: ~9.0 ms
+    weights_s = LLAMA_8B * 2 / (H100_BANDWIDTH * MBU)  # bf16 weights at half of 3.35 TB/s: ~9.6 ms
+    assert costs.decode_step(1, 0) == pytest.approx(STEP_S + weights_s)  # + the engine's fixed 3 ms: ~12.6 ms
     kv_per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16
-    kv_s = 100_000 * kv_per_token / (H100_BANDWIDTH * 0.8)
+    kv_s = 100_000 * kv_per_token / (H100_BANDWIDTH * MBU)
     assert costs.decode_step(64, 100_000) == pytest.approx(STEP_S + weights_s + kv_s)
     assert costs.decode_step(0, 0) == 0.0  # an empty engine takes no step
 
 
 def test_decode_turns_compute_bound_at_large_batches() -> None:
-    costs = AnalyticCosts(load_scenario("quickstart", ["schedule.max_concurrency=256"]))
-    # 2 · 8.03e9 · 256 = 4.11e12 FLOPs at half of 989 TFLOP/s: 8.31 ms, above the 5.99 ms of reading the weights.
-    flops_s = 2 * LLAMA_8B * 256 / (H100_PEAK * DECODE_MFU)
-    assert flops_s == pytest.approx(8.3144e-3, rel=1e-4)
-    assert costs.decode_step(256, 0) == pytest.approx(STEP_S + max(flops_s, LLAMA_8B * 2 / (H100_BANDWIDTH * 0.8)))
+    costs = AnalyticCosts(load_scenario("quickstart", ["schedule.max_concurrency=512"]))
+    # 2 · 8.03e9 · 512 = 8.22e12 FLOPs at half of 989 TFLOP/s: 16.6 ms, above the 9.59 ms of reading the weights
+    # (at 256 rollouts, 8.31 ms, below them: the turn is at peak / bandwidth = 295 rollouts when both are at half)
+    flops_s = 2 * LLAMA_8B * 512 / (H100_PEAK * DECODE_MFU)
+    assert flops_s == pytest.approx(16.6288e-3, rel=1e-4)
+    weights_s = LLAMA_8B * 2 / (H100_BANDWIDTH * MBU)
+    assert costs.decode_step(512, 0) == pytest.approx(STEP_S + flops_s) and flops_s > weights_s
+    assert costs.decode_step(256, 0) == pytest.approx(STEP_S + weights_s)
 
 
 def test_training_prefill_and_sync_formulas() -> None:
@@ -108,7 +112,7 @@ def test_tensor_parallel_all_reduce_worked_by_hand() -> None:
     per_all_reduce = 6.6e-6 + 2 * 0.6e-6 + 64 * 4096 * 2 / 450e9
     assert costs.tensor_parallel()(64) == pytest.approx(64 * per_all_reduce)
     assert costs.tensor_parallel()(64) == pytest.approx(0.57377e-3, rel=1e-4)
-    roofline = LLAMA_8B * 2 / (2 * H100_BANDWIDTH * 0.8)  # two devices' bandwidth, memory-bound at b = 64
+    roofline = LLAMA_8B * 2 / (2 * H100_BANDWIDTH * MBU)  # two devices' bandwidth, memory-bound at b = 64
     assert costs.decode_step(64, 0) == pytest.approx(STEP_S + roofline + 64 * per_all_reduce)
     assert costs.decode_step_table(64)(64, 0) == pytest.approx(costs.decode_step(64, 0))
     assert AnalyticCosts(load_scenario("quickstart")).tensor_parallel()(64) == 0.0  # one device: nothing to reduce
@@ -197,7 +201,7 @@ def test_placement_fills_nodes_with_engines_then_the_learner() -> None:
 
 def test_moe_reads_only_the_experts_a_small_batch_uses() -> None:
     costs = AnalyticCosts(load_scenario("moe-streaming"))
-    active, total, bandwidth = 3_338_511_360, 30_532_122_624, 2 * 4800e9 * 0.8  # two H200s per engine
+    active, total, bandwidth = 3_338_511_360, 30_532_122_624, 2 * 4800e9 * MBU  # two H200s per engine
     all_reduces = costs.tensor_parallel()
     assert costs.decode_step(1, 0) - all_reduces(1) - STEP_S == pytest.approx(active * 2 / bandwidth)
     assert costs.decode_step(16, 0) - all_reduces(16) - STEP_S == pytest.approx(total * 2 / bandwidth)

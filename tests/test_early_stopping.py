@@ -126,7 +126,7 @@ def test_summary_from_the_simulation_on_random_small_runs(scenario: Scenario, co
 
 
 def test_a_run_ended_early_is_the_run_that_had_that_many_steps() -> None:
-    scenario = load_scenario("quickstart", ["cluster.generation_devices=12", "cluster.training_devices=4"])
+    scenario = load_scenario("quickstart", ["cluster.generation_devices=14", "cluster.training_devices=2"])
     early = Simulation(scenario)
     early.run(until_converged=Tolerance())
     assert early.steady is not None and early.steps < scenario.run.steps

@@ -49,6 +49,7 @@ def test_the_hybrid_engine_is_colocated_sync() -> None:
         "generation_devices": 8,
         "training_devices": 8,
         "devices_per_engine": 2,
+        "gpu_memory_utilization": 0.5,  # --vllm_gpu_memory_utilization
         "colocated": True,
     }
     assert scenario["schedule"] == {"kind": "sync"}
@@ -67,7 +68,12 @@ def test_the_hybrid_engine_is_colocated_sync() -> None:
 def test_the_08_async_example_is_one_step_off_on_separate_pools() -> None:
     plan = planned(EXAMPLES / "v0.8.11-train_reinforce_baseline_llama_ray_async.sh")
     scenario = plan.scenario
-    assert scenario["cluster"] == {"generation_devices": 2, "training_devices": 4, "devices_per_engine": 1}
+    assert scenario["cluster"] == {
+        "generation_devices": 2,
+        "training_devices": 4,
+        "devices_per_engine": 1,
+        "gpu_memory_utilization": 0.95,  # OpenRLHF's default
+    }
     assert scenario["schedule"] == {"kind": "pipelined", "off_policy_steps": 1}  # --async_train, queue of one batch
     workload = scenario["workload"]
     assert workload["prompt_tokens"]["max_tokens"] == 1024 and workload["completion_tokens"]["max_tokens"] == 1024
@@ -80,7 +86,12 @@ def test_the_08_async_example_is_one_step_off_on_separate_pools() -> None:
 def test_the_010_dotted_flags_in_bash_arrays() -> None:
     scenario = planned(EXAMPLES / "3c3be623-train_reinforce_baseline_ray_agent_async.sh").scenario
     # --train.colocate_all with --train.async_enable colocates only DeepSpeed: the 2 × 2 engines get their own GPUs
-    assert scenario["cluster"] == {"generation_devices": 4, "training_devices": 4, "devices_per_engine": 2}
+    assert scenario["cluster"] == {
+        "generation_devices": 4,
+        "training_devices": 4,
+        "devices_per_engine": 2,
+        "gpu_memory_utilization": 0.95,  # --vllm.gpu_memory_utilization
+    }
     assert scenario["schedule"] == {"kind": "streaming", "max_staleness": 1, "in_flight_updates": True}
     workload = scenario["workload"]
     assert (

@@ -49,6 +49,7 @@ def test_the_defaults_plan_a_colocated_sync_run(tmp_path: Path, capsys) -> None:
         "training_devices": 8,
         "devices_per_engine": 2,
         "colocated": True,
+        "gpu_memory_utilization": 0.5,  # rollout.gpu_memory_utilization
     }
     assert data["schedule"] == {"kind": "sync", "max_concurrency": 1024}  # rollout.max_num_seqs (the KV cache holds it)
     workload = data["workload"]

@@ -122,14 +122,19 @@ def test_engine_holds_weights_and_the_kv_cache_of_its_rollouts() -> None:
 
 
 def test_the_concurrency_that_fits_is_decided_in_one_place() -> None:
-    # 72 GB - 16,060,522,496 B of weights = 55,939,477,504 B free; / 167,772,160 B = 333.4 rollouts: capped at 256
-    assert quickstart(*FIXED_LENGTHS).memory_concurrency == 256
+    # 72 GB - 16,060,522,496 B of weights = 55,939,477,504 B free; / 167,772,160 B = 333.4 rollouts, under the
+    # 1,024 vLLM batches by default on an 80 GB H100 (256 on an A100, whatever its memory)
+    assert quickstart(*FIXED_LENGTHS).memory_concurrency == 333
+    assert quickstart(*FIXED_LENGTHS, "hardware.device=a100-80g").memory_concurrency == 256
+    assert memory.engine_max_batch("h100", H100) == 1024 and memory.engine_max_batch("l40s", 48e9) == 256
+    # vLLM's gpu_memory_utilization: 0.5 of 80 GB = 40 GB - 16,060,522,496 = 23,939,477,504 B; / 167,772,160 = 142.7
+    assert quickstart(*FIXED_LENGTHS, "cluster.gpu_memory_utilization=0.5").memory_concurrency == 142
     # 10,000-token rollouts: 1,310,720,000 B each; 55,939,477,504 / 1,310,720,000 = 42.7
     long = quickstart(
         "workload.completion_tokens={kind: fixed, value: 9744}", "workload.prompt_tokens={kind: fixed, value: 256}"
     )
     assert long.memory_concurrency == 42
-    assert memory.rollouts_that_fit(LLAMA_8B * 2, 131_072, H100, 1, 10_000) == 42
+    assert memory.rollouts_that_fit(LLAMA_8B * 2, 131_072, H100, 1, 10_000, 0.9) == 42
     assert memory.engine_memory(long).fits  # what fits by default always fits
 
 

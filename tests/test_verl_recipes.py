@@ -62,7 +62,12 @@ def test_fully_async_16_16_as_the_recipe_sets_it() -> None:
     plan = planned(RECIPES / "dapo_7b_math_fsdp2_16_16.sh")
     scenario = plan.scenario
     # NNODES_ROLLOUT=2, NNODES_TRAIN=2 (their ${X:-2} defaults) × NGPUS_PER_NODE=8; gen_tp=4
-    assert scenario["cluster"] == {"generation_devices": 16, "training_devices": 16, "devices_per_engine": 4}
+    assert scenario["cluster"] == {
+        "generation_devices": 16,
+        "training_devices": 16,
+        "devices_per_engine": 4,
+        "gpu_memory_utilization": 0.8,  # rollout.gpu_memory_utilization=0.80
+    }
     assert scenario["schedule"] | {"max_concurrency": None} == {
         "kind": "streaming",
         "max_staleness": 9,  # ⌈4 × 1.1⌉ + 4
@@ -101,7 +106,12 @@ def test_megatron_96_32_maps_its_parallel_sizes_and_cpu_optimizer() -> None:
 
 def test_one_step_off_4_12_and_the_dapo_recipe() -> None:
     off = planned(RECIPES / "dapo_7b_math_fsdp2_4_12.sh").scenario
-    assert off["cluster"] == {"generation_devices": 4, "training_devices": 12, "devices_per_engine": 2}
+    assert off["cluster"] == {
+        "generation_devices": 4,
+        "training_devices": 12,
+        "devices_per_engine": 2,
+        "gpu_memory_utilization": 0.8,
+    }
     assert off["schedule"]["kind"] == "pipelined" and off["workload"]["prompts_per_step"] == 512
     dapo = planned(RECIPES / "run_dapo.sh")
     assert dapo.scenario["cluster"]["colocated"] and dapo.scenario["cluster"]["generation_devices"] == 8

@@ -6,7 +6,8 @@
     planning     speedup, size, penalty, sweep     plans compared, ranked and fitted
     records      compare, report, trace            what run records say
     inputs       lengths                           a scenario's completion lengths from logs
-    importers    from-verl, from-openrlhf          a scenario from a framework's config or launch script
+    importers    from-verl, from-openrlhf,         a scenario from a framework's config or launch script
+                 from-nemo-rl
     catalog      schema, list                      what a scenario may say
 
 Each module defines ``add_parsers(commands)``, which adds its commands' parsers and sets each one's

@@ -1,7 +1,8 @@
-"""``asyncrl from-verl`` and ``asyncrl from-openrlhf``: the scenario of a run a framework user already launches.
+"""``asyncrl from-verl``, ``from-openrlhf``, ``from-nemo-rl``: the scenario of a run a framework user launches.
 
     from-verl CONFIG.yaml|SCRIPT.sh [KEY=VALUE ...] --device D --lengths L [--out FILE.yaml]
     from-openrlhf SCRIPT.sh | -- --flag value ...   --device D --lengths L [--out FILE.yaml]
+    from-nemo-rl CONFIG.yaml [KEY=VALUE ...]        --device D --lengths L --prompt-lengths P [--out FILE.yaml]
         ─► the provenance table (scenario key <- setting = value), and the scenario file, each of its
            fields' lines ending in where it came from
 
@@ -55,6 +56,23 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     framework_arguments(openrlhf, "OpenRLHF's flags")
     openrlhf.add_argument("--name", help="scenario name (default: the script's name, else openrlhf)")
     openrlhf.set_defaults(command=run_from_openrlhf)
+    nemo = commands.add_parser("from-nemo-rl", help="a scenario from the NeMo-RL GRPO config (recipe) you run")
+    nemo.add_argument(
+        "config",
+        type=Path,
+        metavar="CONFIG.yaml",
+        help="a NeMo-RL config or recipe: its defaults chain is merged and its ${...} filled as NeMo-RL does",
+    )
+    nemo.add_argument(
+        "assignments",
+        nargs="*",
+        type=assignment,
+        metavar="KEY=VALUE",
+        help="overrides, as NeMo-RL's command line takes them (e.g. cluster.num_nodes=4)",
+    )
+    framework_arguments(nemo, "NeMo-RL's config")
+    nemo.add_argument("--name", help="scenario name (default: logger.wandb.name, else the file's name)")
+    nemo.set_defaults(command=run_from_nemo_rl)
 
 
 def framework_arguments(parser: argparse.ArgumentParser, config: str, out: bool = True) -> None:
@@ -99,6 +117,10 @@ def run_from_verl(args: argparse.Namespace) -> int:
 
 def run_from_openrlhf(args: argparse.Namespace) -> int:
     return _imported(args, openrlhf_scenario, "asyncrl from-openrlhf")
+
+
+def run_from_nemo_rl(args: argparse.Namespace) -> int:
+    return _imported(args, nemo_rl_scenario, "asyncrl from-nemo-rl")
 
 
 def _imported(args: argparse.Namespace, build: Any, command: str) -> int:
@@ -198,6 +220,30 @@ def openrlhf_scenario(args: argparse.Namespace, write_relative_to: Path | None) 
     return Imported(_settled(plan, out), plan, origin), out
 
 
+def nemo_rl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
+    """The scenario of a NeMo-RL GRPO config or recipe (``from-nemo-rl``)."""
+    from asyncrl.scenarios.nemo_rl import plan_from_nemo_rl
+    from asyncrl.scenarios.nemo_rl_config import read_nemo_rl_config
+    from asyncrl.scenarios.verl import VerlError, lengths_option
+
+    config = read_nemo_rl_config(args.config, [str(item) for item in args.assignments])
+    wandb = (config.get("logger") or {}).get("wandb") or {}
+    name = args.name or _name(wandb.get("name") if isinstance(wandb, dict) else None, args.config)
+    out = write_relative_to or Path(f"{name}.yaml")
+    try:
+        plan = plan_from_nemo_rl(
+            config,
+            name=name,
+            device=device_option(args.device),
+            completion_tokens=lengths_option(args.lengths, "--lengths", out.parent),
+            prompt_tokens=lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent),
+            preset=args.preset,
+        )
+    except VerlError as exc:
+        raise ScenarioError(str(exc)) from None
+    return Imported(_settled(plan, out), plan, str(args.config)), out
+
+
 def _openrlhf_words(source: list[str]) -> tuple[list[str], str, list[str], str]:
     """(the flags' words, where they were read, what the script's expansion could not know, a name)."""
     from asyncrl.scenarios.launch_script import LaunchScriptError, read_launch_script
@@ -253,7 +299,7 @@ def _write(imported: Imported, out: Path, command: str) -> None:
     scenario = imported.scenario
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(commented_yaml(imported.plan, f"from {imported.origin} by {command}"))
-    setting = "verl key" if imported.plan.framework == "verl" else "flag"
+    setting = {"verl": "verl key", "NeMo-RL": "NeMo-RL key"}.get(imported.plan.framework, "flag")
     print(plan_lines(imported.plan, setting))
     print(
         f"wrote {out} ({scenario.schedule.kind} on {scenario.cluster.total_devices} {scenario.hardware.device_name}); "
