@@ -100,9 +100,9 @@ EXAMPLES: dict[str, str] = {
         "    a scenario from OpenRLHF's launch script (or: ... -- python3 -m openrlhf.cli.train_ppo_ray --flags)"
     ),
     "from-nemo-rl": (
-        "asyncrl from-nemo-rl grpo-qwen3-32b-4n8g.yaml cluster.num_nodes=8 --device h100 --lengths lengths.txt \\\n"
-        "    --prompt-lengths '{kind: fixed, value: 128}'\n"
-        "    a scenario from a NeMo-RL recipe, its defaults chain merged as NeMo-RL merges it"
+        "asyncrl from-nemo-rl grpo-qwen3-32b-4n8g.yaml cluster.num_nodes=8 --device h100 --lengths lengths.txt\n"
+        "    a scenario from a NeMo-RL recipe, its defaults chain merged as NeMo-RL merges it (prompts are\n"
+        "    data-driven there: add --prompt-lengths '{kind: fixed, value: 128}' for their lengths)"
     ),
     "plan": (
         "asyncrl plan run_fully_async.sh --device h100 --lengths '{kind: lognormal, median: 2048, sigma: 1}'\n"
