@@ -12,8 +12,8 @@ completion tokens and 0 on padding; padded positions never reach a loss, a gradi
 metric, whatever the log-prob tensors hold there (even -inf).
 
 Notation: π_θ current policy (``logprobs``, carries grad), μ behaviour policy that sampled the
-tokens (``behaviour_logprobs``), π_ref initial policy (``reference_logprobs``), π_prox the policy at
-the start of the learner step (``proximal_logprobs``, for ``decoupled``), m mask, R_i the scalar
+tokens (``behaviour_logprobs``), π_ref initial policy (``reference_logprobs``), π_old the policy at
+the start of the learner step (``proximal_logprobs``, for ``tis`` and ``decoupled``), m mask, R_i the scalar
 reward of sample i, sg(·) stop-gradient.
 
 Token aggregation (all token-level losses)
@@ -42,7 +42,6 @@ from torch import Tensor
 
 __all__ = [
     "DEFAULT_LOSS_CONFIG",
-    "TIS_DEFAULT_CAP",
     "LossBatch",
     "LossConfig",
     "LossOutput",
@@ -55,7 +54,6 @@ __all__ = [
     "sequence_logprob",
 ]
 
-TIS_DEFAULT_CAP = 2.0  # c of ``tis`` when ``truncation_cap`` is unset
 _OPTIONAL_TENSORS = ("behaviour_logprobs", "mask", "reference_logprobs", "values", "old_values", "proximal_logprobs")
 
 
@@ -65,7 +63,7 @@ class LossBatch:
 
     ``values`` and ``old_values`` are needed by PPO only; ``reference_logprobs`` by the KL
     penalty, the KL metric and online DPO's default anchor; ``proximal_logprobs`` by the
-    ``decoupled`` correction only.
+    ``tis`` and ``decoupled`` corrections only.
     """
 
     logprobs: Tensor  # [N, T] current policy, with grad
@@ -76,7 +74,7 @@ class LossBatch:
     reference_logprobs: Tensor | None = None  # [N, T] initial policy
     values: Tensor | None = None  # [N, T] value head now, with grad (PPO)
     old_values: Tensor | None = None  # [N, T] value head at rollout time (PPO)
-    proximal_logprobs: Tensor | None = None  # [N, T] policy at the start of the learner step (decoupled)
+    proximal_logprobs: Tensor | None = None  # [N, T] policy at the start of the learner step (tis, decoupled)
 
     def __post_init__(self) -> None:
         if self.logprobs.dim() != 2:
@@ -105,13 +103,6 @@ class LossConfig(AlgorithmSpec):
     def of(cls, algorithm: AlgorithmSpec) -> LossConfig:
         """``algorithm``'s settings, every field of it."""
         return cls.model_validate(algorithm.model_dump())
-
-    @property
-    def cap(self) -> float | None:
-        """c as the correction applies it: ``truncation_cap``, or TIS_DEFAULT_CAP for an unset ``tis``."""
-        if self.correction == "tis" and self.truncation_cap is None:
-            return TIS_DEFAULT_CAP
-        return self.truncation_cap
 
 
 DEFAULT_LOSS_CONFIG = LossConfig()

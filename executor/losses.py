@@ -25,8 +25,8 @@ Every loss returns ``LossOutput(loss, metrics)``; metrics are plain floats for l
 ``loss``, ``ratio_mean`` (token_mean ρ, whatever the correction), ``kl_to_behaviour`` (k3 of
 KL(μ‖π_θ) on μ's samples: token_mean(ρ − 1 − log ρ)) and, with a reference, ``kl_to_reference``
 (k3 above); policy-gradient losses add ``policy_loss``, ``clip_fraction``, ``truncated_fraction``
-(fractions of completion tokens) and, for ``tis`` and ``decoupled``, ``behaviour_weight_mean``
-(token_mean w, after the cap); GRPO and RLOO add ``advantage_abs_mean``; PPO adds ``value_loss``,
+(fractions of completion tokens) and, for ``tis``, ``decoupled`` and ``reinforce_is``,
+``behaviour_weight_mean`` (token_mean w, after the cap); GRPO and RLOO add ``advantage_abs_mean``; PPO adds ``value_loss``,
 ``value_clip_fraction``, ``advantage_mean``, ``return_mean``; online DPO adds ``pairs``,
 ``skipped_groups``, ``accuracy``, ``margin_mean``.
 ``LOSSES`` maps the scenario's ``algorithm.loss`` names (``AlgorithmSpec``'s Literal, ``executor.registry``)

@@ -199,7 +199,7 @@ def test_bad_loss_settings_name_the_field(setting: str, value: object) -> None:
         learning_scenario(seed=0, **{setting: value})
 
 
-@pytest.mark.parametrize("correction", ["tis", "decoupled", "none"])
+@pytest.mark.parametrize("correction", ["tis", "decoupled", "reinforce_is", "none"])
 def test_online_dpo_refuses_a_correction_it_would_ignore(correction: str) -> None:
     with pytest.raises(ScenarioError, match=r"^algorithm\.correction: .* no effect: online_dpo"):
         learning_scenario(seed=0, loss="online_dpo", correction=correction)

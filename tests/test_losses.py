@@ -33,7 +33,7 @@ def test_rloo_loss_by_hand_plain_importance_sampling() -> None:
     # RLOO A = [+1, -1, +2, -2], no clip, no truncation: S = ρA
     #   row 0: 1.5 + 1.1 + 0.7 = 3.3 | row 1: -(0.5 + 1.0) = -1.5 | row 2: 2·1.3 = 2.6
     #   row 3: -2·(0.9 + 0.7 + 3.0) = -9.2          loss = -(3.3 - 1.5 + 2.6 - 9.2)/9
-    loss, metrics = rloo_loss(hand_batch(), LossConfig(clip_eps=None))
+    loss, metrics = rloo_loss(hand_batch(), LossConfig(clip_eps=None, truncation_cap=None))
     assert loss.item() == pytest.approx(-(3.3 - 1.5 + 2.6 - 9.2) / 9)
     assert metrics["advantage_abs_mean"] == pytest.approx(1.5)
 
