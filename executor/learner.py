@@ -70,6 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Group", "Learner", "LearnerConfig", "StepStart", "collate", "split_groups"]
 
+#: Loss figures that are counts over the minibatches of a step, added rather than averaged.
+SUMMED_METRICS = {"trained_samples", "filtered_groups", "pairs", "skipped_groups"}
 MICRO_BATCH_TOKENS = 16384  # padded tokens per forward of the learner (rows × their longest row)
 LOGPROB_CHUNK_TOKENS = 1024  # completion positions whose [chunk, vocab] logits exist at once
 
@@ -98,7 +100,8 @@ class LearnerConfig:
                 f"algorithm.updates_per_step: {algorithm.updates_per_step} minibatches of whole groups need at least "
                 f"as many groups per step (workload.prompts_per_step = {scenario.workload.prompts_per_step})"
             )
-        return cls(algorithm=LossConfig.of(algorithm), compute_dtype=scenario.model.dtype)
+        loss_config = LossConfig.of(algorithm, scenario.workload.completion_tokens.cap)
+        return cls(algorithm=loss_config, compute_dtype=scenario.model.dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,7 +177,9 @@ class Learner:
         ``truncated_fraction``, ``kl_to_behaviour``, ... as ``executor.losses`` names them), ``kl`` (k3 to the initial
         policy), ``grad_norm`` (before clipping), and figures of the whole batch: ``reward_mean``, ``reward_std``,
         ``completion_tokens_mean``, ``staleness_mean`` and ``staleness_max`` (over completion tokens, each
-        ``step - version`` of the version that produced it), ``samples``, ``updates``, and
+        ``step - version`` of the version that produced it), ``samples`` (those the loss took a gradient from:
+        online DPO's pairs, the groups ``filter_zero_variance`` kept), ``samples_consumed`` (the batch's),
+        ``updates``, and
         on CUDA ``peak_memory_bytes`` (the step's peak of allocated memory; absent on CPU).
         """
         if self.device.type == "cuda":
@@ -187,7 +192,10 @@ class Learner:
         starts = [StepStart(), *(self.step_start(batch) for batch in batches[1:])]
         update_metrics = [self._update(batch, start) for batch, start in zip(batches, starts, strict=True)]
         metrics = {name: float(np.mean([m[name] for m in update_metrics])) for name in update_metrics[0]}
+        for name in SUMMED_METRICS.intersection(metrics):
+            metrics[name] = float(sum(m[name] for m in update_metrics))
         metrics.update(self._batch_figures(batches))
+        metrics["samples"] = metrics.pop("trained_samples", metrics["samples_consumed"])
         if self.device.type == "cuda":
             metrics["peak_memory_bytes"] = float(torch.cuda.max_memory_allocated(self.device))
         self.step += 1
@@ -310,7 +318,7 @@ class Learner:
             "completion_tokens_mean": lengths.mean().item(),
             "staleness_mean": staleness.mean().item(),
             "staleness_max": staleness.max().item(),
-            "samples": float(len(rewards)),
+            "samples_consumed": float(len(rewards)),
             "updates": float(len(batches)),
         }
 

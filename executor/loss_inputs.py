@@ -22,7 +22,9 @@ Token aggregation (all token-level losses)
 One mean over every completion token of the batch (DAPO), not a mean of per-sequence means:
 every token weighs the same, so a long completion is not down-weighted per token. token_mean
 normalises by the tokens of the batch it is given: a learner that splits a step into minibatches
-gets one normalisation per minibatch.
+gets one normalisation per minibatch. ``loss_normaliser: constant`` divides the policy-gradient
+losses' sums by a constant instead, rows × ``max_completion_tokens`` (Dr. GRPO; ``aggregate``), so
+a batch of short completions does not weigh its tokens more than one of long completions.
 
 Settings
 --------
@@ -37,7 +39,7 @@ from typing import NamedTuple
 
 import torch
 from asyncrl.scenarios.scenario import AlgorithmSpec
-from pydantic import NonNegativeFloat
+from pydantic import NonNegativeFloat, PositiveInt
 from torch import Tensor
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "LossBatch",
     "LossConfig",
     "LossOutput",
+    "aggregate",
     "at_least_float32",
     "importance_ratio",
     "k3",
@@ -98,11 +101,12 @@ class LossConfig(AlgorithmSpec):
     """
 
     std_eps: NonNegativeFloat = 1e-6  # GRPO: added to the group std before dividing by it
+    max_completion_tokens: PositiveInt | None = None  # loss_normaliser constant: the longest completion; None: T
 
     @classmethod
-    def of(cls, algorithm: AlgorithmSpec) -> LossConfig:
-        """``algorithm``'s settings, every field of it."""
-        return cls.model_validate(algorithm.model_dump())
+    def of(cls, algorithm: AlgorithmSpec, max_completion_tokens: int | None = None) -> LossConfig:
+        """``algorithm``'s settings, every field of it (and the completions' cap, for a constant normaliser)."""
+        return cls.model_validate({**algorithm.model_dump(), "max_completion_tokens": max_completion_tokens})
 
 
 DEFAULT_LOSS_CONFIG = LossConfig()
@@ -122,6 +126,17 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     """token_mean: mean of ``values`` over positions where ``mask`` is set (0 if none)."""
     keep = mask.bool()
     return torch.where(keep, values, 0.0).sum() / keep.sum().clamp(min=1)
+
+
+def aggregate(values: Tensor, mask: Tensor, config: LossConfig) -> Tensor:
+    """The loss's sum of token terms over its normaliser: token_mean (``tokens``), or Σ m·x / (rows ·
+    ``max_completion_tokens``) (``constant``, Dr. GRPO; rows: those with a completion token, width T if unset)."""
+    if config.loss_normaliser == "tokens":
+        return masked_mean(values, mask)
+    keep = mask.bool()
+    rows = keep.any(dim=-1).sum().clamp(min=1)
+    width = config.max_completion_tokens or mask.shape[-1]
+    return torch.where(keep, values, 0.0).sum() / (rows * width)
 
 
 def masked_log_ratio(numerator_logprobs: Tensor, denominator_logprobs: Tensor, mask: Tensor) -> Tensor:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import pandas as pd
 from asyncrl.executor.messages import STEP_COLUMNS
 from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus, event_row
+from asyncrl.scenarios.run_summary import Throughput
 from asyncrl.scenarios.scenario import Scenario
 
 PROGRESS_FILE = Path("checkpoint") / "progress.json"
@@ -86,6 +87,13 @@ def learner_restart_rows(
     return rows
 
 
+def _with_loss_samples(throughput: Throughput, metrics: pd.DataFrame, wall: float) -> Throughput:
+    """``throughput`` with ``loss_samples_per_s``: the metrics' ``samples`` (those the loss trained on) over ``wall``."""
+    if "samples" not in metrics or wall <= 0:
+        return throughput
+    return throughput.model_copy(update={"loss_samples_per_s": float(metrics["samples"].sum()) / wall})
+
+
 class RunLog:
     """The metrics rows of this run, on top of a previous run's record when resumed; writes the whole record."""
 
@@ -122,6 +130,7 @@ class RunLog:
                 "status": status if ended else None,
                 "dtype": self.scenario.model.dtype,
                 "resumed_from": self.resumed_from,
+                "throughput": _with_loss_samples(record.summary.throughput, metrics, record.summary.wall_time_s),
             }
         )
         written = replace(record, summary=summary if ended else None).write(self.out)  # summary.json last

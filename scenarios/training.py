@@ -68,7 +68,25 @@ class AlgorithmSpec(Section):
     )
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
     normalise_std: bool = Field(
-        True, description="executor, `grpo`: divide advantages by the group's reward std; false is Dr. GRPO"
+        True,
+        description="executor, `grpo`: divide advantages by the group's reward std; false is Dr. GRPO's "
+        "advantage (with `loss_normaliser: constant`, its loss)",
+    )
+    group_std: Literal["sample", "population"] = Field(
+        "sample",
+        description="executor, `grpo`: the group's reward std, `sample` (divides by G − 1: DeepSeekMath, TRL, "
+        "verl) or `population` (by G)",
+    )
+    loss_normaliser: Literal["tokens", "constant"] = Field(
+        "tokens",
+        description="executor, `grpo`, `rloo`, `ppo`: what the summed token terms are divided by, the batch's "
+        "completion `tokens` (DAPO's token mean) or a `constant`, samples × `max_tokens` of the completion "
+        "lengths (Dr. GRPO; TRL's `dr_grpo`)",
+    )
+    filter_zero_variance: bool = Field(
+        False,
+        description="executor, `grpo`, `rloo`: leave groups whose rewards all tie out of the loss and its "
+        "normaliser (DAPO's dynamic sampling, without resampling); they still count as consumed",
     )
     grad_clip: PositiveFloat | None = Field(
         1.0,

@@ -29,7 +29,7 @@ def test_grpo_loss_by_hand_with_clipping() -> None:
     #   row 3, A=-1: ρ 0.9 → -0.9 | 0.7 → min(-0.7, -0.8) = -0.8 (clipped) | 3.0 → min(-3, -1.2) = -3
     # loss = -ΣS / 9; 4 of 9 tokens clipped; mean ratio = Σρ / 9
     batch = hand_batch()
-    loss, metrics = grpo_loss(batch, LossConfig(clip_eps=0.2, truncation_cap=None, std_eps=0.0))
+    loss, metrics = grpo_loss(batch, LossConfig(clip_eps=0.2, truncation_cap=None, std_eps=0.0, group_std="population"))
     surrogate_sum = 1.2 + 1.1 + 0.7 - 0.8 - 1.0 + 1.2 - 0.9 - 0.8 - 3.0
     assert loss.item() == pytest.approx(-surrogate_sum / HAND_TOKENS)
     assert metrics["clip_fraction"] == pytest.approx(4 / 9)
@@ -48,7 +48,7 @@ def test_truncation_caps_the_importance_weight() -> None:
     # Same as above with cap c = 2: only row 3's last token (ρ = 3, A = -1) exceeds it;
     # its term becomes (2/3)·(-3) = -2 and its gradient weight 2 instead of 3.
     batch = hand_batch()
-    loss, metrics = grpo_loss(batch, LossConfig(clip_eps=0.2, truncation_cap=2.0, std_eps=0.0))
+    loss, metrics = grpo_loss(batch, LossConfig(clip_eps=0.2, truncation_cap=2.0, std_eps=0.0, group_std="population"))
     surrogate_sum = 1.2 + 1.1 + 0.7 - 0.8 - 1.0 + 1.2 - 0.9 - 0.8 - 2.0
     assert loss.item() == pytest.approx(-surrogate_sum / HAND_TOKENS)
     assert metrics["truncated_fraction"] == pytest.approx(1 / 9)
@@ -60,7 +60,7 @@ def test_truncated_importance_sampling_without_clip() -> None:
     # ε = None, c = 1.2: gradient = -min(ρ, 1.2)·A/9 on every token, no token clipped.
     # row 0 (A=+1): -[1.2, 1.1, 0.7]/9;  row 3 (A=-1): +[0.9, 0.7, 1.2]/9
     batch = hand_batch()
-    loss, metrics = grpo_loss(batch, LossConfig(clip_eps=None, truncation_cap=1.2, std_eps=0.0))
+    loss, metrics = grpo_loss(batch, LossConfig(clip_eps=None, truncation_cap=1.2, std_eps=0.0, group_std="population"))
     loss.backward()
     assert metrics["clip_fraction"] == 0.0
     assert metrics["truncated_fraction"] == pytest.approx(3 / 9)  # 1.5, 1.3, 3.0
@@ -70,8 +70,10 @@ def test_truncated_importance_sampling_without_clip() -> None:
 
 def test_clip_is_the_default_correction() -> None:
     default, explicit = hand_batch(), hand_batch()
-    default_loss, default_metrics = grpo_loss(default, LossConfig(std_eps=0.0))
-    explicit_loss, explicit_metrics = grpo_loss(explicit, LossConfig(correction="clip", std_eps=0.0))
+    default_loss, default_metrics = grpo_loss(default, LossConfig(std_eps=0.0, group_std="population"))
+    explicit_loss, explicit_metrics = grpo_loss(
+        explicit, LossConfig(correction="clip", std_eps=0.0, group_std="population")
+    )
     default_loss.backward()
     explicit_loss.backward()
     assert default_loss.item() == explicit_loss.item() and default_metrics == explicit_metrics
@@ -83,7 +85,7 @@ def test_clip_with_mask_drops_the_token_above_the_cap() -> None:
     # As above with c = 2 and cap_action mask: row 3's last token (ρ = 3, A = -1, not clipped) gets weight 0:
     # its term is 0 instead of -2 and its gradient 0; it stays in the denominator (9 tokens).
     batch = hand_batch()
-    config = LossConfig(clip_eps=0.2, truncation_cap=2.0, cap_action="mask", std_eps=0.0)
+    config = LossConfig(clip_eps=0.2, truncation_cap=2.0, cap_action="mask", std_eps=0.0, group_std="population")
     loss, metrics = grpo_loss(batch, config)
     surrogate_sum = 1.2 + 1.1 + 0.7 - 0.8 - 1.0 + 1.2 - 0.9 - 0.8 + 0.0
     assert loss.item() == pytest.approx(-surrogate_sum / HAND_TOKENS)
@@ -99,7 +101,9 @@ def test_reinforce_is_by_hand() -> None:
     # value Σ w·A = (1.2 + 1.1 + 0.7) - (0.5 + 1.0) + 1.2 - (0.9 + 0.7 + 1.2) = -0.1 → loss 0.1/9
     # gradient of the loss w.r.t. log π: -w·A/9; 3 of 9 tokens truncated (1.5, 1.3, 3.0); none clipped
     batch = hand_batch()
-    config = LossConfig(correction="reinforce_is", clip_eps=0.2, truncation_cap=1.2, std_eps=0.0)
+    config = LossConfig(
+        correction="reinforce_is", clip_eps=0.2, truncation_cap=1.2, std_eps=0.0, group_std="population"
+    )
     loss, metrics = grpo_loss(batch, config)
     assert loss.item() == pytest.approx(0.1 / 9)
     loss.backward()
@@ -118,7 +122,9 @@ def test_reinforce_is_with_mask_by_hand() -> None:
     #   row 0: 0, 1.1, 0.7 | row 1: 0.5, 1.0 | row 2: 0 | row 3: 0.9, 0.7, 0
     # value Σ w·A = (1.1 + 0.7) - (0.5 + 1.0) + 0 - (0.9 + 0.7) = -1.3 → loss 1.3/9; gradient -w·A/9
     batch = hand_batch()
-    config = LossConfig(correction="reinforce_is", truncation_cap=1.2, cap_action="mask", std_eps=0.0)
+    config = LossConfig(
+        correction="reinforce_is", truncation_cap=1.2, cap_action="mask", std_eps=0.0, group_std="population"
+    )
     loss, metrics = grpo_loss(batch, config)
     assert loss.item() == pytest.approx(1.3 / 9)
     loss.backward()
@@ -134,7 +140,7 @@ def test_every_cap_defaults_to_two(correction: str) -> None:
     assert LossConfig(correction=correction).truncation_cap == 2.0  # type: ignore[arg-type]
     assert LossConfig(correction=correction).cap_action == "clamp"  # type: ignore[arg-type]
     batch = hand_batch()
-    loss, metrics = grpo_loss(batch, LossConfig(correction="reinforce_is", std_eps=0.0))
+    loss, metrics = grpo_loss(batch, LossConfig(correction="reinforce_is", std_eps=0.0, group_std="population"))
     loss.backward()
     assert batch.logprobs.grad[3].tolist() == pytest.approx([0.9 / 9, 0.7 / 9, 2.0 / 9])
     assert batch.logprobs.grad[0].tolist() == pytest.approx([-1.5 / 9, -1.1 / 9, -0.7 / 9])
@@ -171,7 +177,7 @@ def test_tis_correction_by_hand(correction: str) -> None:
     #   loss = -(1.8 + 2.2 - 0.4 - 1) / 4 = -0.65; gradient -w·r·A/4 where unclipped
     # ρ = q·r = 2.25, 3.3, 0.35, 1.0
     batch = decoupled_batch(proximal_requires_grad=True)
-    config = LossConfig(correction=correction, clip_eps=0.2, truncation_cap=2.0, std_eps=0.0)  # type: ignore[arg-type]
+    config = LossConfig(correction=correction, clip_eps=0.2, truncation_cap=2.0, std_eps=0.0, group_std="population")  # type: ignore[arg-type]
     loss, metrics = grpo_loss(batch, config)
     assert loss.item() == pytest.approx(-0.65)
     loss.backward()
@@ -187,7 +193,9 @@ def test_tis_with_mask_drops_the_token_above_the_cap() -> None:
     # As test_tis_correction_by_hand with cap_action mask: row 0 token 1 (q = 3 > 2) gets w = 0:
     #   S = 1.8 + 0 - 0.4 - 1 = 0.4 → loss -0.1; its gradient 0 (the others' are clipped or -w·r·A/4)
     batch = decoupled_batch()
-    config = LossConfig(correction="tis", clip_eps=0.2, truncation_cap=2.0, cap_action="mask", std_eps=0.0)
+    config = LossConfig(
+        correction="tis", clip_eps=0.2, truncation_cap=2.0, cap_action="mask", std_eps=0.0, group_std="population"
+    )
     loss, metrics = grpo_loss(batch, config)
     assert loss.item() == pytest.approx(-0.1)
     loss.backward()
@@ -201,11 +209,13 @@ def test_tis_clips_where_reinforce_is_does_not() -> None:
     #   ρ = 2.25, 3.3 | 0.35, 1.0, all ≤ 4: value Σ ρA = 2.25 + 3.3 - 0.35 - 1.0 = 4.2 → loss -1.05
     #   gradient -ρA/4 on every token, where tis (c = 4: w = q) gives 0 on the two clipped tokens
     reinforce, tis = decoupled_batch(), decoupled_batch()
-    loss, _ = grpo_loss(reinforce, LossConfig(correction="reinforce_is", truncation_cap=4.0, std_eps=0.0))
+    loss, _ = grpo_loss(
+        reinforce, LossConfig(correction="reinforce_is", truncation_cap=4.0, std_eps=0.0, group_std="population")
+    )
     assert loss.item() == pytest.approx(-1.05)
     loss.backward()
     assert reinforce.logprobs.grad.tolist() == [pytest.approx([-2.25 / 4, -3.3 / 4]), pytest.approx([0.35 / 4, 1 / 4])]
-    tis_loss, _ = grpo_loss(tis, LossConfig(correction="tis", truncation_cap=4.0, std_eps=0.0))
+    tis_loss, _ = grpo_loss(tis, LossConfig(correction="tis", truncation_cap=4.0, std_eps=0.0, group_std="population"))
     assert tis_loss.item() == pytest.approx(-(1.8 + 3.3 - 0.4 - 1.0) / 4)
     tis_loss.backward()
     assert tis.logprobs.grad.tolist() == [pytest.approx([0.0, -3.3 / 4]), pytest.approx([0.0, 1.0 / 4])]
@@ -214,7 +224,9 @@ def test_tis_clips_where_reinforce_is_does_not() -> None:
 def test_tis_without_a_cap_weighs_by_the_full_proximal_ratio() -> None:
     # c null: row 0 token 1 keeps w = 3: S = 3·1.1 = 3.3, gradient -3.3/4; nothing truncated
     batch = decoupled_batch()
-    loss, metrics = grpo_loss(batch, LossConfig(correction="tis", clip_eps=0.2, truncation_cap=None, std_eps=0.0))
+    loss, metrics = grpo_loss(
+        batch, LossConfig(correction="tis", clip_eps=0.2, truncation_cap=None, std_eps=0.0, group_std="population")
+    )
     assert loss.item() == pytest.approx(-(1.8 + 3.3 - 0.4 - 1.0) / 4)
     loss.backward()
     assert batch.logprobs.grad[0, 1].item() == pytest.approx(-3.3 / 4)
@@ -233,7 +245,9 @@ def test_tis_at_the_start_of_the_step_is_weighted_reinforce(correction: str) -> 
         group_size=2,
         proximal_logprobs=batch.proximal_logprobs,
     )
-    loss, metrics = grpo_loss(at_start, LossConfig(correction=correction, clip_eps=0.2, std_eps=0.0))  # type: ignore[arg-type]
+    loss, metrics = grpo_loss(
+        at_start, LossConfig(correction=correction, clip_eps=0.2, std_eps=0.0, group_std="population")
+    )  # type: ignore[arg-type]
     loss.backward()
     assert metrics["clip_fraction"] == 0.0
     assert at_start.logprobs.grad.tolist() == [pytest.approx([-1.5 / 4, -2.0 / 4]), pytest.approx([0.5 / 4, 1.0 / 4])]
@@ -250,7 +264,9 @@ def test_no_correction_treats_stale_samples_as_on_policy() -> None:
     # correction none: S = A whatever ρ; loss = -Σ A·len / 9 = -(3 - 2 + 1 - 3)/9 = 1/9;
     # gradient -A/9 on every completion token, even where ρ = 3 or 0.5; nothing clipped or truncated.
     batch = hand_batch()
-    loss, metrics = grpo_loss(batch, LossConfig(correction="none", clip_eps=0.2, truncation_cap=1.2, std_eps=0.0))
+    loss, metrics = grpo_loss(
+        batch, LossConfig(correction="none", clip_eps=0.2, truncation_cap=1.2, std_eps=0.0, group_std="population")
+    )
     assert loss.item() == pytest.approx(1 / 9)
     loss.backward()
     expected = [[-1 / 9] * 3, [1 / 9, 1 / 9, 0.0], [-1 / 9, 0.0, 0.0], [1 / 9] * 3]

@@ -62,6 +62,7 @@ def learner_with(correction: str, updates_per_step: int = 1, learning_rate: floa
         correction=correction,  # type: ignore[arg-type]
         clip_eps=EPS,
         truncation_cap=CAP,
+        group_std="population",
     )
     config = LearnerConfig(algorithm=algorithm)
     return Learner(tiny_model(), config, pad_token_id=0)
@@ -93,7 +94,7 @@ def test_each_correction_sees_the_stale_ratio_and_marks_the_right_tokens(correct
     ratio = (loss_batch.logprobs.detach() - loss_batch.behaviour_logprobs).exp()
     torch.testing.assert_close(ratio[keep], torch.tensor([rho for row in RATIOS for rho in row]), atol=1e-5, rtol=1e-5)
 
-    advantages = grpo_advantages(loss_batch.rewards, 2)[:, None].expand_as(loss_batch.logprobs)
+    advantages = grpo_advantages(loss_batch.rewards, 2, sample_std=False)[:, None].expand_as(loss_batch.logprobs)
     surrogate = corrected_surrogate(loss_batch, advantages, learner.config.algorithm)
     clipped, truncated, weights = EXPECTED[correction]
     assert (surrogate.clipped & keep).tolist() == padded(clipped, False)
