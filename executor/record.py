@@ -4,6 +4,7 @@
     coordinator.event_rows ── this run's events ────────────────────┼──► events.parquet
     coordinator.engine_steps ── what each decode step did ──────────┼──► engine_steps.parquet
     learner loop ── one metrics row per step ───────────────────────┼──► metrics.parquet
+    evaluation (run.eval_every) ── held-out answers ────────────────┼──► eval.parquet
     scenario ───────────────────────────────────────────────────────┴──► scenario.yaml, summary.json
 
 The files are the simulator's (``scenarios.record.RunRecord.write``, with ``backend:
@@ -102,6 +103,7 @@ class RunLog:
         self.previous = PreviousRun.empty()
         self.metrics: list[dict[str, float]] = []
         self.resumed_from: int | None = None
+        self.evaluation: pd.DataFrame | None = None  # eval.parquet's rows (executor.evaluation), when evaluated
 
     def continue_from(self, previous: PreviousRun, step: int) -> None:
         self.previous, self.resumed_from = previous, step
@@ -122,7 +124,8 @@ class RunLog:
         events = pd.concat([self.previous.events, new_events], ignore_index=True).astype(EVENT_COLUMNS)
         metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
         steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])
-        record = RunRecord.of(self.scenario, events, "executor", metrics=metrics, engine_steps=steps)
+        evaluation = {"eval": self.evaluation} if self.evaluation is not None else {}
+        record = RunRecord.of(self.scenario, events, "executor", metrics=metrics, engine_steps=steps, **evaluation)
         assert record.summary is not None  # RunRecord.of summarizes
         ended = status != "checkpoint"
         summary = record.summary.model_copy(

@@ -177,6 +177,17 @@ class RunSpec(Section):
     checkpoint_every: PositiveInt | None = Field(
         None, description="executor: learner checkpoint interval, in steps; unset: no checkpoints"
     )
+    eval_every: PositiveInt | None = Field(
+        None,
+        description="executor, task mode: every this many steps (and at steps 0 and the last) the weights of that "
+        "step answer `eval_prompts` held-out prompts, greedily and sampled; written to `eval.parquet` after the "
+        "run's clock stops; unset: no evaluation",
+    )
+    eval_prompts: PositiveInt = Field(
+        32,
+        description="executor: held-out prompts per evaluation, drawn by the task from a stream of their own; "
+        "training never draws them",
+    )
     failures: FailureSpec | None = Field(
         None,
         description="engines that fail during the run (a what-if for the simulator; the executor kills them "
