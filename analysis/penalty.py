@@ -134,8 +134,9 @@ def _fit_pair(loss: str, correction: str, runs: pd.DataFrame) -> PenaltyFit:
     staleness = pd.to_numeric(runs["staleness_mean"]).to_numpy(dtype=float)
     dropped = pd.to_numeric(runs["dropped_fraction"]).to_numpy(dtype=float)
     schedules = runs["schedule"].astype(str).tolist() if "schedule" in runs else None
+    kl = pd.to_numeric(runs["kl_to_behaviour_mean"], errors="coerce") if "kl_to_behaviour_mean" in runs else None
     try:
-        choice = select_form(staleness, dropped, steps, reached, schedules)
+        choice = select_form(staleness, dropped, steps, reached, schedules, kl)
     except ValueError as exc:
         raise PenaltyError(f"loss {loss}, correction {correction}: {exc}") from None
     fit = choice.fit
@@ -181,7 +182,7 @@ def penalty_lines(penalty: Penalty, failed: int = 0) -> str:
         for fit in penalty.fits
     ]
     header = ["loss", "correction", "form", "S0 steps", "a", "c", "b (dropped)", "points", "censored", "rms",
-              "held-out error (linear/exp/quad)"]  # fmt: skip
+              "held-out error (linear/exp/quad/KL)"]  # fmt: skip
     lines = [
         f"steps to reward {penalty.target:g} on {penalty.task}: linear S0·(1 + a·s + b·d), exponential "
         f"S0·exp(a·s + b·d) or quadratic S0·(1 + a·s + c·s² + b·d), the form with the least leave-one-schedule-out "
@@ -197,7 +198,7 @@ def penalty_lines(penalty: Penalty, failed: int = 0) -> str:
 
 def _errors_text(fit: PenaltyFit) -> str:
     """Each form's held-out error, ``-`` where it was not a candidate or the schedules were too few."""
-    errors = [fit.form_errors.get(form) for form in ("linear", "exponential", "quadratic")]
+    errors = [fit.form_errors.get(form) for form in ("linear", "exponential", "quadratic", "kl_linear")]
     if all(error is None for error in errors):
         return "-"
     return "/".join("-" if error is None else f"{error:.1%}" for error in errors)

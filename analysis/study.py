@@ -25,7 +25,8 @@ its staleness; the held-out evaluation measures the policy itself. Where a run h
 evaluation already averages ``run.eval_prompts`` answers, so no window; k may be 0. ``final_reward`` is then the
 last evaluation's. The training-batch figures stay as a second curve: ``steps_to_target_train``,
 ``wall_to_target_train_s``, ``final_reward_train`` (the same as the main ones where ``quality`` is ``train``).
-Every wall time to the target excludes the weight snapshots taken for the evaluation before that step (the
+``kl_to_behaviour_mean`` is the mean over steps of the learner's k3 KL to the behaviour policy (the penalty fit
+scores it as a covariate). Every wall time to the target excludes the weight snapshots taken for the evaluation before that step (the
 metrics' ``eval_snapshot_s``); the answers are generated after the run's clock stops.
 
 **Status** is in the run summaries' words (``analysis.statuses``): ``complete`` when the run
@@ -86,6 +87,7 @@ CELL_COLUMNS = (
     "final_reward_train",
     "steps_to_target_train",
     "wall_to_target_train_s",
+    "kl_to_behaviour_mean",
 )
 CURVE_FIGURES = ("step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward")
 CURVE_COLUMNS = (*KEY_COLUMNS, *CURVE_FIGURES)
@@ -105,6 +107,7 @@ _FIGURES_OF_A_FAILED_CELL = {
     "final_reward_train": math.nan,
     "steps_to_target_train": math.nan,
     "wall_to_target_train_s": math.nan,
+    "kl_to_behaviour_mean": math.nan,
 }
 
 
@@ -265,7 +268,13 @@ def cell_record(key: CellKey, run: Path, target: float, steps: int, reason: str 
         "final_reward_train": final_reward(metrics),
         "steps_to_target_train": train.steps,
         "wall_to_target_train_s": train.wall_s,
+        "kl_to_behaviour_mean": _mean_of(metrics, "kl_to_behaviour"),
     }
+
+
+def _mean_of(metrics: pd.DataFrame, column: str) -> float:
+    """The mean of a metrics column over the run's steps; NaN where the run did not log it."""
+    return float(metrics[column].astype(float).mean()) if column in metrics else math.nan
 
 
 def curve_frame(key: CellKey, run: Path) -> pd.DataFrame:

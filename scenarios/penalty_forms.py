@@ -26,6 +26,11 @@ and noise alone would hand it a few ties; a form that cannot be fitted in every 
 reached the target, the others two) is not a candidate. Without two folds the error is unknown and ``linear``
 stands.
 
+**KL as covariate.** Where the study logged the learner's ``kl_to_behaviour`` (cells.csv's
+``kl_to_behaviour_mean``), the linear form in that KL instead of staleness is scored the same way
+(``kl_linear``): whether the policies' distance explains the extra steps better than the steps of staleness.
+It is reported, never chosen: a plan knows its staleness, not the KL its run will show.
+
 **The dropped fraction** enters only when the data can tell it from staleness (``dropped_identifiable``): its
 range among the runs that reached the target is at least ``MIN_DROPPED_SPREAD``, and the design [1, s, d] with
 standardized columns has a condition number at most ``MAX_CONDITION``. A fraction that moves by 0.1–0.3% between
@@ -258,9 +263,14 @@ def select_form(
     steps: Sequence[float],
     reached: Sequence[bool],
     schedules: Sequence[str] | None = None,
+    kl_to_behaviour: Sequence[float] | None = None,
 ) -> FormChoice:
     """The form with the smallest leave-one-schedule-out error, fitted on every run (module docstring).
-    ValueError when no form can be fitted (the runs that reached the target have one staleness value)."""
+
+    With ``kl_to_behaviour`` (each run's mean k3 KL of the learner to the behaviour policy) the linear form in that
+    covariate instead of staleness is scored too, as ``kl_linear`` in ``errors``: a comparison only, since a plan
+    knows its staleness but not its KL. ValueError when no form can be fitted (the runs that reached the target
+    have one staleness value)."""
     s, d, y = (np.asarray(values, dtype=float) for values in (staleness, dropped, steps))
     hit = np.asarray(reached, dtype=bool)
     groups = np.asarray(list(schedules) if schedules is not None else [f"{value:g}" for value in s])
@@ -268,20 +278,12 @@ def select_form(
     errors: dict[str, float | None] = {}
     folds = 0
     for form in FORMS:
-        residuals: list[np.ndarray] = []
-        try:
-            for group in dict.fromkeys(groups.tolist()):
-                out = groups == group
-                if len(np.unique(s[~out & hit])) < 2:
-                    continue  # no fold for any form: too few staleness values left
-                fit = fit_form(form, s[~out], d[~out], y[~out], hit[~out], with_dropped)
-                residuals.append(_fold_error(fit, s[out], d[out], y[out], hit[out]))
-        except ValueError:  # this form cannot be fitted in some fold: not a candidate
-            errors[form] = None
-            continue
-        folds = max(folds, len(residuals))
-        joined = np.concatenate(residuals) if len(residuals) >= 2 else np.array([])
-        errors[form] = float(np.sqrt(np.mean(joined**2))) if joined.size else None
+        errors[form], used = _held_out_error(form, s, d, y, hit, groups, with_dropped)
+        folds = max(folds, used)
+    if kl_to_behaviour is not None:
+        kl = np.asarray(kl_to_behaviour, dtype=float)
+        if np.all(np.isfinite(kl)):
+            errors["kl_linear"] = _held_out_error("linear", kl, d, y, hit, groups, with_dropped)[0]
     winner = _winner(errors)
     try:
         final = fit_form(winner, s, d, y, hit, with_dropped)
@@ -290,11 +292,32 @@ def select_form(
     return FormChoice(final, errors.get(winner), errors, folds if errors.get(winner) is not None else 0)
 
 
+def _held_out_error(
+    form: Form, x: np.ndarray, d: np.ndarray, y: np.ndarray, hit: np.ndarray, groups: np.ndarray, with_dropped: bool
+) -> tuple[float | None, int]:
+    """RMS error of ``form`` in covariate ``x`` over each schedule left out in turn, and the folds it took;
+    None when it cannot be fitted in some fold or fewer than two folds exist."""
+    residuals: list[np.ndarray] = []
+    try:
+        for group in dict.fromkeys(groups.tolist()):
+            out = groups == group
+            if len(np.unique(x[~out & hit])) < 2:
+                continue  # no fold for any form: too few covariate values left
+            fit = fit_form(form, x[~out], d[~out], y[~out], hit[~out], with_dropped)
+            residuals.append(_fold_error(fit, x[out], d[out], y[out], hit[out]))
+    except ValueError:  # this form cannot be fitted in some fold: not a candidate
+        return None, 0
+    if len(residuals) < 2:
+        return None, len(residuals)
+    joined = np.concatenate(residuals)
+    return float(np.sqrt(np.mean(joined**2))), len(residuals)
+
+
 def _winner(errors: dict[str, float | None]) -> Form:
     """The simplest candidate unless a later form's error is more than ``SIMPLER_MARGIN`` below the best so far."""
     winner: Form = "linear"
     best: float | None = None
-    for form in FORMS:
+    for form in FORMS:  # kl_linear, where scored, is never a candidate
         error = errors.get(form)
         if error is not None and (best is None or error < best * (1.0 - SIMPLER_MARGIN)):
             winner, best = form, error

@@ -104,3 +104,17 @@ def test_the_dropped_fraction_needs_spread_and_a_well_conditioned_design() -> No
     spread = [0.0, 0.1, 0.0, 0.2, 0.1, 0.3, 0.0, 0.2]
     steps = [100.0 * (1 + 0.1 * si + 0.5 * di) for si, di in zip(s, spread, strict=True)]
     assert select_form(s, spread, steps, [True] * 8).fit.per_dropped == pytest.approx(0.5, rel=0.01)
+
+
+def test_kl_to_behaviour_is_scored_as_a_covariate_but_never_chosen() -> None:
+    # Steps follow each run's KL to the behaviour policy exactly (100·(1 + 10·kl)); the KL varies between seeds
+    # at one staleness, so staleness explains the steps only roughly. kl_linear scores better; linear still wins.
+    rng = np.random.default_rng(3)
+    s = np.repeat(STALENESS, SEEDS)
+    kl = 0.01 * s * rng.uniform(0.5, 1.5, len(s))
+    steps = 100.0 * (1 + 10 * kl)
+    labels = [f"s{value:g}" for value in s]
+    choice = select_form(s, np.zeros_like(s), steps, [True] * len(s), labels, kl_to_behaviour=kl)
+    assert choice.errors["kl_linear"] is not None and choice.errors["kl_linear"] < 0.01
+    assert choice.errors["kl_linear"] < choice.errors["linear"]
+    assert choice.fit.form in ("linear", "exponential", "quadratic")

@@ -29,6 +29,7 @@ CELLS_CSV = [
     "target", "steps", "status", "reason", "final_reward", "reached", "steps_to_target", "wall_to_target_s",
     "kl_at_target", "step_time_s", "wall_s", "staleness_mean", "dropped_fraction", "samples_generated",
     "samples_dropped", "quality", "final_reward_train", "steps_to_target_train", "wall_to_target_train_s",
+    "kl_to_behaviour_mean",
 ]  # fmt: skip
 KEY = CellKey("sync.grpo.clip.s0", "sync", "sync", 0, False, "grpo", "clip", 0, "copy")
 # Five steps at 0, five at 0.5, then 0.9: the 10-step means ending at step counts 10..14 are
