@@ -40,7 +40,7 @@ seeds tells nothing, whatever a fit would make of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -64,6 +64,8 @@ SIGMA_MIN = 1e-3  # the smallest spread of log steps the likelihood allows (0.1%
 MIN_DROPPED_SPREAD = 0.02  # the dropped fraction's range that can show an effect (2 percentage points)
 MAX_CONDITION = 30.0  # the standardized design's condition number above which d is not told from s
 STARTS = 3  # Nelder–Mead starts per fit
+Values = Sequence[float] | np.ndarray  # numbers per run
+Flags = Sequence[bool] | np.ndarray
 SIMPLER_MARGIN = 0.05  # a later form of FORMS wins only with an error this much (relative) below the best so far
 
 
@@ -117,7 +119,7 @@ def form_steps(
     return steps_at_zero * (1.0 + a * s + c * s * s + b * d)
 
 
-def dropped_identifiable(staleness: Sequence[float], dropped: Sequence[float]) -> bool:
+def dropped_identifiable(staleness: Values, dropped: Values) -> bool:
     """Whether the dropped fraction varies enough, and apart enough from the staleness, to be fitted."""
     s, d = np.asarray(staleness, dtype=float), np.asarray(dropped, dtype=float)
     if len(d) < 3 or np.ptp(d) < MIN_DROPPED_SPREAD or np.ptp(s) == 0:
@@ -164,13 +166,16 @@ def _negative_log_likelihood(form: Form, theta: np.ndarray, with_dropped: bool, 
 
 
 def nelder_mead(
-    function: object, start: np.ndarray, step: float = 0.5, iterations: int = 4000, tolerance: float = 1e-12
+    call: Callable[[np.ndarray], float],
+    start: np.ndarray,
+    step: float = 0.5,
+    iterations: int = 4000,
+    tolerance: float = 1e-12,
 ) -> tuple[np.ndarray, float]:
-    """The minimum of ``function`` (a callable of one vector) by the Nelder–Mead simplex, and its value."""
-    call = function  # typed loosely: any callable of one array that returns a float
+    """The minimum of ``call`` (a function of one vector) by the Nelder–Mead simplex, and its value."""
     n = len(start)
     simplex = np.vstack([start, *(start + step * np.eye(n)[i] for i in range(n))])
-    values = np.array([call(point) for point in simplex])  # type: ignore[operator]
+    values = np.array([call(point) for point in simplex])
     for _ in range(iterations):
         order = np.argsort(values)
         simplex, values = simplex[order], values[order]
@@ -178,22 +183,22 @@ def nelder_mead(
             break
         centre = simplex[:-1].mean(axis=0)
         reflected = centre + (centre - simplex[-1])
-        value = call(reflected)  # type: ignore[operator]
+        value = call(reflected)
         if value < values[0]:
             expanded = centre + 2.0 * (centre - simplex[-1])
-            expanded_value = call(expanded)  # type: ignore[operator]
+            expanded_value = call(expanded)
             simplex[-1], values[-1] = (expanded, expanded_value) if expanded_value < value else (reflected, value)
         elif value < values[-2]:
             simplex[-1], values[-1] = reflected, value
         else:
             inside = value >= values[-1]
             contracted = centre + 0.5 * ((simplex[-1] if inside else reflected) - centre)
-            contracted_value = call(contracted)  # type: ignore[operator]
+            contracted_value = call(contracted)
             if contracted_value < min(value, values[-1]):
                 simplex[-1], values[-1] = contracted, contracted_value
             else:  # shrink toward the best point
                 simplex[1:] = simplex[0] + 0.5 * (simplex[1:] - simplex[0])
-                values[1:] = [call(point) for point in simplex[1:]]  # type: ignore[operator]
+                values[1:] = [call(point) for point in simplex[1:]]
     best = int(np.argmin(values))
     return simplex[best], float(values[best])
 
@@ -214,10 +219,10 @@ def _starts(form: Form, s: np.ndarray, log_y: np.ndarray, reached: np.ndarray, w
 
 def fit_form(
     form: Form,
-    staleness: Sequence[float],
-    dropped: Sequence[float],
-    steps: Sequence[float],
-    reached: Sequence[bool],
+    staleness: Values,
+    dropped: Values,
+    steps: Values,
+    reached: Flags,
     with_dropped: bool = False,
 ) -> FormFit:
     """``form`` fitted by the censored likelihood (module docstring); ValueError when the runs that reached the
@@ -258,12 +263,12 @@ def _fold_error(fit: FormFit, s: np.ndarray, d: np.ndarray, y: np.ndarray, hit: 
 
 
 def select_form(
-    staleness: Sequence[float],
-    dropped: Sequence[float],
-    steps: Sequence[float],
-    reached: Sequence[bool],
+    staleness: Values,
+    dropped: Values,
+    steps: Values,
+    reached: Flags,
     schedules: Sequence[str] | None = None,
-    kl_to_behaviour: Sequence[float] | None = None,
+    kl_to_behaviour: Values | None = None,
 ) -> FormChoice:
     """The form with the smallest leave-one-schedule-out error, fitted on every run (module docstring).
 
