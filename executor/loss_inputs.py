@@ -29,7 +29,9 @@ a batch of short completions does not weigh its tokens more than one of long com
 Settings
 --------
 ``LossConfig`` is the scenario's ``AlgorithmSpec`` (its fields, defaults and checks, declared there
-only) plus ``std_eps``, the guard of GRPO's division by the group std that no scenario sets.
+only) plus ``std_eps``, the guard of GRPO's division by the group std that no scenario sets, and
+``max_completion_tokens``, the completions' cap that ``loss_normaliser: constant`` divides by (the learner
+sets it from ``workload.completion_tokens``).
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ class LossBatch:
 
 
 class LossConfig(AlgorithmSpec):
-    """The algorithm settings as the losses read them: ``AlgorithmSpec`` itself, plus GRPO's ``std_eps``.
+    """The algorithm settings as the losses read them: ``AlgorithmSpec`` itself, plus ``std_eps`` and
+    ``max_completion_tokens``.
 
     Each loss reads the settings it needs (``correction``, ``clip_eps``, ``kl_coef``, ...); their defaults and
     checks are ``AlgorithmSpec``'s. ``LossConfig.of(scenario.algorithm)`` carries a scenario's settings over.
