@@ -31,9 +31,10 @@ so the token adds nothing to the value or the gradient (it stays in token_mean's
 ``reinforce_is`` (REINFORCE with a truncated importance weight on π/μ, no trust region: verl's "bypass"
     mode with its REINFORCE loss; ε is ignored):
     S_t = sg(cap(ρ_t)/ρ_t) · ρ_t A_t       value cap(ρ_t)·A_t, gradient cap(ρ_t)·A_t·∇log π_θ
-    Behaviour weight w_t = cap(ρ_t); truncated: ρ_t > c; never clipped. With one update per step and
-    ``clamp`` it has the value and gradient of ``tis`` on the step's first update only when π_old = π_θ
-    and the caps agree; on later minibatches ``tis`` clips and ``reinforce_is`` does not.
+    Behaviour weight w_t = cap(ρ_t); truncated: ρ_t > c; never clipped. On a step's first update
+    (π_θ = π_old; every update with ``updates_per_step`` 1) it has the value and gradient of ``tis``
+    with the same c and ``cap_action``; on minibatches 2…n ``tis`` clips r = π_θ/π_old and weighs by
+    π_old/μ, ``reinforce_is`` does neither (``tests/test_corrections.py`` works both cases by hand).
 ``none`` (what a naive asynchronous loop does: stale samples taken as on-policy; ε, c ignored):
     S_t = exp(log π_θ − sg(log π_θ)) · A_t    value A_t, gradient A_t·∇log π_θ; never clipped or
     truncated, whatever ρ is.
