@@ -326,3 +326,29 @@ def test_on_policy_invariance(
     plain = loss_and_grad(LossConfig(clip_eps=None, truncation_cap=None))
     assert corrected[0] == plain[0]
     assert torch.equal(corrected[1], plain[1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    cap=st.floats(1.0, 4.0),
+    action=st.sampled_from(["clamp", "mask"]),
+)
+def test_tis_at_the_step_s_first_update_is_reinforce_is(seed: int, cap: float, action: str) -> None:
+    # π_θ = π_old (a step's first update): r = 1, nothing clipped, w = cap(π_θ/μ) = reinforce_is's weight.
+    generator = torch.Generator().manual_seed(seed)
+    current = -torch.rand(4, 3, generator=generator, dtype=F64) * 3
+    behaviour = current + 0.8 * torch.randn(4, 3, generator=generator, dtype=F64)
+    rewards = torch.rand(4, generator=generator, dtype=F64)
+
+    def loss_and_grad(correction: str) -> tuple[float, torch.Tensor]:
+        logprobs = current.clone().requires_grad_()
+        batch = LossBatch(logprobs, behaviour, torch.ones(4, 3, dtype=F64), rewards, 2, proximal_logprobs=current)
+        config = LossConfig(correction=correction, truncation_cap=cap, cap_action=action)  # type: ignore[arg-type]
+        loss, _ = grpo_loss(batch, config)
+        loss.backward()
+        return loss.item(), logprobs.grad
+
+    tis, reinforce = loss_and_grad("tis"), loss_and_grad("reinforce_is")
+    assert tis[0] == pytest.approx(reinforce[0], abs=1e-12)
+    torch.testing.assert_close(tis[1], reinforce[1])
