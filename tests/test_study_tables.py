@@ -224,6 +224,18 @@ def test_the_speedup_is_paired_by_seed_with_a_bootstrap_interval() -> None:
     assert streaming["speedup"] == pytest.approx(22 / 13) and streaming["speedup_pairs"] == 2
     assert (streaming["speedup_low"], streaming["speedup_high"]) == (pytest.approx(1.5), pytest.approx(2.0))
     assert streaming["reached"] == 2 and streaming["reached_fraction"] == pytest.approx(2 / 3)
+    # The median over all three seeds, the one that never got there last: 5, 8, ∞ → 8 (the mean of the two: 6.5).
+    assert streaming["wall_to_target_median_s"] == 8.0 and streaming["wall_to_target_s"] == pytest.approx(6.5)
+    sync = summary_table(cells_table(records)).set_index("schedule").loc["sync"]
+    assert sync["wall_to_target_median_s"] == 12.0
+
+
+def test_a_censored_median_needs_more_than_half_the_seeds_to_reach() -> None:
+    from asyncrl.analysis.study_summary import censored_median
+
+    assert censored_median(pd.Series([40.0, math.nan, 60.0])) == 60.0  # 40, 60, ∞
+    assert math.isnan(censored_median(pd.Series([40.0, math.nan])))  # 40, ∞: the middle is ∞
+    assert math.isnan(censored_median(pd.Series([], dtype=float)))
 
 
 def test_robustness_ranks_by_reaching_at_the_highest_bound_then_by_the_ratio_to_sync() -> None:
