@@ -78,3 +78,16 @@ def test_a_run_writes_eval_parquet_outside_its_clock(tmp_path: Path) -> None:
     assert result.summary.wall_time_s == pytest.approx(metrics["end"].max())
     assert "eval_snapshot_s" in metrics and (metrics["eval_snapshot_s"] >= 0).all()
     assert np.array_equal(RunRecord.read(tmp_path / "run").evaluation["step"], evaluation["step"])
+
+
+def test_the_terminal_shows_the_first_and_last_evaluation() -> None:
+    from asyncrl.analysis.tables import evaluation_line
+
+    rows = [
+        (0, "greedy", 0.1, 0.05), (0, "sampled", 0.02, 0.05), (40, "greedy", 0.29, 0.05), (40, "sampled", 0.16, 0.05)
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["step", "mode", "reward_mean", "seconds"]).assign(prompts=32.0)
+    assert evaluation_line(frame) == (
+        "evaluation   greedy 0.100 -> 0.290, sampled 0.020 -> 0.160 (steps 0 -> 40, 32 held-out prompts, "
+        "0.2 s after the run's clock)"
+    )
