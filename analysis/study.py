@@ -89,7 +89,7 @@ CELL_COLUMNS = (
     "wall_to_target_train_s",
     "kl_to_behaviour_mean",
 )
-CURVE_FIGURES = ("step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward")
+CURVE_FIGURES = ("step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward", "entropy")
 CURVE_COLUMNS = (*KEY_COLUMNS, *CURVE_FIGURES)
 _FIGURES_OF_A_FAILED_CELL = {
     "final_reward": math.nan,

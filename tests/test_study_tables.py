@@ -97,7 +97,8 @@ def test_a_finished_cell_becomes_one_row_of_exactly_the_cells_csv_columns(tmp_pa
     table = cells_table([record])
     assert list(table.columns) == CELLS_CSV and table["reached"].dtype == bool
     curve = curve_frame(KEY, run)
-    assert list(curve.columns[-6:]) == ["step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward"]
+    figures = ["step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward", "entropy"]
+    assert list(curve.columns[-7:]) == figures
     assert record["quality"] == "train" and record["steps_to_target_train"] == 13
     assert len(curve) == 14 and set(curve["cell"]) == {KEY.cell}
 
