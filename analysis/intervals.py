@@ -2,6 +2,7 @@
 
     values ─► mean_ci  ─► (mean, half-width)    mean ± t(0.975, n − 1) · s / √n
     a, b   ─► ratio_ci ─► (ā / b̄, half-width)   R · t · √(s_a²/(n_a·ā²) + s_b²/(n_b·b̄²)), t at min(n_a, n_b) − 1
+    a_i, b_i paired ─► paired_ratio_bootstrap ─► (Σa/Σb, 2.5%, 97.5%, pairs)   percentile bootstrap over pairs
 
 Missing values (None, NaN) are left out; with one value there is no interval (NaN).
 """
@@ -57,6 +58,34 @@ def ratio_ci(numerator: Iterable[float], denominator: Iterable[float]) -> tuple[
         return ratio, math.nan
     relative = a.var(ddof=1) / (a.size * a.mean() ** 2) + b.var(ddof=1) / (b.size * b.mean() ** 2)
     return ratio, t_quantile(min(a.size, b.size) - 1) * abs(ratio) * math.sqrt(relative)
+
+
+BOOTSTRAP_DRAWS = 10_000
+BOOTSTRAP_SEED = 0  # the resamples are drawn the same way every time: the same table gives the same interval
+
+
+def paired_ratio_bootstrap(
+    numerator: Iterable[float], denominator: Iterable[float], draws: int = BOOTSTRAP_DRAWS
+) -> tuple[float, float, float, int]:
+    """Σ numerator / Σ denominator over the pairs where both are numbers (the ratio of their means), the 2.5th and
+    97.5th percentiles of that ratio over ``draws`` resamples of the pairs with replacement (a percentile
+    bootstrap: seeds resampled whole, so each resample keeps its pairs together), and the pairs used.
+    No interval (NaN) with fewer than two pairs."""
+    pairs = [
+        (float(a), float(b))
+        for a, b in zip(numerator, denominator, strict=True)
+        if not missing(a) and not missing(b) and float(b) > 0
+    ]
+    if not pairs:
+        return math.nan, math.nan, math.nan, 0
+    a, b = (np.array(values) for values in zip(*pairs, strict=True))
+    ratio = float(a.sum() / b.sum())
+    if len(pairs) < 2:
+        return ratio, math.nan, math.nan, 1
+    picks = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(pairs), size=(draws, len(pairs)))
+    resampled = a[picks].sum(axis=1) / b[picks].sum(axis=1)
+    low, high = np.quantile(resampled, [0.025, 0.975])
+    return ratio, float(low), float(high), len(pairs)
 
 
 def missing(value: Any) -> bool:

@@ -4,7 +4,10 @@ bounds, one fit per (loss, correction) (the model and the file: ``scenarios.pena
     cells.csv (one row per run) ─► read_cells ─► fit_penalty ─► Penalty ─► write_penalty ─► penalty.json
                                                                         └► penalty_lines (the terminal)
 
-Of each run the fit reads ``staleness_mean`` (token-weighted mean staleness of the trained samples, steps),
+The form of each fit (linear, exponential or quadratic in staleness) is the one with the smallest
+leave-one-schedule-out error (``scenarios.penalty_forms``; the ``schedule`` column names the schedules, else
+each staleness value is one), and unfinished runs enter the likelihood as censored. Of each run the fit reads
+``staleness_mean`` (token-weighted mean staleness of the trained samples, steps),
 ``dropped_fraction`` (dropped / generated samples) and how far it got: ``steps_to_target`` where it
 ``reached`` the target, else ``steps`` (the steps it ran, a lower bound on its steps to target: the run is
 censored). Runs whose ``status`` is not ``complete`` (``failed``, ``interrupted``) say nothing about learning and are left out. All the runs
@@ -20,7 +23,8 @@ import numpy as np
 import pandas as pd
 from asyncrl.analysis.statuses import COMPLETE, STATUSES, read_status
 from asyncrl.analysis.tables import format_table
-from asyncrl.scenarios.penalty import Penalty, PenaltyError, PenaltyFit, fit_steps
+from asyncrl.scenarios.penalty import Penalty, PenaltyError, PenaltyFit
+from asyncrl.scenarios.penalty_forms import select_form
 
 CELL_COLUMNS = (
     "loss",
@@ -127,11 +131,17 @@ def _pairs(runs: pd.DataFrame) -> Any:
 def _fit_pair(loss: str, correction: str, runs: pd.DataFrame) -> PenaltyFit:
     reached = runs["reached"].to_numpy(dtype=bool)
     steps = np.where(reached, pd.to_numeric(runs["steps_to_target"]), pd.to_numeric(runs["steps"]))
-    staleness, dropped = pd.to_numeric(runs["staleness_mean"]), pd.to_numeric(runs["dropped_fraction"])
+    staleness = pd.to_numeric(runs["staleness_mean"]).to_numpy(dtype=float)
+    dropped = pd.to_numeric(runs["dropped_fraction"]).to_numpy(dtype=float)
+    schedules = runs["schedule"].astype(str).tolist() if "schedule" in runs else None
+    kl = pd.to_numeric(runs["kl_to_behaviour_mean"], errors="coerce") if "kl_to_behaviour_mean" in runs else None
     try:
-        fit = fit_steps(staleness, dropped, steps, reached)
+        choice = select_form(staleness, dropped, steps, reached, schedules, kl)
     except ValueError as exc:
         raise PenaltyError(f"loss {loss}, correction {correction}: {exc}") from None
+    fit = choice.fit
+    fitted = fit.steps(staleness[reached], dropped[reached])
+    residual = float(np.sqrt(np.mean(((fitted - steps[reached]) / steps[reached]) ** 2)))
     return PenaltyFit(
         loss=loss,
         correction=correction,
@@ -140,7 +150,11 @@ def _fit_pair(loss: str, correction: str, runs: pd.DataFrame) -> PenaltyFit:
         per_dropped=fit.per_dropped,
         points=int(reached.sum()),
         censored=int((~reached).sum()),
-        residual_rel=fit.residual_rel,
+        residual_rel=residual,
+        form=fit.form,
+        per_staleness_squared=fit.per_staleness_squared,
+        form_error=choice.error,
+        form_errors=choice.errors,
     )
 
 
@@ -150,28 +164,41 @@ def failed_runs(cells: pd.DataFrame) -> int:
 
 
 def penalty_lines(penalty: Penalty, failed: int = 0) -> str:
-    """The fits as a table, under the model they are fits of."""
+    """The fits as a table, under the forms they are fits of."""
     rows = [
         [
             fit.loss,
             fit.correction,
-            fit.steps_at_zero,
+            fit.form,
+            f"{fit.steps_at_zero:.4g}",
             f"{fit.per_staleness:.3g}",
+            f"{fit.per_staleness_squared:.3g}" if fit.form == "quadratic" else "-",
             f"{fit.per_dropped:.3g}" if fit.per_dropped is not None else "-",
             fit.points,
             fit.censored,
             f"{fit.residual_rel:.1%}",
+            _errors_text(fit),
         ]
         for fit in penalty.fits
     ]
-    header = ["loss", "correction", "S0 steps", "a (per stale step)", "b (per dropped)", "points", "censored", "rms"]
+    header = ["loss", "correction", "form", "S0 steps", "a", "c", "b (dropped)", "points", "censored", "rms",
+              "held-out error (linear/exp/quad/KL)"]  # fmt: skip
     lines = [
-        f"steps to reward {penalty.target:g} on {penalty.task} = S0 · (1 + a·staleness + b·dropped fraction), "
-        f"fitted to {penalty.source or 'the study table'}",
+        f"steps to reward {penalty.target:g} on {penalty.task}: linear S0·(1 + a·s + b·d), exponential "
+        f"S0·exp(a·s + b·d) or quadratic S0·(1 + a·s + c·s² + b·d), the form with the least leave-one-schedule-out "
+        f"error; fitted to {penalty.source or 'the study table'}, unfinished runs censored",
         format_table(header, rows),
     ]
     if any(fit.per_dropped is None for fit in penalty.fits):
-        lines.append("b -: the dropped fraction did not vary apart from the staleness in those runs (left out)")
+        lines.append("b -: the dropped fraction did not vary enough, or apart from the staleness, to be fitted")
     if failed:
         lines.append(f"left out {failed} failed run{'s' if failed != 1 else ''}")
     return "\n".join(lines)
+
+
+def _errors_text(fit: PenaltyFit) -> str:
+    """Each form's held-out error, ``-`` where it was not a candidate or the schedules were too few."""
+    errors = [fit.form_errors.get(form) for form in ("linear", "exponential", "quadratic", "kl_linear")]
+    if all(error is None for error in errors):
+        return "-"
+    return "/".join("-" if error is None else f"{error:.1%}" for error in errors)

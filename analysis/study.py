@@ -17,6 +17,18 @@ initial policy); all three NaN if the target is never reached. ``final_reward`` 
 ``reward_mean`` of the last 10 steps. ``staleness_mean`` is the run's token-weighted mean
 staleness (``summary.json`` ``staleness.token_mean``).
 
+**On the evaluation reward** (a run with ``run.eval_every``: eval.parquet, ``executor.evaluation``): the
+training batch's reward is sampled by the behaviour policies, so an asynchronous run's curve lags its policy by
+its staleness; the held-out evaluation measures the policy itself. Where a run has eval.parquet, ``quality`` is
+``eval`` and a cell reaches the target at the first evaluated step count k whose ``sampled`` evaluation reward
+(``EVAL_MODE``; at ``algorithm.temperature``, as the training reward is) is at least ``target``; each
+evaluation already averages ``run.eval_prompts`` answers, so no window; k may be 0. ``final_reward`` is then the
+last evaluation's. The training-batch figures stay as a second curve: ``steps_to_target_train``,
+``wall_to_target_train_s``, ``final_reward_train`` (the same as the main ones where ``quality`` is ``train``).
+``kl_to_behaviour_mean`` is the mean over steps of the learner's k3 KL to the behaviour policy (the penalty fit
+scores it as a covariate). Every wall time to the target excludes the weight snapshots taken for the evaluation before that step (the
+metrics' ``eval_snapshot_s``); the answers are generated after the run's clock stops.
+
 **Status** is in the run summaries' words (``analysis.statuses``): ``complete`` when the run
 finished (summary.json complete, metrics.parquet readable), ``interrupted`` when its summary says
 so, else ``failed``; ``reason`` says why in a few words. Only complete cells have figures.
@@ -36,6 +48,8 @@ from asyncrl.analysis.statuses import COMPLETE, FAILED, INTERRUPTED
 from asyncrl.scenarios.record import RunRecordError, RunStatus, RunSummary, read_summary
 
 WINDOW = 10
+#: The evaluation mode a target is measured on: sampled at the training temperature, as the training reward is.
+EVAL_MODE = "sampled"
 #: Tolerance of "reaches the target": a rolling mean of floats may miss an exact target by rounding.
 REACH_TOLERANCE = 1e-9
 
@@ -69,8 +83,13 @@ CELL_COLUMNS = (
     "dropped_fraction",
     "samples_generated",
     "samples_dropped",
+    "quality",
+    "final_reward_train",
+    "steps_to_target_train",
+    "wall_to_target_train_s",
+    "kl_to_behaviour_mean",
 )
-CURVE_FIGURES = ("step", "end", "reward_mean", "kl", "staleness_mean")
+CURVE_FIGURES = ("step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward", "entropy")
 CURVE_COLUMNS = (*KEY_COLUMNS, *CURVE_FIGURES)
 _FIGURES_OF_A_FAILED_CELL = {
     "final_reward": math.nan,
@@ -84,6 +103,11 @@ _FIGURES_OF_A_FAILED_CELL = {
     "dropped_fraction": math.nan,
     "samples_generated": math.nan,
     "samples_dropped": math.nan,
+    "quality": "",
+    "final_reward_train": math.nan,
+    "steps_to_target_train": math.nan,
+    "wall_to_target_train_s": math.nan,
+    "kl_to_behaviour_mean": math.nan,
 }
 
 
@@ -118,19 +142,49 @@ class Reach(NamedTuple):
 
 
 def steps_to_target(metrics: pd.DataFrame, target: float, window: int = WINDOW) -> Reach:
-    """The first step count whose trailing ``window``-step mean ``reward_mean`` is ≥ ``target``."""
+    """The first step count whose trailing ``window``-step mean ``reward_mean`` is ≥ ``target``; its wall time
+    without the evaluation's weight snapshots before it (``eval_snapshot_s``, where the run evaluated)."""
     rows = metrics.sort_values("step")
     rolling = rows["reward_mean"].astype(float).rolling(window, min_periods=window).mean().to_numpy()
     hits = np.flatnonzero(rolling >= target - REACH_TOLERANCE)
     if not hits.size:
         return Reach(math.nan, math.nan, math.nan)
     row = rows.iloc[hits[0]]
-    return Reach(float(row["step"]) + 1, float(row["end"]), float(row["kl"]))
+    return Reach(float(row["step"]) + 1, _wall_at(rows, hits[0]), float(row["kl"]))
+
+
+def eval_to_target(evaluation: pd.DataFrame, metrics: pd.DataFrame, target: float, mode: str = EVAL_MODE) -> Reach:
+    """The first evaluated step count whose ``mode`` evaluation reward is ≥ ``target``: the end of that step
+    (0 for the initial weights) without the snapshots before it, and ``kl`` then (NaN at step 0)."""
+    rows = evaluation[evaluation["mode"] == mode].sort_values("step")
+    hits = rows[rows["reward_mean"].astype(float) >= target - REACH_TOLERANCE]
+    if hits.empty:
+        return Reach(math.nan, math.nan, math.nan)
+    steps = int(hits["step"].iloc[0])
+    if steps == 0:
+        return Reach(0.0, 0.0, math.nan)
+    ordered = metrics.sort_values("step").reset_index(drop=True)
+    position = int(np.flatnonzero(ordered["step"].to_numpy() == steps - 1)[0])
+    return Reach(float(steps), _wall_at(ordered, position), float(ordered["kl"].iloc[position]))
+
+
+def _wall_at(rows: pd.DataFrame, position: int) -> float:
+    """The end of the step at ``position`` of the sorted metrics, less the evaluation snapshots up to it."""
+    end = float(rows["end"].iloc[position])
+    if "eval_snapshot_s" not in rows:
+        return end
+    return end - float(rows["eval_snapshot_s"].astype(float).fillna(0.0).iloc[: position + 1].sum())
 
 
 def final_reward(metrics: pd.DataFrame, window: int = WINDOW) -> float:
     """The mean ``reward_mean`` of the last ``window`` steps (of all of them when fewer)."""
     return float(metrics.sort_values("step")["reward_mean"].tail(window).mean())
+
+
+def final_eval_reward(evaluation: pd.DataFrame, mode: str = EVAL_MODE) -> float:
+    """The last evaluation's ``mode`` reward."""
+    rows = evaluation[evaluation["mode"] == mode].sort_values("step")
+    return float(rows["reward_mean"].iloc[-1]) if len(rows) else math.nan
 
 
 def read_finished(run: Path) -> tuple[RunSummary, pd.DataFrame] | None:
@@ -141,6 +195,15 @@ def read_finished(run: Path) -> tuple[RunSummary, pd.DataFrame] | None:
             return None
         return summary, pd.read_parquet(run / "metrics.parquet")
     except (RunRecordError, OSError, ValueError):
+        return None
+
+
+def read_evaluation(run: Path) -> pd.DataFrame | None:
+    """The run's eval.parquet, or None where it did not evaluate (or the file cannot be read)."""
+    path = run / "eval.parquet"
+    try:
+        return pd.read_parquet(path) if path.is_file() else None
+    except (OSError, ValueError):
         return None
 
 
@@ -179,14 +242,18 @@ def cell_record(key: CellKey, run: Path, target: float, steps: int, reason: str 
         status, why = unfinished_status(run), reason or unfinished_reason(run)
         return {**head, "status": status, "reason": why, **_FIGURES_OF_A_FAILED_CELL}
     summary, metrics = finished
-    reach = steps_to_target(metrics, target)
+    train = steps_to_target(metrics, target)
+    evaluation = read_evaluation(run)
+    on_eval = evaluation is not None and (evaluation["mode"] == EVAL_MODE).any()
+    reach = eval_to_target(evaluation, metrics, target) if on_eval else train
+    final = final_eval_reward(evaluation) if on_eval else final_reward(metrics)
     wall = summary.wall_time_s
     generated, dropped = summary.samples.generated, summary.samples.dropped
     return {
         **head,
         "status": COMPLETE,
         "reason": "",
-        "final_reward": final_reward(metrics),
+        "final_reward": final,
         "reached": reach.reached,
         "steps_to_target": reach.steps,
         "wall_to_target_s": reach.wall_s,
@@ -197,7 +264,17 @@ def cell_record(key: CellKey, run: Path, target: float, steps: int, reason: str 
         "dropped_fraction": dropped / generated if generated else math.nan,
         "samples_generated": generated,
         "samples_dropped": dropped,
+        "quality": "eval" if on_eval else "train",
+        "final_reward_train": final_reward(metrics),
+        "steps_to_target_train": train.steps,
+        "wall_to_target_train_s": train.wall_s,
+        "kl_to_behaviour_mean": _mean_of(metrics, "kl_to_behaviour"),
     }
+
+
+def _mean_of(metrics: pd.DataFrame, column: str) -> float:
+    """The mean of a metrics column over the run's steps; NaN where the run did not log it."""
+    return float(metrics[column].astype(float).mean()) if column in metrics else math.nan
 
 
 def curve_frame(key: CellKey, run: Path) -> pd.DataFrame:
@@ -205,7 +282,12 @@ def curve_frame(key: CellKey, run: Path) -> pd.DataFrame:
     finished = read_finished(run)
     if finished is None:
         return pd.DataFrame(columns=list(CURVE_COLUMNS))
-    metrics = finished[1].sort_values("step")
+    metrics = finished[1].sort_values("step").reset_index(drop=True)
+    evaluation = read_evaluation(run)
+    if evaluation is not None:  # the evaluation after k steps sits on the row of step k − 1
+        sampled = evaluation[evaluation["mode"] == EVAL_MODE]
+        by_row = dict(zip(sampled["step"] - 1, sampled["reward_mean"], strict=True))
+        metrics["eval_reward"] = metrics["step"].map(by_row)
     frame = pd.DataFrame({name: metrics.get(name, math.nan) for name in CURVE_FIGURES})
     for name, value in reversed(asdict(key).items()):
         frame.insert(0, name, value)

@@ -1,7 +1,8 @@
 """PNG figures of an ``asyncrl study``: reward over time, robustness to staleness, the reward–KL frontier.
 
     curves.csv  ─► reward_curves  reward (mean of the last 10 steps) against wall time (s) or learner step:
-                                   a panel per loss × correction, a line per schedule (mean over seeds)
+                                   a panel per loss × correction, a line per schedule (mean over seeds), and
+                                   the held-out evaluation's reward as markers where the runs evaluated
     summary.csv ─► robustness     steps to target against mean staleness: a line per loss × correction,
                                    95% CI bars over the seeds that reached the target
                 └─► frontier       final reward (95% CI) against KL to the initial policy at the end:
@@ -59,6 +60,17 @@ def mean_curve(cell_curves: pd.DataFrame, x: str) -> tuple[np.ndarray, np.ndarra
     return grid, np.mean([np.interp(grid, xs, y) for xs, y in smoothed], axis=0)
 
 
+def mean_evaluation(cell_curves: pd.DataFrame, x: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The held-out evaluation's reward at each evaluated step, mean over seeds, against ``x``; None without one."""
+    if "eval_reward" not in cell_curves:
+        return None
+    rows = cell_curves.dropna(subset=["eval_reward"])
+    if rows.empty:
+        return None
+    by_step = rows.groupby("step").agg(x=(x, "mean"), y=("eval_reward", "mean")).sort_index()
+    return by_step["x"].to_numpy(float), by_step["y"].to_numpy(float)
+
+
 def schedule_styles(schedules: Sequence[str], in_flight: Sequence[bool]) -> dict[str, dict[str, Any]]:
     """A colour per schedule (grid order), dashed with in-flight updates."""
     return {
@@ -80,6 +92,9 @@ def reward_curves_figure(curves: pd.DataFrame, target: float, x: str, title: str
         for schedule, cells in panel.groupby("schedule", sort=False):
             xs, ys = mean_curve(cells, x)
             ax.plot(xs, ys, lw=1.4, **styles[schedule])
+            evaluated = mean_evaluation(cells, x)
+            if evaluated is not None:
+                ax.plot(*evaluated, lw=0.8, marker="o", ms=3, color=styles[schedule]["color"])
         ax.axhline(target, color="grey", lw=1, ls=":")
         ax.set_title(f"{loss}, {correction}", fontsize=10)
         ax.set_xlabel("wall time (s, from the start of generation)" if x == "end" else "learner step")
@@ -90,7 +105,11 @@ def reward_curves_figure(curves: pd.DataFrame, target: float, x: str, title: str
         ax.set_ylabel(REWARD_LABEL)
     handles = [Line2D([], [], lw=1.4, **style) for style in styles.values()]
     handles.append(Line2D([], [], color="grey", lw=1, ls=":"))
-    figure.legend(handles, [*styles, f"target {target:g}"], loc="outside right upper", frameon=False, fontsize=9)
+    labels = [*styles, f"target {target:g}"]
+    if "eval_reward" in curves and curves["eval_reward"].notna().any():
+        handles.append(Line2D([], [], color="grey", lw=0.8, marker="o", ms=3))
+        labels.append("held-out evaluation (sampled)")
+    figure.legend(handles, labels, loc="outside right upper", frameon=False, fontsize=9)
     against = "wall time" if x == "end" else "learner step"
     figure.suptitle(f"Reward against {against}, mean over seeds: {title}")
     return figure

@@ -6,9 +6,16 @@
 **Over seeds** (``summary_table``): each figure is a mean over the seeds whose run finished
 (``seeds``), with the half-width of its 95% confidence interval from the t-distribution
 (``mean ± t(0.975, n − 1) · s / √n``; NaN with one seed: no interval). Figures at the target are
-means over the seeds that reached it (``reached`` says how many), so read them with that count.
-``speedup`` is the speedup at equal quality: the mean ``wall_to_target_s`` of ``sync`` with the
-same loss and correction divided by this schedule's (NaN where either never reached the target).
+means over the seeds that reached it (``reached`` says how many, ``reached_fraction`` what share of the
+seeds run, a failed one counting as not reached), so read them with that count.
+``speedup`` is the speedup at equal quality, paired by seed: over the seeds where both this schedule and
+``sync`` (same loss and correction) reached the target (``speedup_pairs``), sync's total wall time to the
+target over this schedule's, i.e. the ratio of their means on the same seeds; ``speedup_low`` and
+``speedup_high`` are the 2.5th and 97.5th percentiles of that ratio over 10,000 resamples of those seeds with
+replacement (``analysis.intervals.paired_ratio_bootstrap``; none with one pair). NaN where no seed pairs.
+``steps_to_target_median`` and ``wall_to_target_median_s`` take every finished seed, a seed that never reached
+the target counting as later than all (a median of censored times): defined when more than half reached it,
+and not flattered by leaving the slow seeds out, as the means are.
 
 **Robustness** (``robustness_table``): per loss and correction, the ratio of the mean steps to
 target at the grid's highest staleness bound (every schedule with that bound pooled, e.g.
@@ -25,8 +32,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
-from asyncrl.analysis.intervals import mean_ci, missing, ratio_ci
+from asyncrl.analysis.intervals import mean_ci, missing, paired_ratio_bootstrap, ratio_ci
 from asyncrl.analysis.statuses import COMPLETE
 from asyncrl.analysis.study import KEY_COLUMNS, WINDOW
 from asyncrl.analysis.tables import format_table
@@ -50,6 +58,12 @@ SUMMARY_COLUMNS = (
     "speedup",
     "samples_generated",
     "samples_dropped",
+    "reached_fraction",
+    "speedup_low",
+    "speedup_high",
+    "speedup_pairs",
+    "steps_to_target_median",
+    "wall_to_target_median_s",
 )
 ROBUSTNESS_COLUMNS = (
     "rank",
@@ -103,23 +117,36 @@ def summary_table(cells: pd.DataFrame, curves: pd.DataFrame | None = None) -> pd
                 "speedup": math.nan,
                 "samples_generated": _mean(ok["samples_generated"]),
                 "samples_dropped": _mean(ok["samples_dropped"]),
+                "reached_fraction": float(ok["reached"].sum()) / len(group),
+                "steps_to_target_median": censored_median(ok["steps_to_target"]),
+                "wall_to_target_median_s": censored_median(ok["wall_to_target_s"]),
+                **paired_speedup(cells, group),
             }
         )
-    table = pd.DataFrame.from_records(rows, columns=list(SUMMARY_COLUMNS))
-    table["speedup"] = speedups(table)
-    return table
+    return pd.DataFrame.from_records(rows, columns=list(SUMMARY_COLUMNS))
 
 
-def speedups(summary: pd.DataFrame) -> pd.Series:
-    """Per row, sync's mean wall time to target (same loss and correction) over the row's: the speedup
-    at equal quality. NaN where sync is not in the grid or either never reached the target."""
-    sync = summary[summary["kind"] == "sync"].set_index(["loss", "correction"])["wall_to_target_s"]
-    sync = sync[~sync.index.duplicated()]
-    baseline = [
-        sync.get((loss, correction), math.nan)
-        for loss, correction in zip(summary["loss"], summary["correction"], strict=True)
-    ]
-    return pd.Series(baseline, index=summary.index, dtype=float) / summary["wall_to_target_s"].astype(float)
+def censored_median(values: pd.Series) -> float:
+    """The median over every finished seed, one that never reached the target counting as later than all:
+    defined only when more than half of them reached it (NaN otherwise, and with no seed)."""
+    times = pd.to_numeric(values, errors="coerce").fillna(math.inf).to_numpy(dtype=float)
+    if not len(times):
+        return math.nan
+    middle = float(np.median(times))
+    return middle if math.isfinite(middle) else math.nan
+
+
+def paired_speedup(cells: pd.DataFrame, group: pd.DataFrame) -> dict[str, float]:
+    """``speedup``, ``speedup_low``, ``speedup_high``, ``speedup_pairs`` of one schedule's cells (``group``) over
+    sync's cells of the same loss and correction, paired by seed (NaN where sync is not in the grid)."""
+    first = group.iloc[0]
+    same = (cells["loss"] == first["loss"]) & (cells["correction"] == first["correction"])
+    sync = cells[same & (cells["kind"] == "sync") & (cells["status"] == COMPLETE)]
+    sync_wall = sync.drop_duplicates("seed").set_index("seed")["wall_to_target_s"]
+    own = group[group["status"] == COMPLETE].drop_duplicates("seed").set_index("seed")["wall_to_target_s"]
+    seeds = [seed for seed in own.index if seed in sync_wall.index]
+    ratio, low, high, pairs = paired_ratio_bootstrap(sync_wall.loc[seeds], own.loc[seeds])
+    return {"speedup": ratio, "speedup_low": low, "speedup_high": high, "speedup_pairs": pairs}
 
 
 def _final_kl(curves: pd.DataFrame, window: int = WINDOW) -> dict[str, float]:
@@ -206,23 +233,32 @@ def summary_lines(summary: pd.DataFrame, target: float, steps: int) -> str:
             row.loss,
             row.correction,
             with_ci(row.final_reward, row.final_reward_ci),
-            f"{row.reached}/{row.seeds}" + (f" ({row.failed} failed)" if row.failed else ""),
+            f"{row.reached}/{row.seeds + row.failed}" + (f" ({row.failed} failed)" if row.failed else ""),
             with_ci(row.steps_to_target, row.steps_to_target_ci, ".0f"),
             with_ci(row.wall_to_target_s, row.wall_to_target_s_ci),
             with_ci(row.kl_at_target, math.nan),
             with_ci(row.kl_final, math.nan),
             with_ci(row.staleness_mean, math.nan),
             "-" if missing(row.dropped_fraction) else f"{row.dropped_fraction:.1%}",
-            "-" if missing(row.speedup) else f"{row.speedup:.2f}x",
+            _speedup_text(row.speedup, row.speedup_low, row.speedup_high),
             with_ci(row.samples_generated, math.nan, ",.0f"),
         ]
         for row in summary.itertuples()
     ]
     intro = (
-        f"time to quality: reward (mean of {WINDOW} steps) ≥ {target:g}, {steps} learner steps per cell; "
-        "means over seeds ± 95% CI (t); speedup = sync's wall to target / this one's"
+        f"time to quality: reward ≥ {target:g} (held-out evaluation where the runs evaluated, else the mean of "
+        f"{WINDOW} training steps), {steps} learner steps per cell; means over the seeds that reached it ± 95% CI "
+        "(t); speedup = sync's wall to target / this one's on the same seeds [95% bootstrap]"
     )
     return "\n".join([intro, format_table(header, rows)])
+
+
+def _speedup_text(speedup: float, low: float, high: float) -> str:
+    if missing(speedup):
+        return "-"
+    if missing(low):
+        return f"{speedup:.2f}x"
+    return f"{speedup:.2f}x [{low:.2f}, {high:.2f}]"
 
 
 def robustness_lines(robustness: pd.DataFrame) -> str:

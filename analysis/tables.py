@@ -201,12 +201,35 @@ def execution_header(scenario: Scenario, device: str, runtime: str) -> str:
     return f"{scenario.name}: {scenario.schedule.kind}, {scenario.cluster.engines} {where} and a learner on {device}"
 
 
-def execution_lines(summary: RunSummary, metrics: pd.DataFrame, synthetic: bool) -> str:
-    """An executed run: its summary and how the reward moved from the first steps to the last."""
+def execution_lines(
+    summary: RunSummary, metrics: pd.DataFrame, synthetic: bool, evaluation: pd.DataFrame | None = None
+) -> str:
+    """An executed run: its summary, how the reward moved from the first steps to the last, and the held-out
+    evaluation's first and last readings where the run evaluated (``run.eval_every``)."""
     first, last = metrics["reward_mean"].head(3).mean(), metrics["reward_mean"].tail(3).mean()
     kind = " (synthetic: timing mode)" if synthetic else ""
+    lines = [
+        summary_lines(summary),
+        f"reward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3{kind}",
+    ]
+    if evaluation is not None and len(evaluation):
+        lines.append(evaluation_line(evaluation))
+    return "\n".join(lines)
+
+
+def evaluation_line(evaluation: pd.DataFrame) -> str:
+    """``evaluation greedy 0.10 -> 0.29, sampled 0.02 -> 0.16 (steps 0 -> 40, 32 held-out prompts, 0.2 s after
+    the run)``: eval.parquet's first and last readings per mode, and the time its answers took."""
+    steps = evaluation["step"]
+    modes = [
+        f"{mode} {rows['reward_mean'].iloc[0]:.3f} -> {rows['reward_mean'].iloc[-1]:.3f}"
+        for mode, rows in evaluation.sort_values("step").groupby("mode", sort=True)
+    ]
+    prompts = int(evaluation["prompts"].iloc[0])
+    seconds = float(evaluation["seconds"].sum())
     return (
-        f"{summary_lines(summary)}\nreward       {first:.3f} over the first 3 steps -> {last:.3f} over the last 3{kind}"
+        f"evaluation   {', '.join(modes)} (steps {steps.min()} -> {steps.max()}, {prompts} held-out prompts, "
+        f"{seconds:.1f} s after the run's clock)"
     )
 
 

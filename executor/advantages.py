@@ -5,9 +5,10 @@
 
 Group-relative advantages (one value per sample; rows group-major, ``executor.loss_inputs``)
 ------------------------------------------------------------------------------------------
-    GRPO:  A_i = (R_i − mean_g R) / (std_g R + eps)      std over the G samples, population
-           (divides by G, so G = 1 gives 0); normalise_std=False gives A_i = R_i − mean_g R
-           (Dr. GRPO). Statistics in float64; a group whose rewards all tie gets A = 0 exactly.
+    GRPO:  A_i = (R_i − mean_g R) / (std_g R + eps)      std over the G samples, the sample std
+           (divides by G − 1: DeepSeekMath, TRL, verl) or the population std (by G, ``sample_std=False``);
+           normalise_std=False gives A_i = R_i − mean_g R (Dr. GRPO). Statistics in float64; a group
+           whose rewards all tie gets A = 0 exactly (G = 1 too).
     RLOO:  A_i = R_i − (Σ_{j∈g} R_j − R_i) / (G − 1)    (mean of the OTHER samples; G ≥ 2)
 
 PPO (old values ``old_values`` of the value head, recorded at the start of the step)
@@ -33,8 +34,10 @@ def grouped(rewards: Tensor, group_size: int) -> Tensor:
     return at_least_float32(rewards.detach()).reshape(-1, group_size)
 
 
-def grpo_advantages(rewards: Tensor, group_size: int, normalise_std: bool = True, eps: float = 1e-6) -> Tensor:
-    """[N] reward minus its group's mean, optionally over the group's (population) std + eps.
+def grpo_advantages(
+    rewards: Tensor, group_size: int, normalise_std: bool = True, eps: float = 1e-6, sample_std: bool = True
+) -> Tensor:
+    """[N] reward minus its group's mean, optionally over the group's std + eps (sample std, or population).
 
     Group statistics are taken in float64 and a tied group (max = min) gets exactly 0: in float32 the
     rounding error of the mean over a std of ~1e-8 would otherwise give a tied group advantages of order 0.1.
@@ -43,7 +46,8 @@ def grpo_advantages(rewards: Tensor, group_size: int, normalise_std: bool = True
     exact = by_group.double()
     centred = exact - exact.mean(dim=1, keepdim=True)
     if normalise_std:
-        centred = centred / (exact.std(dim=1, correction=0, keepdim=True) + eps)
+        correction = 1 if sample_std and group_size > 1 else 0
+        centred = centred / (exact.std(dim=1, correction=correction, keepdim=True) + eps)
     tied = exact.amax(dim=1, keepdim=True) == exact.amin(dim=1, keepdim=True)
     return torch.where(tied, 0.0, centred).to(by_group.dtype).reshape(-1)
 

@@ -3,7 +3,7 @@
 One ``train_step`` consumes a batch of groups (the G rollouts of one prompt, each with its reward)::
 
     groups ──split into updates_per_step minibatches of whole groups──► collate each: RolloutBatch
-        before any update, minibatches 2…n: StepStart (no grad)         π_prox (decoupled), old values (ppo)
+        before any update, minibatches 2…n: StepStart (no grad)         π_old (tis, decoupled), old values (ppo)
         for each minibatch:
         forward policy (grad), reference (no grad), value head (ppo)   logprobs at the actor's temperature
         LossBatch ──LOSSES[algorithm.loss](batch, algorithm)──► loss ──backward, clip, Adam──► one update
@@ -28,11 +28,11 @@ from and record (``Rollout.logprobs``), so ρ = 1 for a fresh rollout. The polic
 all the same): a checkpoint configured with dropout is trained with dropout off, because the actors sample with it
 off and a dropped-out forward would be another policy, with ρ ≠ 1 on fresh samples. The reference is a frozen copy of the policy the
 learner was built with. For PPO, ``old_values`` are the value head's outputs at the start of the step, before any
-update (rollouts do not record values), and the value head is trained with the policy. For the ``decoupled``
-correction, ``proximal_logprobs`` are the policy's log-probs at the start of the step (π_prox). Both come from one
-no-grad forward per minibatch before the step's first update (``step_start``), except for the first minibatch, whose
-own forward still sees the starting weights: there π_θ = π_prox (r = 1). So with ``updates_per_step`` = 1 the
-``decoupled`` correction costs no extra forward and reduces to the weight sg(min(π_θ/μ, c)) without a clip.
+update (rollouts do not record values), and the value head is trained with the policy. For the ``tis`` and
+``decoupled`` corrections, ``proximal_logprobs`` are the policy's log-probs at the start of the step (π_old). Both
+come from one no-grad forward per minibatch before the step's first update (``step_start``), except for the first
+minibatch, whose own forward still sees the starting weights: there π_θ = π_old (r = 1). So with ``updates_per_step``
+= 1 these corrections cost no extra forward and their gradient is sg(cap(π_θ/μ))·A·∇log π_θ.
 
 The learner counts its train steps in ``step`` (0 before the first); an actor that loads ``weights()`` after step k
 should tag its tokens with version k, which makes the staleness figures (``step - version`` per token) meaningful.
@@ -61,6 +61,7 @@ from asyncrl.executor.precision import enable_tf32, executor_dtype
 from asyncrl.executor.rollout_batch import Group, RolloutBatch, collate, micro_batches, split_groups
 from asyncrl.executor.token_logprobs import TokenLogprobs, grad_rows, policy_logprobs, stack_rows
 from asyncrl.executor.tokenizer import Tokenizer
+from asyncrl.scenarios.training import PROXIMAL_CORRECTIONS
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Group", "Learner", "LearnerConfig", "StepStart", "collate", "split_groups"]
 
+#: Loss figures that are counts over the minibatches of a step, added rather than averaged.
+SUMMED_METRICS = {"trained_samples", "filtered_groups", "pairs", "skipped_groups"}
 MICRO_BATCH_TOKENS = 16384  # padded tokens per forward of the learner (rows × their longest row)
 LOGPROB_CHUNK_TOKENS = 1024  # completion positions whose [chunk, vocab] logits exist at once
 
@@ -97,7 +100,8 @@ class LearnerConfig:
                 f"algorithm.updates_per_step: {algorithm.updates_per_step} minibatches of whole groups need at least "
                 f"as many groups per step (workload.prompts_per_step = {scenario.workload.prompts_per_step})"
             )
-        return cls(algorithm=LossConfig.of(algorithm), compute_dtype=scenario.model.dtype)
+        loss_config = LossConfig.of(algorithm, scenario.workload.completion_tokens.cap)
+        return cls(algorithm=loss_config, compute_dtype=scenario.model.dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,7 +177,9 @@ class Learner:
         ``truncated_fraction``, ``kl_to_behaviour``, ... as ``executor.losses`` names them), ``kl`` (k3 to the initial
         policy), ``grad_norm`` (before clipping), and figures of the whole batch: ``reward_mean``, ``reward_std``,
         ``completion_tokens_mean``, ``staleness_mean`` and ``staleness_max`` (over completion tokens, each
-        ``step - version`` of the version that produced it), ``samples``, ``updates``, and
+        ``step - version`` of the version that produced it), ``samples`` (those the loss took a gradient from:
+        online DPO's pairs, the groups ``filter_zero_variance`` kept), ``samples_consumed`` (the batch's),
+        ``updates``, and
         on CUDA ``peak_memory_bytes`` (the step's peak of allocated memory; absent on CPU).
         """
         if self.device.type == "cuda":
@@ -186,7 +192,10 @@ class Learner:
         starts = [StepStart(), *(self.step_start(batch) for batch in batches[1:])]
         update_metrics = [self._update(batch, start) for batch, start in zip(batches, starts, strict=True)]
         metrics = {name: float(np.mean([m[name] for m in update_metrics])) for name in update_metrics[0]}
+        for name in SUMMED_METRICS.intersection(metrics):
+            metrics[name] = float(sum(m[name] for m in update_metrics))
         metrics.update(self._batch_figures(batches))
+        metrics["samples"] = metrics.pop("trained_samples", metrics["samples_consumed"])
         if self.device.type == "cuda":
             metrics["peak_memory_bytes"] = float(torch.cuda.max_memory_allocated(self.device))
         self.step += 1
@@ -195,8 +204,8 @@ class Learner:
     @torch.no_grad()
     def step_start(self, batch: RolloutBatch) -> StepStart:
         """What the loss needs from the weights as they are now, before the step's updates (no grad):
-        π_prox log-probs for the ``decoupled`` correction, the value head's ``old_values`` for PPO."""
-        proximal = self.algorithm.correction == "decoupled"
+        π_old log-probs for the ``tis`` and ``decoupled`` corrections, the value head's ``old_values`` for PPO."""
+        proximal = self.algorithm.correction in PROXIMAL_CORRECTIONS
         if not proximal and self.value_head is None:
             return StepStart()
         passes = [self._policy(batch, rows) for rows in micro_batches(batch, self.config.micro_batch_tokens)]
@@ -309,7 +318,7 @@ class Learner:
             "completion_tokens_mean": lengths.mean().item(),
             "staleness_mean": staleness.mean().item(),
             "staleness_max": staleness.max().item(),
-            "samples": float(len(rewards)),
+            "samples_consumed": float(len(rewards)),
             "updates": float(len(batches)),
         }
 

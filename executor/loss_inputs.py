@@ -12,8 +12,8 @@ completion tokens and 0 on padding; padded positions never reach a loss, a gradi
 metric, whatever the log-prob tensors hold there (even -inf).
 
 Notation: π_θ current policy (``logprobs``, carries grad), μ behaviour policy that sampled the
-tokens (``behaviour_logprobs``), π_ref initial policy (``reference_logprobs``), π_prox the policy at
-the start of the learner step (``proximal_logprobs``, for ``decoupled``), m mask, R_i the scalar
+tokens (``behaviour_logprobs``), π_ref initial policy (``reference_logprobs``), π_old the policy at
+the start of the learner step (``proximal_logprobs``, for ``tis`` and ``decoupled``), m mask, R_i the scalar
 reward of sample i, sg(·) stop-gradient.
 
 Token aggregation (all token-level losses)
@@ -22,12 +22,16 @@ Token aggregation (all token-level losses)
 One mean over every completion token of the batch (DAPO), not a mean of per-sequence means:
 every token weighs the same, so a long completion is not down-weighted per token. token_mean
 normalises by the tokens of the batch it is given: a learner that splits a step into minibatches
-gets one normalisation per minibatch.
+gets one normalisation per minibatch. ``loss_normaliser: constant`` divides the policy-gradient
+losses' sums by a constant instead, rows × ``max_completion_tokens`` (Dr. GRPO; ``aggregate``), so
+a batch of short completions does not weigh its tokens more than one of long completions.
 
 Settings
 --------
 ``LossConfig`` is the scenario's ``AlgorithmSpec`` (its fields, defaults and checks, declared there
-only) plus ``std_eps``, the guard of GRPO's division by the group std that no scenario sets.
+only) plus ``std_eps``, the guard of GRPO's division by the group std that no scenario sets, and
+``max_completion_tokens``, the completions' cap that ``loss_normaliser: constant`` divides by (the learner
+sets it from ``workload.completion_tokens``).
 """
 
 from __future__ import annotations
@@ -37,15 +41,15 @@ from typing import NamedTuple
 
 import torch
 from asyncrl.scenarios.scenario import AlgorithmSpec
-from pydantic import NonNegativeFloat
+from pydantic import NonNegativeFloat, PositiveInt
 from torch import Tensor
 
 __all__ = [
     "DEFAULT_LOSS_CONFIG",
-    "TIS_DEFAULT_CAP",
     "LossBatch",
     "LossConfig",
     "LossOutput",
+    "aggregate",
     "at_least_float32",
     "importance_ratio",
     "k3",
@@ -55,7 +59,6 @@ __all__ = [
     "sequence_logprob",
 ]
 
-TIS_DEFAULT_CAP = 2.0  # c of ``tis`` when ``truncation_cap`` is unset
 _OPTIONAL_TENSORS = ("behaviour_logprobs", "mask", "reference_logprobs", "values", "old_values", "proximal_logprobs")
 
 
@@ -65,7 +68,7 @@ class LossBatch:
 
     ``values`` and ``old_values`` are needed by PPO only; ``reference_logprobs`` by the KL
     penalty, the KL metric and online DPO's default anchor; ``proximal_logprobs`` by the
-    ``decoupled`` correction only.
+    ``tis`` and ``decoupled`` corrections only.
     """
 
     logprobs: Tensor  # [N, T] current policy, with grad
@@ -76,7 +79,7 @@ class LossBatch:
     reference_logprobs: Tensor | None = None  # [N, T] initial policy
     values: Tensor | None = None  # [N, T] value head now, with grad (PPO)
     old_values: Tensor | None = None  # [N, T] value head at rollout time (PPO)
-    proximal_logprobs: Tensor | None = None  # [N, T] policy at the start of the learner step (decoupled)
+    proximal_logprobs: Tensor | None = None  # [N, T] policy at the start of the learner step (tis, decoupled)
 
     def __post_init__(self) -> None:
         if self.logprobs.dim() != 2:
@@ -93,25 +96,20 @@ class LossBatch:
 
 
 class LossConfig(AlgorithmSpec):
-    """The algorithm settings as the losses read them: ``AlgorithmSpec`` itself, plus GRPO's ``std_eps``.
+    """The algorithm settings as the losses read them: ``AlgorithmSpec`` itself, plus ``std_eps`` and
+    ``max_completion_tokens``.
 
     Each loss reads the settings it needs (``correction``, ``clip_eps``, ``kl_coef``, ...); their defaults and
     checks are ``AlgorithmSpec``'s. ``LossConfig.of(scenario.algorithm)`` carries a scenario's settings over.
     """
 
     std_eps: NonNegativeFloat = 1e-6  # GRPO: added to the group std before dividing by it
+    max_completion_tokens: PositiveInt | None = None  # loss_normaliser constant: the longest completion; None: T
 
     @classmethod
-    def of(cls, algorithm: AlgorithmSpec) -> LossConfig:
-        """``algorithm``'s settings, every field of it."""
-        return cls.model_validate(algorithm.model_dump())
-
-    @property
-    def cap(self) -> float | None:
-        """c as the correction applies it: ``truncation_cap``, or TIS_DEFAULT_CAP for an unset ``tis``."""
-        if self.correction == "tis" and self.truncation_cap is None:
-            return TIS_DEFAULT_CAP
-        return self.truncation_cap
+    def of(cls, algorithm: AlgorithmSpec, max_completion_tokens: int | None = None) -> LossConfig:
+        """``algorithm``'s settings, every field of it (and the completions' cap, for a constant normaliser)."""
+        return cls.model_validate({**algorithm.model_dump(), "max_completion_tokens": max_completion_tokens})
 
 
 DEFAULT_LOSS_CONFIG = LossConfig()
@@ -131,6 +129,17 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     """token_mean: mean of ``values`` over positions where ``mask`` is set (0 if none)."""
     keep = mask.bool()
     return torch.where(keep, values, 0.0).sum() / keep.sum().clamp(min=1)
+
+
+def aggregate(values: Tensor, mask: Tensor, config: LossConfig) -> Tensor:
+    """The loss's sum of token terms over its normaliser: token_mean (``tokens``), or Σ m·x / (rows ·
+    ``max_completion_tokens``) (``constant``, Dr. GRPO; rows: those with a completion token, width T if unset)."""
+    if config.loss_normaliser == "tokens":
+        return masked_mean(values, mask)
+    keep = mask.bool()
+    rows = keep.any(dim=-1).sum().clamp(min=1)
+    width = config.max_completion_tokens or mask.shape[-1]
+    return torch.where(keep, values, 0.0).sum() / (rows * width)
 
 
 def masked_log_ratio(numerator_logprobs: Tensor, denominator_logprobs: Tensor, mask: Tensor) -> Tensor:

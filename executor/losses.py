@@ -8,8 +8,12 @@ the off-policy corrections (``correction``) ``executor.corrections``'.
 
 Losses
 ------
-    GRPO, RLOO:  L = −token_mean(S) + kl_coef · token_mean(k3)
-    k3 (KL to reference, also logged): k3_t = exp(r_t) − 1 − r_t, r_t = log π_ref − log π_θ
+    GRPO, RLOO:  L = −token_mean(S) + kl_coef · token_mean(sg(ρ)·k3)
+    k3 (KL to reference, also logged): k3_t = exp(r_t) − 1 − r_t, r_t = log π_ref − log π_θ, weighted by
+        ρ_t = π_θ/μ: on μ's samples E_μ[ρ·k3] is π_θ's own KL estimate (TRL's use_bias_correction_kl), so a
+        stale batch's figure is comparable with a fresh one's; ρ = 1 on-policy
+    token_mean is ``loss_normaliser``'s (``executor.loss_inputs.aggregate``); with ``filter_zero_variance``
+    the rows of groups whose rewards all tie are left out of it (DAPO's dynamic sampling, no resampling)
     online DPO (Noukhovitch et al. 2024): per group, chosen c = argmax R, rejected r = argmin R
         (groups whose max and min reward tie are skipped); s(y) = Σ_t m_t log π(y_t);
         L = mean over pairs of −log σ(β[(s_θ(c) − s_a(c)) − (s_θ(r) − s_a(r))])
@@ -17,16 +21,19 @@ Losses
         (``"behaviour"``). No importance weights and no ``correction``: the DPO loss is
         off-policy by construction.
     PPO (value head ``values``, old values ``old_values``; GAE in ``executor.advantages``):
-        policy: −token_mean(S) with A_t = Â_t
+        policy: −token_mean(S) with A_t = Â_t (token_mean as ``loss_normaliser`` says)
         value:  ½ token_mean(max((V−G)², (V_clip−G)²)), V_clip = V_old + clip(V−V_old, ±ε_v)
         L = policy + value_coef · value
 
 Every loss returns ``LossOutput(loss, metrics)``; metrics are plain floats for logging:
 ``loss``, ``ratio_mean`` (token_mean ρ, whatever the correction), ``kl_to_behaviour`` (k3 of
-KL(μ‖π_θ) on μ's samples: token_mean(ρ − 1 − log ρ)) and, with a reference, ``kl_to_reference``
-(k3 above); policy-gradient losses add ``policy_loss``, ``clip_fraction``, ``truncated_fraction``
-(fractions of completion tokens) and, for ``tis`` and ``decoupled``, ``behaviour_weight_mean``
-(token_mean w, after the cap); GRPO and RLOO add ``advantage_abs_mean``; PPO adds ``value_loss``,
+KL(μ‖π_θ) on μ's samples: token_mean(ρ − 1 − log ρ)), ``entropy`` (token_mean(ρ·(−log π_θ)): the
+sampled-token estimate of π_θ's entropy per token, importance-weighted as the KL is; no [N, T, vocab]
+logits are formed), ``trained_samples`` (the rows the loss takes a gradient from: online DPO's two per
+pair, the groups left after ``filter_zero_variance``) and, with a reference, ``kl_to_reference``
+(token_mean(ρ·k3) above); policy-gradient losses add ``policy_loss``, ``clip_fraction``, ``truncated_fraction``
+(fractions of completion tokens) and, for ``tis``, ``decoupled`` and ``reinforce_is``,
+``behaviour_weight_mean`` (token_mean w, after the cap); GRPO and RLOO add ``advantage_abs_mean`` and ``filtered_groups``; PPO adds ``value_loss``,
 ``value_clip_fraction``, ``advantage_mean``, ``return_mean``; online DPO adds ``pairs``,
 ``skipped_groups``, ``accuracy``, ``margin_mean``.
 ``LOSSES`` maps the scenario's ``algorithm.loss`` names (``AlgorithmSpec``'s Literal, ``executor.registry``)
@@ -46,7 +53,9 @@ from asyncrl.executor.loss_inputs import (
     LossBatch,
     LossConfig,
     LossOutput,
+    aggregate,
     at_least_float32,
+    importance_ratio,
     k3,
     k3_kl,
     masked_log_ratio,
@@ -64,7 +73,9 @@ __all__ = [
     "grpo_loss",
     "online_dpo_loss",
     "ppo_loss",
+    "reference_kl",
     "rloo_loss",
+    "varied_groups",
 ]
 
 LossFn = Callable[[LossBatch, LossConfig], LossOutput]
@@ -80,23 +91,37 @@ def _require_reference(batch: LossBatch, why: str) -> Tensor:
     return batch.reference_logprobs
 
 
-def _kl_loss_term(batch: LossBatch, config: LossConfig) -> Tensor:
+def reference_kl(batch: LossBatch) -> Tensor:
+    """[N, T] sg(ρ)·k3: the k3 estimate of KL(π_θ‖π_ref) importance-weighted to π_θ's samples (ρ = π_θ/μ).
+
+    k3 on tokens sampled from μ estimates a KL under μ; weighted by ρ its mean is the one π_θ's own samples give,
+    so a stale batch's figure is comparable with an on-policy one and its gradient is, in expectation, the
+    on-policy gradient of the k3 penalty. On-policy (μ = π_θ) ρ = 1 and nothing changes.
+    """
+    reference = _require_reference(batch, "the KL to the reference")
+    weight = importance_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask).detach()
+    return weight * k3_kl(batch.logprobs, reference, batch.mask)
+
+
+def _kl_loss_term(batch: LossBatch, config: LossConfig, mask: Tensor) -> Tensor:
     if config.kl_coef == 0:
         return torch.zeros((), device=batch.logprobs.device)
-    reference = _require_reference(batch, "the KL penalty (kl_coef > 0)")
-    return config.kl_coef * masked_mean(k3_kl(batch.logprobs, reference, batch.mask), batch.mask)
+    _require_reference(batch, "the KL penalty (kl_coef > 0)")
+    return config.kl_coef * aggregate(reference_kl(batch), mask, config)
 
 
 @torch.no_grad()
 def _common_metrics(batch: LossBatch) -> dict[str, float]:
     log_ratio = masked_log_ratio(batch.logprobs, batch.behaviour_logprobs, batch.mask)  # log ρ
+    ratio = log_ratio.exp()
+    logprobs = torch.where(batch.mask.bool(), at_least_float32(batch.logprobs.detach()), 0.0)
     metrics = {
-        "ratio_mean": masked_mean(log_ratio.exp(), batch.mask).item(),
+        "ratio_mean": masked_mean(ratio, batch.mask).item(),
         "kl_to_behaviour": masked_mean(k3(log_ratio), batch.mask).item(),  # KL(μ‖π_θ) on μ's samples: r = log ρ
+        "entropy": masked_mean(ratio * -logprobs, batch.mask).item(),  # E_μ[ρ·(−log π_θ)] = E_π[−log π_θ]
     }
     if batch.reference_logprobs is not None:
-        kl = k3_kl(batch.logprobs, batch.reference_logprobs, batch.mask)
-        metrics["kl_to_reference"] = masked_mean(kl, batch.mask).item()
+        metrics["kl_to_reference"] = masked_mean(reference_kl(batch), batch.mask).item()
     return metrics
 
 
@@ -111,15 +136,31 @@ def _surrogate_metrics(surrogate: Surrogate, mask: Tensor) -> dict[str, float]:
     return metrics
 
 
+def varied_groups(rewards: Tensor, group_size: int) -> Tensor:
+    """[N] bool: the rows of groups whose rewards do not all tie."""
+    by_group = grouped(rewards, group_size)
+    varied = by_group.amax(dim=1) > by_group.amin(dim=1)
+    return varied.repeat_interleave(group_size)
+
+
 def _policy_gradient_loss(batch: LossBatch, sample_advantages: Tensor, config: LossConfig) -> LossOutput:
     token_advantages = sample_advantages.to(batch.logprobs.device)[:, None].expand(batch.logprobs.shape)
     surrogate = corrected_surrogate(batch, token_advantages, config)
-    policy_loss = -masked_mean(surrogate.objective, batch.mask)
-    loss = policy_loss + _kl_loss_term(batch, config)
+    mask, groups = batch.mask, batch.rewards.numel() // batch.group_size
+    trained = torch.ones_like(batch.rewards, dtype=torch.bool)
+    if config.filter_zero_variance:
+        trained = varied_groups(batch.rewards, batch.group_size).to(mask.device)
+        mask = mask * trained[:, None]
+    policy_loss = -aggregate(surrogate.objective, mask, config)
+    if not trained.any():  # every group tied: a graph-attached zero, so backward() still works
+        policy_loss = surrogate.objective.sum() * 0.0
+    loss = policy_loss + _kl_loss_term(batch, config, mask)
     metrics = {
         "loss": loss.item(),
         "policy_loss": policy_loss.item(),
         "advantage_abs_mean": sample_advantages.abs().mean().item(),
+        "trained_samples": float(trained.sum().item()),
+        "filtered_groups": float(groups - trained.sum().item() // batch.group_size),
         **_surrogate_metrics(surrogate, batch.mask),
         **_common_metrics(batch),
     }
@@ -132,7 +173,9 @@ def _policy_gradient_loss(batch: LossBatch, sample_advantages: Tensor, config: L
 @LOSSES.register("grpo")
 def grpo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) -> LossOutput:
     """GRPO: group-normalised advantages through the corrected surrogate, plus optional k3 KL."""
-    advantages = grpo_advantages(batch.rewards, batch.group_size, config.normalise_std, config.std_eps)
+    advantages = grpo_advantages(
+        batch.rewards, batch.group_size, config.normalise_std, config.std_eps, config.group_std == "sample"
+    )
     return _policy_gradient_loss(batch, advantages, config)
 
 
@@ -175,6 +218,7 @@ def online_dpo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) 
     metrics = {
         "loss": loss.item(),
         "pairs": float(margins.numel()),
+        "trained_samples": float(2 * margins.numel()),  # the chosen and the rejected of each pair
         "skipped_groups": float(groups - margins.numel()),
         "accuracy": (margins > 0).float().mean().item() if margins.numel() else 0.0,
         "margin_mean": margins.mean().item() if margins.numel() else 0.0,
@@ -208,7 +252,7 @@ def ppo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) -> Loss
     )
     advantages, returns = gae(token_rewards, batch.old_values, batch.mask, config.gamma, config.gae_lambda)
     surrogate = corrected_surrogate(batch, advantages, config)
-    policy_loss = -masked_mean(surrogate.objective, batch.mask)
+    policy_loss = -aggregate(surrogate.objective, batch.mask, config)
     value_loss, value_clipped = clipped_value_loss(
         batch.values, batch.old_values, returns, batch.mask, config.value_clip_eps
     )
@@ -220,6 +264,7 @@ def ppo_loss(batch: LossBatch, config: LossConfig = DEFAULT_LOSS_CONFIG) -> Loss
         "value_clip_fraction": masked_mean(value_clipped.float(), batch.mask).item(),
         "advantage_mean": masked_mean(advantages, batch.mask).item(),
         "return_mean": masked_mean(returns, batch.mask).item(),
+        "trained_samples": float(batch.rewards.numel()),
         **_surrogate_metrics(surrogate, batch.mask),
         **_common_metrics(batch),
     }

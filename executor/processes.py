@@ -61,6 +61,7 @@ class ActorProcesses:
         self.pairs: list[Any] = [None] * self.engines  # each actor's weight group, None while it has none
         self._stop_receiving = threading.Event()
         self._receiver: threading.Thread | None = None
+        self._stopped = False
 
     def spawn(self) -> None:
         """Start one actor per engine, each to join its own weight group at a fresh rendezvous on the learner's host."""
@@ -168,7 +169,11 @@ class ActorProcesses:
         self._stop_receiving.set()
 
     def stop(self) -> None:
-        """Stop the receiver, then the actors, then drop the weight groups; safe at any point of start-up."""
+        """Stop the receiver, then the actors, then drop the weight groups; safe at any point of start-up, and
+        a second call does nothing (a run that evaluates stops its actors first, ``executor.runtime``)."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._stop_receiving.set()
         if self._receiver is not None:
             self._receiver.join(timeout=2)  # it polls every 0.2 s; let it leave before its queue goes

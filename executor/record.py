@@ -4,6 +4,7 @@
     coordinator.event_rows ── this run's events ────────────────────┼──► events.parquet
     coordinator.engine_steps ── what each decode step did ──────────┼──► engine_steps.parquet
     learner loop ── one metrics row per step ───────────────────────┼──► metrics.parquet
+    evaluation (run.eval_every) ── held-out answers ────────────────┼──► eval.parquet
     scenario ───────────────────────────────────────────────────────┴──► scenario.yaml, summary.json
 
 The files are the simulator's (``scenarios.record.RunRecord.write``, with ``backend:
@@ -29,6 +30,7 @@ from typing import Any, Literal
 import pandas as pd
 from asyncrl.executor.messages import STEP_COLUMNS
 from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus, event_row
+from asyncrl.scenarios.run_summary import Throughput
 from asyncrl.scenarios.scenario import Scenario
 
 PROGRESS_FILE = Path("checkpoint") / "progress.json"
@@ -86,6 +88,13 @@ def learner_restart_rows(
     return rows
 
 
+def _with_loss_samples(throughput: Throughput, metrics: pd.DataFrame, wall: float) -> Throughput:
+    """``throughput`` with ``loss_samples_per_s``: the metrics' ``samples`` (those the loss trained on) over ``wall``."""
+    if "samples" not in metrics or wall <= 0:
+        return throughput
+    return throughput.model_copy(update={"loss_samples_per_s": float(metrics["samples"].sum()) / wall})
+
+
 class RunLog:
     """The metrics rows of this run, on top of a previous run's record when resumed; writes the whole record."""
 
@@ -94,6 +103,7 @@ class RunLog:
         self.previous = PreviousRun.empty()
         self.metrics: list[dict[str, float]] = []
         self.resumed_from: int | None = None
+        self.evaluation: pd.DataFrame | None = None  # eval.parquet's rows (executor.evaluation), when evaluated
 
     def continue_from(self, previous: PreviousRun, step: int) -> None:
         self.previous, self.resumed_from = previous, step
@@ -114,7 +124,8 @@ class RunLog:
         events = pd.concat([self.previous.events, new_events], ignore_index=True).astype(EVENT_COLUMNS)
         metrics = pd.concat([self.previous.metrics, pd.DataFrame(self.metrics)], ignore_index=True)
         steps = pd.DataFrame(engine_steps or [], columns=["worker", *STEP_COLUMNS])
-        record = RunRecord.of(self.scenario, events, "executor", metrics=metrics, engine_steps=steps)
+        evaluation = {"eval": self.evaluation} if self.evaluation is not None else {}
+        record = RunRecord.of(self.scenario, events, "executor", metrics=metrics, engine_steps=steps, **evaluation)
         assert record.summary is not None  # RunRecord.of summarizes
         ended = status != "checkpoint"
         summary = record.summary.model_copy(
@@ -122,6 +133,7 @@ class RunLog:
                 "status": status if ended else None,
                 "dtype": self.scenario.model.dtype,
                 "resumed_from": self.resumed_from,
+                "throughput": _with_loss_samples(record.summary.throughput, metrics, record.summary.wall_time_s),
             }
         )
         written = replace(record, summary=summary if ended else None).write(self.out)  # summary.json last

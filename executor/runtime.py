@@ -29,14 +29,17 @@ This module holds the learner loop; the rest of a run lives next to it:
                             executor/lifetime.py), connect     (executor/processes.py, executor/distributed.py)
                             Learner, checkpoint.resume        (executor/checkpoint.py)
                             ActorProcesses.wait_ready, Coordinator, Restarts, ActorProcesses.go, publish(first version)
-              _Run.train    take_batch → train_step → publish → metrics row → checkpoint.save every N steps
-                            (the record so far, with checkpoint/progress.json instead of summary.json)
-              _Run.finish   RunLog.write(status): summary.json last  (executor/record.py)
+              _Run.train    take_batch → train_step → publish → (weights snapshot for evaluation) → metrics row
+                            → checkpoint.save every N steps (the record so far, with checkpoint/progress.json)
+              _Run.finish   the clock stops; a complete run that evaluates stops its actors and answers the
+                            held-out prompts with each snapshot (executor/evaluation.py: eval.parquet);
+                            RunLog.write(status): summary.json last  (executor/record.py)
               _Run.stop     ActorProcesses.stop
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +57,7 @@ from asyncrl.scenarios.scenario import Scenario
 if TYPE_CHECKING:
     import torch
     from asyncrl.executor.coordinator import Coordinator, GroupRecord
+    from asyncrl.executor.evaluation import Evaluator
     from asyncrl.executor.learner import Learner
     from asyncrl.executor.record import LearnerRestart
     from asyncrl.executor.tasks import Task
@@ -109,6 +113,11 @@ def check(scenario: Scenario, device: str) -> None:
     """Raise ScenarioError, naming the field, for anything the executor cannot run."""
     _check_device(scenario, device)
     _check_task(scenario)
+    workload = scenario.workload
+    if scenario.run.eval_every is not None and not workload.task and workload.prompts is None:
+        raise ScenarioError(
+            "run.eval_every: evaluation needs a task (workload.task or workload.prompts); timing mode has no reward"
+        )
 
 
 def _check_device(scenario: Scenario, device: str) -> None:
@@ -171,6 +180,8 @@ class _Run:
         self.t0 = time.time()
         self.learner_restart: LearnerRestart | None = None
         self.on_progress: ProgressCallback | None = None
+        self.evaluator: Evaluator | None = None
+        self._snapshot_s = 0.0  # seconds of weight snapshots for evaluation not yet in a metrics row
 
     # Start-up.
 
@@ -181,6 +192,7 @@ class _Run:
         from asyncrl.executor.work import policy_model
 
         self.task: Task | None = _load_task(self.scenario)  # user code runs here, before any process starts
+        self.evaluator = _evaluator(self.scenario, self.task)
         self.actors.spawn()
         if self.device == "cpu":
             torch.set_num_threads(self.scenario.training_devices)
@@ -204,7 +216,8 @@ class _Run:
 
         restart = self.learner_restart
         self.t0 = restart.clock_zero if restart else time.time() - self.resumed.previous.wall_time
-        source = WorkSource(self.scenario, self.task, model_vocab)
+        held_out = self.evaluator.held_out if self.evaluator is not None else frozenset()
+        source = WorkSource(self.scenario, self.task, model_vocab, held_out)
         first_group = self.resumed.step * self.scenario.batch_groups
         coordinator = Coordinator(
             self.scenario, source, self.actors.commands, self._clock, first_group=first_group, send=self.actors.send
@@ -230,6 +243,7 @@ class _Run:
         from asyncrl.executor.engine import Rollout
 
         scenario, learner, coordinator = self.scenario, self.learner, self._coordinator()
+        self._snapshot(self.resumed.step)
         for step in range(self.resumed.step, scenario.run.steps):
             batch = coordinator.take_batch(step, self._check_health)
             groups = [
@@ -248,13 +262,21 @@ class _Run:
                 coordinator.generate_rows(record, step)
                 coordinator.source.forget(record.group)
             coordinator.publish(step + 1, self._flat_weights())
+            self._snapshot(step + 1)
             row = {"step": step, "start": start, "end": end, **figures, **_rollout_staleness(batch, step)}
+            if self.evaluator is not None:
+                row["eval_snapshot_s"], self._snapshot_s = self._snapshot_s, 0.0
             self.record.add_step(row)
             if scenario.run.checkpoint_every and (step + 1) % scenario.run.checkpoint_every == 0:
                 self._checkpoint(step + 1)
             self._progress("groups_started", coordinator.state.next_group)
             if on_step is not None:
                 on_step(step, row)
+
+    def _snapshot(self, steps_done: int) -> None:
+        """Keep the weights after ``steps_done`` steps for evaluation, when that step is evaluated."""
+        if self.evaluator is not None and self.evaluator.due(steps_done):
+            self._snapshot_s += self.evaluator.snapshot(steps_done, self.learner.model)
 
     def _checkpoint(self, step: int) -> None:
         checkpoint.save(self.out, step, self.learner, self._coordinator().versions_kept())
@@ -267,11 +289,16 @@ class _Run:
         if self.coordinator is None:
             return RunRecord(self.scenario, None, empty_events())
         self.actors.stop_receiving()
-        return self._write(status)
+        now = self._clock()
+        if status == "complete" and self.evaluator is not None and self.evaluator.snapshots:
+            self.actors.stop()  # the clock has stopped: the held-out answers run alone, outside the run's time
+            evaluation = copy.deepcopy(self.learner.model)
+            self.record.evaluation = self.evaluator.table(evaluation, self.placement.learner)
+        return self._write(status, now)
 
-    def _write(self, status: RunStatus | Literal["checkpoint"]) -> RunRecord:
+    def _write(self, status: RunStatus | Literal["checkpoint"], now: float | None = None) -> RunRecord:
         coordinator = self._coordinator()
-        rows = coordinator.event_rows(self._clock(), cut_unfinished=status != "checkpoint")
+        rows = coordinator.event_rows(self._clock() if now is None else now, cut_unfinished=status != "checkpoint")
         return self.record.write(status, rows, list(coordinator.engine_steps))
 
     def stop(self) -> None:
@@ -316,6 +343,19 @@ def _visible_gpus(device: str) -> int:
     import torch
 
     return torch.cuda.device_count()
+
+
+def _evaluator(scenario: Scenario, task: Task | None) -> Evaluator | None:
+    """The run's evaluator when ``run.eval_every`` is set (its held-out prompts drawn now); ScenarioError if the
+    task cannot hold that many prompts out."""
+    if scenario.run.eval_every is None or task is None:
+        return None
+    from asyncrl.executor.evaluation import Evaluator
+
+    try:
+        return Evaluator(scenario, task)
+    except ValueError as exc:
+        raise ScenarioError(str(exc).splitlines()[0]) from None
 
 
 def _load_task(scenario: Scenario) -> Task | None:

@@ -10,7 +10,8 @@
   drawn length, and the reward is a synthetic deterministic number in [0, 1):
   the learner still does the real work for every trained token.
 
-Group ``i`` gets the same work whatever the schedule, as in the simulator, and
+A prompt held out for evaluation (``run.eval_every``: ``executor.evaluation``) is never a training prompt:
+a group's stream skips it. Group ``i`` gets the same work whatever the schedule, as in the simulator, and
 the same work again when it is generated again after its engine died: its requests
 are kept until it is trained or dropped (``forget``).
 """
@@ -29,14 +30,18 @@ if TYPE_CHECKING:
     from asyncrl.executor.tasks import Task, TaskPrompt
     from transformers import PreTrainedModel
 
-FIRST_TIMING_TOKEN = 3  # timing-mode prompts avoid the lowest ids, where special tokens usually sit
+FIRST_TIMING_TOKEN = 3
+MAX_DRAWS = 1000  # draws of a group's prompt stream before every prompt is judged held out  # timing-mode prompts avoid the lowest ids, where special tokens usually sit
 
 
 class WorkSource:
     """Requests for each group, in start order, and the reward of each finished rollout."""
 
-    def __init__(self, scenario: Scenario, task: Task | None, model_vocab: int) -> None:
+    def __init__(
+        self, scenario: Scenario, task: Task | None, model_vocab: int, held_out: frozenset[str] = frozenset()
+    ) -> None:
         self.scenario = scenario
+        self.held_out = held_out  # prompt texts kept for evaluation (executor.evaluation): never drawn here
         self.group_size = scenario.workload.samples_per_prompt
         self.task = task
         self.model_vocab = model_vocab
@@ -66,7 +71,7 @@ class WorkSource:
         prompt_tokens, completion_tokens = self._lengths.next_group()
         first = group * self.group_size
         if self.task is not None:
-            prompt = self.task.prompts(np.random.default_rng([self.scenario.run.seed, group]), 1)[0]
+            prompt = self._training_prompt(self.task, group)
             self._prompts[group] = prompt
             cap = self.scenario.workload.completion_tokens.cap
             return [to_request(prompt, first + j, cap) for j in range(self.group_size)]
@@ -75,6 +80,18 @@ class WorkSource:
             Request(id=first + j, prompt=ids, max_new_tokens=length, forced_length=length)
             for j, length in enumerate(completion_tokens)
         ]
+
+    def _training_prompt(self, task: Task, group: int) -> TaskPrompt:
+        """The group's prompt: the first draw of its stream whose text is not held out for evaluation."""
+        rng = np.random.default_rng([self.scenario.run.seed, group])
+        for _ in range(MAX_DRAWS):
+            prompt = task.prompts(rng, 1)[0]
+            if prompt.text not in self.held_out:
+                return prompt
+        raise ValueError(
+            f"run.eval_prompts: {MAX_DRAWS} draws of task {task.name!r} were all held out for evaluation; "
+            "lower run.eval_prompts"
+        )
 
     def reward(self, group: int, sample: int, rollout: Rollout | FinishedRollout) -> float:
         if self.task is not None:

@@ -4,16 +4,22 @@ samples are and how many it drops; the file ``asyncrl penalty`` writes and the s
     study table (executor runs) ─► fit_steps per (loss, correction) ─► Penalty ─► penalty.json
     penalty.json ─► read_penalty ─► fit_for(loss, correction) ─► steps(s, d) ─► time_at_step ─► time to target
 
-The model, one per (loss, correction):
+The model, one per (loss, correction), in the form the runs support (``scenarios.penalty_forms``: linear,
+exponential or quadratic in staleness, chosen by leave-one-schedule-out error, fitted by a censored likelihood):
 
-    steps(s, d) = S0 · (1 + a·s + b·d)        S0 > 0,  a ≥ 0,  b ≥ 0
+    linear        steps(s, d) = S0 · (1 + a·s + b·d)        S0 > 0,  a, b, c ≥ 0
+    exponential   steps(s, d) = S0 · exp(a·s + b·d)
+    quadratic     steps(s, d) = S0 · (1 + a·s + c·s² + b·d)
+
+``fit_steps`` below is the linear form by least squares, the model before the forms (kept for its callers).
 
 ``s`` is the token-weighted mean staleness of the trained samples (steps), ``d`` the fraction of the generated
 samples that were dropped; ``S0`` is the steps to target on-policy with nothing dropped. It is linear in
 (S0, S0·a, S0·b), so least squares fits it exactly; it is monotone (staleness and drops never make a run reach
 the target sooner: a fit whose slope comes out negative is refitted with that slope at 0), and it extrapolates
-as a straight line, never below S0. ``b`` is fitted only when the dropped fraction varies independently of
-the staleness among the runs that reached the target; otherwise it is None and ``steps`` ignores ``d``.
+as a straight line, never below S0. ``b`` is fitted only when the dropped fraction varies, and apart from the
+staleness, among the runs that reached the target (``penalty_forms.dropped_identifiable``: its spread and the
+design's conditioning); otherwise it is None and ``steps`` ignores ``d``.
 
 A run that ended at its last step without reaching the target is *censored*: it says only that
 ``steps(s, d) ≥ steps run``. Such a run is a lower bound, not a point: it adds the squared shortfall
@@ -29,7 +35,9 @@ The file (JSON)::
                "per_dropped": 0.5, "points": 12, "censored": 1, "residual_rel": 0.04}]}
 
 ``points`` counts the runs that reached the target, ``censored`` those that did not, and ``residual_rel``
-is the root mean square of (fitted − observed) / observed over the points.
+is the root mean square of (fitted − observed) / observed over the points; ``form`` names the winning form,
+``form_error`` its leave-one-schedule-out error (RMS of log(predicted/observed), null with fewer than two
+schedules to leave out) and ``form_errors`` every candidate's. A file without ``form`` is linear.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from pathlib import Path
 import numpy as np
 from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from asyncrl.scenarios.loading import ScenarioError, describe_validation_error
+from asyncrl.scenarios.penalty_forms import Form, dropped_identifiable, form_steps
 from asyncrl.scenarios.textfile import read_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -66,13 +75,25 @@ class PenaltyFit(BaseModel):
     loss: str = Field(min_length=1, description="algorithm.loss of the runs fitted")
     correction: str = Field(min_length=1, description="algorithm.correction of the runs fitted")
     steps_at_zero: PositiveFloat = Field(description="S0: steps to target on-policy, nothing dropped (steps)")
-    per_staleness: NonNegativeFloat = Field(description="a: relative extra steps per step of mean staleness")
+    per_staleness: NonNegativeFloat = Field(
+        description="a: relative extra steps per step of mean staleness (exponential: the rate in the exponent)"
+    )
     per_dropped: NonNegativeFloat | None = Field(
         description="b: relative extra steps per unit of dropped fraction; null when the runs could not tell it"
     )
     points: PositiveInt = Field(description="runs that reached the target (fitted as points)")
     censored: NonNegativeInt = Field(description="runs that did not reach it (fitted as lower bounds)")
     residual_rel: NonNegativeFloat = Field(description="RMS of (fitted − observed) / observed over the points")
+    form: Form = Field("linear", description="the form of the penalty in staleness the runs supported")
+    per_staleness_squared: NonNegativeFloat = Field(0.0, description="c: the quadratic form's s² coefficient")
+    form_error: NonNegativeFloat | None = Field(
+        None,
+        description="the form's leave-one-schedule-out error, RMS of log(predicted/observed); null: too few "
+        "schedules to leave one out",
+    )
+    form_errors: dict[str, NonNegativeFloat | None] = Field(
+        default_factory=dict, description="every candidate form's leave-one-schedule-out error (null: not fitted)"
+    )
 
     @property
     def pair(self) -> str:
@@ -80,8 +101,16 @@ class PenaltyFit(BaseModel):
 
     def steps(self, staleness: float, dropped: float = 0.0) -> float:
         """Learner steps to the target at mean staleness ``staleness`` (steps) and dropped fraction ``dropped``."""
-        slope_dropped = self.per_dropped or 0.0
-        return self.steps_at_zero * (1.0 + self.per_staleness * staleness + slope_dropped * dropped)
+        values = form_steps(
+            self.form,
+            self.steps_at_zero,
+            self.per_staleness,
+            self.per_staleness_squared,
+            self.per_dropped or 0.0,
+            staleness,
+            dropped,
+        )
+        return float(values)
 
 
 class Penalty(BaseModel):
@@ -159,7 +188,7 @@ def fit_steps(
         seen = ", ".join(f"{value:g}" for value in distinct) or "none"
         raise ValueError(f"the runs that reached the target have {len(distinct)} staleness value ({seen}); need 2")
     design = np.column_stack([np.ones_like(s), s, d])
-    with_dropped = np.linalg.matrix_rank(design[hit]) == 3
+    with_dropped = dropped_identifiable(s[hit], d[hit])
     if not with_dropped:
         design = design[:, :2]
     coef = _censored_least_squares(design[hit], y[hit], design[~hit], y[~hit])

@@ -104,6 +104,11 @@ class RunRecord:
         """The executor's per-step metrics (loss, reward, KL, staleness); empty for a simulated run."""
         return self.tables.get("metrics", pd.DataFrame())
 
+    @property
+    def evaluation(self) -> pd.DataFrame:
+        """The executor's held-out evaluation (eval.parquet: ``run.eval_every``); empty when none ran."""
+        return self.tables.get("eval", pd.DataFrame())
+
     def write(self, out: Path | str) -> Path:
         """Write the run directory ``out`` (made if missing); summary.json last, and only if the run ended."""
         out = Path(out)

@@ -48,6 +48,11 @@ class Throughput(_SummarySection):
 
     samples_per_s: float = Field(description="trained rollouts per second of wall time (samples/s)")
     tokens_per_s: float = Field(description="completion tokens of the trained rollouts per second (tokens/s)")
+    loss_samples_per_s: float | None = Field(
+        None,
+        description="executor: rollouts the loss took a gradient from per second: online DPO's two per pair, the "
+        "groups `filter_zero_variance` kept; unset for the simulator (samples/s)",
+    )
 
 
 class Staleness(_SummarySection):

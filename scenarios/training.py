@@ -16,6 +16,11 @@ from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveF
 from asyncrl.scenarios.sections import Section
 from pydantic import Field, model_validator
 
+#: c, the cap on the importance weight of every correction that has one (verl's TIS default).
+DEFAULT_TRUNCATION_CAP = 2.0
+#: The corrections that weigh by π_old/μ and clip π/π_old: they need the learner's log-probs at the step's start.
+PROXIMAL_CORRECTIONS = ("tis", "decoupled")
+
 
 class AlgorithmSpec(Section):
     """The loss and how much learner work one step does."""
@@ -30,22 +35,29 @@ class AlgorithmSpec(Section):
         1, description="forward passes per sample besides the training pass (old log-probs, reference)"
     )
     learning_rate: PositiveFloat = Field(1e-4, description="executor: the optimizer's learning rate")
-    correction: Literal["clip", "tis", "decoupled", "none"] = Field(
+    correction: Literal["clip", "tis", "decoupled", "reinforce_is", "none"] = Field(
         "clip",
         description="executor: off-policy correction of `grpo`, `rloo`, `ppo` (`executor/corrections.py` defines "
-        "each): `clip` PPO clip of π/μ (then `truncation_cap`); `tis` weight min(π/μ, c), no clip, c = "
-        "`truncation_cap` or 2; `decoupled` (AReaL) weight π_prox/μ (capped at `truncation_cap` if set) times a "
-        "PPO clip of π/π_prox, π_prox the learner's policy at the start of the step; `none` stale samples taken "
-        "as on-policy; `online_dpo` takes none and refuses any but the default",
+        "each; c = `truncation_cap`): `clip` PPO clip of π/μ, weight capped at c; `tis` (verl, open-instruct, "
+        "OpenRLHF) weight π_old/μ capped at c times a PPO clip of π/π_old, π_old the learner's policy at the "
+        "start of the step; `decoupled` (AReaL's name) the same objective; `reinforce_is` weight π/μ capped at c, "
+        "no clip (verl's bypass mode with a REINFORCE loss); `none` stale samples taken as on-policy; "
+        "`online_dpo` takes none and refuses any but the default",
     )
     clip_eps: PositiveFloat | None = Field(
         0.2,
-        description="executor: PPO-style clip of the ratio (π/μ for `clip`, π/π_prox for `decoupled`); `null`: no clip",
+        description="executor: PPO-style clip of the ratio (π/μ for `clip`, π/π_old for `tis` and `decoupled`); "
+        "`null`: no clip",
     )
     truncation_cap: PositiveFloat | None = Field(
-        None,
-        description="executor: cap c on the importance weight (π/μ for `clip` and `tis`, π_prox/μ for "
-        "`decoupled`); unset: no cap, except `tis`: 2",
+        DEFAULT_TRUNCATION_CAP,
+        description="executor: cap c on the importance weight (π/μ for `clip` and `reinforce_is`, π_old/μ for "
+        "`tis` and `decoupled`), the same default for all; `null`: no cap",
+    )
+    cap_action: Literal["clamp", "mask"] = Field(
+        "clamp",
+        description="executor: what a token whose importance weight exceeds `truncation_cap` gets: `clamp` the "
+        "weight c (verl's TIS), `mask` no weight, the token drops out of the gradient (AReaL's default)",
     )
     kl_coef: NonNegativeFloat = Field(0.0, description="executor: weight of the KL-to-initial-policy penalty")
     dpo_beta: PositiveFloat = Field(0.1, description="executor: online DPO temperature (β)")
@@ -56,7 +68,25 @@ class AlgorithmSpec(Section):
     )
     temperature: PositiveFloat = Field(1.0, description="executor: sampling temperature of the actors")
     normalise_std: bool = Field(
-        True, description="executor, `grpo`: divide advantages by the group's reward std; false is Dr. GRPO"
+        True,
+        description="executor, `grpo`: divide advantages by the group's reward std; false is Dr. GRPO's "
+        "advantage (with `loss_normaliser: constant`, its loss)",
+    )
+    group_std: Literal["sample", "population"] = Field(
+        "sample",
+        description="executor, `grpo`: the group's reward std, `sample` (divides by G − 1: DeepSeekMath, TRL, "
+        "verl) or `population` (by G)",
+    )
+    loss_normaliser: Literal["tokens", "constant"] = Field(
+        "tokens",
+        description="executor, `grpo`, `rloo`, `ppo`: what the summed token terms are divided by, the batch's "
+        "completion `tokens` (DAPO's token mean) or a `constant`, samples × `max_tokens` of the completion "
+        "lengths (Dr. GRPO; TRL's `dr_grpo`)",
+    )
+    filter_zero_variance: bool = Field(
+        False,
+        description="executor, `grpo`, `rloo`: leave groups whose rewards all tie out of the loss and its "
+        "normaliser (DAPO's dynamic sampling, without resampling); they still count as consumed",
     )
     grad_clip: PositiveFloat | None = Field(
         1.0,
@@ -146,6 +176,17 @@ class RunSpec(Section):
     seed: Seed = Field(0, description="seeds the length draws (same seed, same summary, byte for byte)")
     checkpoint_every: PositiveInt | None = Field(
         None, description="executor: learner checkpoint interval, in steps; unset: no checkpoints"
+    )
+    eval_every: PositiveInt | None = Field(
+        None,
+        description="executor, task mode: every this many steps (and at steps 0 and the last) the weights of that "
+        "step answer `eval_prompts` held-out prompts, greedily and sampled; written to `eval.parquet` after the "
+        "run's clock stops; unset: no evaluation",
+    )
+    eval_prompts: PositiveInt = Field(
+        32,
+        description="executor: held-out prompts per evaluation, drawn by the task from a stream of their own; "
+        "training never draws them",
     )
     failures: FailureSpec | None = Field(
         None,

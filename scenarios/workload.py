@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.training import PROXIMAL_CORRECTIONS
 
 _CHUNK_GROUPS = 4096
 
@@ -59,13 +60,13 @@ def minibatch_bounds(groups: int, parts: int) -> list[tuple[int, int]]:
 def start_of_step_minibatches(scenario: Scenario) -> list[tuple[int, int]]:
     """The minibatches (group bounds) the learner runs a no-grad forward on before a step's first update.
 
-    The ``decoupled`` correction needs π_prox, the policy as it was when the step began, and PPO needs the
+    The ``tis`` and ``decoupled`` corrections need π_old, the policy as it was when the step began, and PPO needs the
     value head's old values; the first minibatch's own forward still sees the starting weights, so only the
     minibatches after it get that extra pass (``executor.learner.Learner.step_start``). None otherwise, and
     none with one update per step.
     """
     algorithm = scenario.algorithm
-    if algorithm.correction != "decoupled" and algorithm.loss != "ppo":
+    if algorithm.correction not in PROXIMAL_CORRECTIONS and algorithm.loss != "ppo":
         return []
     return minibatch_bounds(scenario.workload.prompts_per_step, algorithm.updates_per_step)[1:]
 

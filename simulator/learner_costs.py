@@ -6,8 +6,8 @@
         ─► fixed             train_step_s + sample_overhead_s · samples
         ─► communication     FSDP's collectives, where the passes do not hide them
 
-``P`` is ``workload.forward_passes`` (old log-probs, reference, values, the decoupled
-correction's π_prox), ``r`` 1 with activation checkpointing (the forward is recomputed
+``P`` is ``workload.forward_passes`` (old log-probs, reference, values, the tis and decoupled
+corrections' π_old), ``r`` 1 with activation checkpointing (the forward is recomputed
 in backward) else 0, ``D`` the training devices. Attention adds ``a · L²`` per row of
 length ``L`` on top of the weights' FLOPs: ``a = 2 · layers · heads · head_dim`` for the
 causal QKᵀ and AV products of a forward pass (a backward costs two forwards).

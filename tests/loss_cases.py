@@ -44,7 +44,7 @@ def off_policy_batch(
 
 # The shared hand case: 2 groups × 2 samples × 3 tokens, 9 completion tokens.
 #   rewards [1, 0 | 3, 1]
-#   GRPO (std, eps 0): group 0 mean 0.5 std 0.5 → A = [+1, -1]; group 1 mean 2 std 1 → A = [+1, -1]
+#   GRPO (population std, eps 0): group 0 mean 0.5 std 0.5 → A = [+1, -1]; group 1 mean 2 std 1 → A = [+1, -1]
 #   RLOO (G = 2, other sample's reward):           A = [1-0, 0-1, 3-1, 1-3] = [+1, -1, +2, -2]
 HAND_RATIOS: list[list[float | None]] = [
     [1.5, 1.1, 0.7],

@@ -23,9 +23,20 @@ def test_grpo_advantages_by_hand() -> None:
     rewards = as_tensor([1.0, 2.0, 6.0, 4.0, 4.0, 4.0])
     std = math.sqrt(14 / 3)
     expected = [-2 / std, -1 / std, 3 / std, 0.0, 0.0, 0.0]
-    assert grpo_advantages(rewards, 3, eps=0.0)[:3].tolist() == pytest.approx(expected[:3])
-    assert grpo_advantages(rewards, 3).tolist() == pytest.approx(expected, abs=1e-5)
+    assert grpo_advantages(rewards, 3, eps=0.0, sample_std=False)[:3].tolist() == pytest.approx(expected[:3])
+    assert grpo_advantages(rewards, 3, sample_std=False).tolist() == pytest.approx(expected, abs=1e-5)
     assert grpo_advantages(rewards, 3, normalise_std=False).tolist() == pytest.approx([-2, -1, 3, 0, 0, 0])
+
+
+def test_grpo_advantages_default_to_the_sample_std() -> None:
+    # DeepSeekMath, TRL and verl divide by the sample std: group [1, 2, 6], variance (4 + 1 + 9)/(3 − 1) = 7
+    # → A = [-2, -1, 3]/sqrt(7); [0, 1]: variance (0.25 + 0.25)/1 → std sqrt(0.5), A = ±0.5/sqrt(0.5)
+    rewards = as_tensor([1.0, 2.0, 6.0])
+    std = math.sqrt(7)
+    assert grpo_advantages(rewards, 3, eps=0.0).tolist() == pytest.approx([-2 / std, -1 / std, 3 / std])
+    pair = grpo_advantages(as_tensor([0.0, 1.0]), 2, eps=0.0)
+    assert pair.tolist() == pytest.approx([-0.5 / math.sqrt(0.5), 0.5 / math.sqrt(0.5)])
+    assert grpo_advantages(as_tensor([3.0]), 1).tolist() == [0.0]  # G = 1: one sample, no signal, no NaN
 
 
 @pytest.mark.parametrize("normalise_std", [True, False])
@@ -34,7 +45,7 @@ def test_grpo_advantages_of_a_tied_group_are_exactly_zero_in_float32(normalise_s
     # and the std is ~1e-8, so dividing the rounding error by std + eps gave about +0.056 each.
     # A tied group next to an untied one: [0, 1] → ±1 (population std 0.5, eps 0).
     rewards = torch.tensor([0.7] * 16 + [0.0] * 8 + [1.0] * 8, dtype=torch.float32)
-    advantages = grpo_advantages(rewards, 16, normalise_std=normalise_std, eps=0.0)
+    advantages = grpo_advantages(rewards, 16, normalise_std=normalise_std, eps=0.0, sample_std=False)
     assert advantages.dtype == torch.float32
     assert advantages[:16].tolist() == [0.0] * 16
     expected = 1.0 if normalise_std else 0.5

@@ -134,6 +134,14 @@ def test_learner_communication_shows_when_compute_cannot_hide_it() -> None:
     assert costs.learner_step(TrainTokens(actual=1_000_000, padded=1_000_000)).communication_s == 0.0
 
 
+@pytest.mark.parametrize(("correction", "passes"), [("tis", 1.75), ("decoupled", 1.75), ("reinforce_is", 1.0)])
+def test_corrections_weighing_by_pi_old_charge_its_forward_pass(correction: str, passes: float) -> None:
+    # tis and decoupled read π_old: a no-grad forward over the 3 of 4 minibatches after the first (48/64 = 0.75);
+    # reinforce_is weighs by π/μ, which the training pass gives.
+    scenario = load_scenario("quickstart", ["algorithm.updates_per_step=4", f"algorithm.correction={correction}"])
+    assert forward_passes(scenario) == passes
+
+
 def test_the_decoupled_correction_charges_a_forward_pass_over_all_minibatches_but_the_first() -> None:
     # quickstart: 64 prompts a step. Four updates: minibatches of 16 groups; π_prox is a no-grad forward over
     # the three after the first, 48/64 = 0.75 of a pass per sample, and three more all-gathers.

@@ -118,6 +118,19 @@ def test_the_reward_rises_on_cpu_learn_with_generation_and_training_overlapping(
 
 
 @pytest.mark.slow
+def test_online_dpo_throughput_counts_the_samples_of_its_pairs(tmp_path: Path) -> None:
+    # Online DPO trains on each group's best and worst sample: the summary's loss_samples_per_s counts those,
+    # samples_per_s every sample a step consumed.
+    scenario = load_scenario("cpu-timing", [*FAST, "schedule.kind=sync", "algorithm.loss=online_dpo"])
+    result = execute(scenario, tmp_path / "run")
+    summary, metrics = result.summary, result.metrics
+    trained = float(metrics["samples"].sum())
+    assert trained == 2 * metrics["pairs"].sum() and trained < metrics["samples_consumed"].sum()
+    assert summary.throughput.loss_samples_per_s == pytest.approx(trained / summary.wall_time_s)
+    assert summary.throughput.samples_per_s == pytest.approx(4 * scenario.batch_samples / summary.wall_time_s)
+
+
+@pytest.mark.slow
 def test_a_bf16_run_executes_on_cpu(tmp_path: Path) -> None:
     # Engines generate in bf16, the learner trains fp32 weights under bf16 autocast, weights travel as bf16.
     scenario = load_scenario("cpu-timing", [*FAST, "schedule.kind=sync", "model.dtype=bf16"])

@@ -97,6 +97,22 @@ def test_ppo_batches_carry_values_and_the_actor_gets_the_policy_only() -> None:
     assert metrics["reward_mean"] == pytest.approx(0.25)
 
 
+def test_online_dpo_counts_the_samples_of_its_pairs_as_trained() -> None:
+    # The first group's rewards tie: no pair, its two samples consumed but not trained; the second gives a pair.
+    learner = small_learner("online_dpo")
+    first, second = hand_made_groups()
+    tied = [(rollout, 0.5) for rollout, _ in first]
+    metrics = learner.train_step([tied, second])
+    assert (metrics["samples"], metrics["samples_consumed"], metrics["pairs"]) == (2.0, 4.0, 1.0)
+
+
+def test_scenario_completion_cap_reaches_the_constant_normaliser() -> None:
+    scenario = learning_scenario(seed=0, loss_normaliser="constant")
+    config = LearnerConfig.from_scenario(scenario).algorithm
+    assert config.loss_normaliser == "constant"
+    assert config.max_completion_tokens == scenario.workload.completion_tokens.cap
+
+
 def test_fresh_rollouts_have_importance_ratio_one() -> None:
     learner = small_learner()
     actor_model = build_model("tiny", seed=0, vocab_size=CharTokenizer().vocab_size)
@@ -199,7 +215,7 @@ def test_bad_loss_settings_name_the_field(setting: str, value: object) -> None:
         learning_scenario(seed=0, **{setting: value})
 
 
-@pytest.mark.parametrize("correction", ["tis", "decoupled", "none"])
+@pytest.mark.parametrize("correction", ["tis", "decoupled", "reinforce_is", "none"])
 def test_online_dpo_refuses_a_correction_it_would_ignore(correction: str) -> None:
     with pytest.raises(ScenarioError, match=r"^algorithm\.correction: .* no effect: online_dpo"):
         learning_scenario(seed=0, loss="online_dpo", correction=correction)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import typing
+from dataclasses import replace
 
 import pytest
 import torch
@@ -33,7 +34,7 @@ def test_rloo_loss_by_hand_plain_importance_sampling() -> None:
     # RLOO A = [+1, -1, +2, -2], no clip, no truncation: S = ρA
     #   row 0: 1.5 + 1.1 + 0.7 = 3.3 | row 1: -(0.5 + 1.0) = -1.5 | row 2: 2·1.3 = 2.6
     #   row 3: -2·(0.9 + 0.7 + 3.0) = -9.2          loss = -(3.3 - 1.5 + 2.6 - 9.2)/9
-    loss, metrics = rloo_loss(hand_batch(), LossConfig(clip_eps=None))
+    loss, metrics = rloo_loss(hand_batch(), LossConfig(clip_eps=None, truncation_cap=None))
     assert loss.item() == pytest.approx(-(3.3 - 1.5 + 2.6 - 9.2) / 9)
     assert metrics["advantage_abs_mean"] == pytest.approx(1.5)
 
@@ -44,8 +45,10 @@ def test_on_policy_batch_gives_the_uncorrected_loss_and_reinforce_gradient(loss_
     # -token_mean(A) and the gradient is REINFORCE's -A/9 per completion token.
     ratios = [[1.0 if ratio is not PAD else PAD for ratio in row] for row in HAND_RATIOS]
     corrected, plain = (off_policy_batch(ratios, HAND_REWARDS, 2) for _ in range(2))
-    corrected_loss, metrics = loss_fn(corrected, LossConfig(clip_eps=0.2, truncation_cap=1.5, std_eps=0.0))
-    plain_loss, _ = loss_fn(plain, LossConfig(clip_eps=None, truncation_cap=None, std_eps=0.0))
+    corrected_loss, metrics = loss_fn(
+        corrected, LossConfig(clip_eps=0.2, truncation_cap=1.5, std_eps=0.0, group_std="population")
+    )
+    plain_loss, _ = loss_fn(plain, LossConfig(clip_eps=None, truncation_cap=None, std_eps=0.0, group_std="population"))
     corrected_loss.backward()
     plain_loss.backward()
     assert corrected_loss.item() == plain_loss.item()
@@ -61,19 +64,99 @@ def test_on_policy_batch_gives_the_uncorrected_loss_and_reinforce_gradient(loss_
 
 def test_kl_to_reference_metric_and_penalty() -> None:
     # reference = current on every token except row 0 token 0, where log π_ref − log π = ln 2:
-    #   k3 = e^{ln 2} − 1 − ln 2 = 1 − ln 2 there, 0 elsewhere → mean (1 − ln 2)/9
-    #   penalty 0.1·(1 − ln 2)/9 added to the loss; d k3/d log π = 1 − e^r = −1 there
+    #   k3 = e^{ln 2} − 1 − ln 2 = 1 − ln 2 there, 0 elsewhere; that token's ρ = 1.5 weighs it:
+    #   mean 1.5·(1 − ln 2)/9, penalty 0.1·1.5·(1 − ln 2)/9; d(sg(ρ)·k3)/d log π = 1.5·(1 − e^r) = −1.5 there
     batch = hand_batch()
     reference = batch.logprobs.detach().clone()
     reference[0, 0] += math.log(2)
     with_ref = hand_batch(reference_logprobs=reference)
-    config = LossConfig(clip_eps=0.2, std_eps=0.0)
+    config = LossConfig(clip_eps=0.2, std_eps=0.0, group_std="population")
     base_loss, _ = grpo_loss(batch, config)
-    loss, metrics = grpo_loss(with_ref, LossConfig(clip_eps=0.2, std_eps=0.0, kl_coef=0.1))
-    assert metrics["kl_to_reference"] == pytest.approx((1 - math.log(2)) / 9)
-    assert loss.item() == pytest.approx(base_loss.item() + 0.1 * (1 - math.log(2)) / 9)
+    loss, metrics = grpo_loss(with_ref, LossConfig(clip_eps=0.2, std_eps=0.0, kl_coef=0.1, group_std="population"))
+    assert metrics["kl_to_reference"] == pytest.approx(1.5 * (1 - math.log(2)) / 9)
+    assert loss.item() == pytest.approx(base_loss.item() + 0.1 * 1.5 * (1 - math.log(2)) / 9)
     loss.backward()
-    assert with_ref.logprobs.grad[0, 0].item() == pytest.approx(0.1 * -1.0 / 9)  # token 0 itself is clipped
+    assert with_ref.logprobs.grad[0, 0].item() == pytest.approx(0.1 * -1.5 / 9)  # token 0 itself is clipped
+
+
+def two_token_batch() -> LossBatch:
+    """One position, a two-token vocabulary: μ = (0.5, 0.5), π_θ = (0.8, 0.2), π_ref = (0.5, 0.5).
+
+    Row 0 sampled token a, row 1 token b: each has μ-probability 0.5, so the batch's token mean is the
+    expectation under μ exactly. ρ = π_θ/μ = 1.6 and 0.4.
+    """
+    return LossBatch(
+        logprobs=as_tensor([[math.log(0.8)], [math.log(0.2)]]).requires_grad_(),
+        behaviour_logprobs=as_tensor([[math.log(0.5)], [math.log(0.5)]]),
+        mask=as_tensor([[1.0], [1.0]]),
+        rewards=as_tensor([1.0, 0.0]),
+        group_size=1,
+        reference_logprobs=as_tensor([[math.log(0.5)], [math.log(0.5)]]),
+    )
+
+
+def test_kl_to_reference_on_stale_samples_is_importance_weighted() -> None:
+    # True KL(π_θ‖π_ref) = 0.8·ln 1.6 + 0.2·ln 0.4 = 0.3760029 − 0.1832581 = 0.1927448.
+    # k3 (r = log π_ref − log π_θ): a: 0.625 − 1 − ln 0.625 = 0.0950036 | b: 2.5 − 1 − ln 2.5 = 0.5837093
+    # unweighted mean (0.0950036 + 0.5837093)/2 = 0.3393565 (biased: a KL under μ's samples, not π_θ's)
+    # weighted by ρ: (1.6·0.0950036 + 0.4·0.5837093)/2 = (0.1520058 + 0.2334837)/2 = 0.1927447 = the true KL
+    _, metrics = grpo_loss(two_token_batch(), LossConfig())
+    true_kl = 0.8 * math.log(1.6) + 0.2 * math.log(0.4)
+    assert metrics["kl_to_reference"] == pytest.approx(true_kl)
+    assert metrics["kl_to_reference"] == pytest.approx((1.6 * 0.0950036 + 0.4 * 0.5837093) / 2, abs=1e-6)
+    # the penalty's gradient: kl_coef·sg(ρ)·(1 − π_ref/π_θ)/2 per token: a 1.6·(1 − 0.625)/2 = 0.3,
+    # b 0.4·(1 − 2.5)/2 = −0.3 (kl_coef 1; the policy term is 0: G = 1 gives A = 0)
+    batch = two_token_batch()
+    loss, _ = grpo_loss(batch, LossConfig(kl_coef=1.0))
+    loss.backward()
+    assert batch.logprobs.grad[:, 0].tolist() == pytest.approx([0.3, -0.3])
+
+
+def test_entropy_is_the_importance_weighted_sampled_estimate() -> None:
+    # H(π_θ) = −(0.8 ln 0.8 + 0.2 ln 0.2) = 0.178515 + 0.321888 = 0.500402
+    # estimate: token_mean(ρ·(−log π_θ)) = (1.6·0.223144 + 0.4·1.609438)/2 = (0.357030 + 0.643775)/2 = 0.500402
+    for loss_fn in (grpo_loss, rloo_loss, online_dpo_loss):
+        batch = two_token_batch() if loss_fn is not rloo_loss else replace(two_token_batch(), group_size=2)
+        _, metrics = loss_fn(batch, LossConfig())
+        assert metrics["entropy"] == pytest.approx(-(0.8 * math.log(0.8) + 0.2 * math.log(0.2)))
+
+
+def test_dr_grpo_divides_by_a_constant() -> None:
+    # GRPO without the std: group [1, 0] → A = ±0.5, [3, 1] → ±1; correction none: S = A per token.
+    # Σ m·A = 0.5·3 − 0.5·2 + 1·1 − 1·3 = −1.5. Constant: 4 rows × 5 tokens → loss 1.5/20; tokens: 1.5/9;
+    # with no max_completion_tokens the padded width, 3: 1.5/12. Gradient −A/20 per completion token.
+    base = {"correction": "none", "normalise_std": False}
+    batch = hand_batch()
+    loss, _ = grpo_loss(batch, LossConfig(**base, loss_normaliser="constant", max_completion_tokens=5))
+    assert loss.item() == pytest.approx(1.5 / 20)
+    loss.backward()
+    assert batch.logprobs.grad[:, 0].tolist() == pytest.approx([-0.5 / 20, 0.5 / 20, -1 / 20, 1 / 20])
+    assert grpo_loss(hand_batch(), LossConfig(**base))[0].item() == pytest.approx(1.5 / 9)
+    assert grpo_loss(hand_batch(), LossConfig(**base, loss_normaliser="constant"))[0].item() == pytest.approx(1.5 / 12)
+
+
+def test_zero_variance_groups_filtered_out_of_the_normaliser() -> None:
+    # rewards [1, 0 | 2, 2]: group 1 ties (A = 0). Correction none, population std: A = [+1, −1, 0, 0].
+    # Σ m·A = 3 − 2 = 1. Kept in: loss −1/9 (9 tokens); filtered: −1/5 (rows 0, 1: 5 tokens).
+    config = LossConfig(correction="none", group_std="population", std_eps=0.0)
+    tied = off_policy_batch(HAND_RATIOS, [1.0, 0.0, 2.0, 2.0], group_size=2)
+    loss, metrics = grpo_loss(tied, config)
+    assert loss.item() == pytest.approx(-1 / 9)
+    assert (metrics["trained_samples"], metrics["filtered_groups"]) == (4.0, 0.0)
+    filtered = off_policy_batch(HAND_RATIOS, [1.0, 0.0, 2.0, 2.0], group_size=2)
+    loss, metrics = grpo_loss(filtered, config.model_copy(update={"filter_zero_variance": True}))
+    assert loss.item() == pytest.approx(-1 / 5)
+    assert (metrics["trained_samples"], metrics["filtered_groups"]) == (2.0, 1.0)
+    loss.backward()
+    assert filtered.logprobs.grad[0].tolist() == pytest.approx([-1 / 5] * 3)
+
+
+def test_every_group_tied_and_filtered_leaves_a_zero_loss_that_backpropagates() -> None:
+    batch = off_policy_batch(HAND_RATIOS, [1.0, 1.0, 2.0, 2.0], group_size=2)
+    loss, metrics = rloo_loss(batch, LossConfig(filter_zero_variance=True))
+    loss.backward()
+    assert loss.item() == 0.0 and metrics["trained_samples"] == 0.0 and metrics["filtered_groups"] == 2.0
+    assert batch.logprobs.grad is not None and not batch.logprobs.grad.any()
 
 
 def test_kl_to_behaviour_is_k3_of_kl_mu_to_pi_on_samples_from_mu() -> None:
@@ -149,6 +232,7 @@ def test_online_dpo_loss_by_hand() -> None:
     loss, metrics = online_dpo_loss(batch, LossConfig(dpo_beta=0.5))
     assert loss.item() == pytest.approx((math.log(1 + math.exp(-0.5)) + math.log(1 + math.exp(1))) / 2)
     assert metrics["pairs"] == 2.0
+    assert metrics["trained_samples"] == 4.0  # the loss trains on the two pairs, not the 9 samples
     assert metrics["skipped_groups"] == 1.0
     assert metrics["accuracy"] == 0.5
     assert metrics["margin_mean"] == pytest.approx(-0.5)

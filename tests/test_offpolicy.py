@@ -41,8 +41,9 @@ ABOVE_CAP = [[True, False, False], [False], [False, True], [False]]
 NOTHING = [[False] * len(row) for row in RATIOS]
 EXPECTED = {  # correction: (clipped, truncated, gradient weight of each token: ∂S/∂log π = weight · A)
     "clip": (CLIPPED_BY_RHO, ABOVE_CAP, [[0.0, 1.1, 0.7], [0.0], [1.3, CAP], [0.9]]),
-    "tis": (NOTHING, ABOVE_CAP, [[CAP, 1.1, 0.7], [0.5], [1.3, CAP], [0.9]]),
-    "decoupled": (NOTHING, ABOVE_CAP, [[CAP, 1.1, 0.7], [0.5], [1.3, CAP], [0.9]]),  # first update: r = 1
+    "reinforce_is": (NOTHING, ABOVE_CAP, [[CAP, 1.1, 0.7], [0.5], [1.3, CAP], [0.9]]),
+    "tis": (NOTHING, ABOVE_CAP, [[CAP, 1.1, 0.7], [0.5], [1.3, CAP], [0.9]]),  # first update: r = 1
+    "decoupled": (NOTHING, ABOVE_CAP, [[CAP, 1.1, 0.7], [0.5], [1.3, CAP], [0.9]]),  # tis under AReaL's name
     "none": (NOTHING, NOTHING, [[1.0] * 3, [1.0], [1.0, 1.0], [1.0]]),
 }
 PROMPTS = [[1, 5, 6], [1, 5], [1], [1, 5, 6, 7]]
@@ -61,6 +62,7 @@ def learner_with(correction: str, updates_per_step: int = 1, learning_rate: floa
         correction=correction,  # type: ignore[arg-type]
         clip_eps=EPS,
         truncation_cap=CAP,
+        group_std="population",
     )
     config = LearnerConfig(algorithm=algorithm)
     return Learner(tiny_model(), config, pad_token_id=0)
@@ -92,7 +94,7 @@ def test_each_correction_sees_the_stale_ratio_and_marks_the_right_tokens(correct
     ratio = (loss_batch.logprobs.detach() - loss_batch.behaviour_logprobs).exp()
     torch.testing.assert_close(ratio[keep], torch.tensor([rho for row in RATIOS for rho in row]), atol=1e-5, rtol=1e-5)
 
-    advantages = grpo_advantages(loss_batch.rewards, 2)[:, None].expand_as(loss_batch.logprobs)
+    advantages = grpo_advantages(loss_batch.rewards, 2, sample_std=False)[:, None].expand_as(loss_batch.logprobs)
     surrogate = corrected_surrogate(loss_batch, advantages, learner.config.algorithm)
     clipped, truncated, weights = EXPECTED[correction]
     assert (surrogate.clipped & keep).tolist() == padded(clipped, False)
@@ -111,7 +113,7 @@ def test_train_step_reports_what_the_correction_did(correction: str) -> None:
     assert metrics["clip_fraction"] == pytest.approx(sum(map(sum, clipped)) / TOKENS)
     assert metrics["truncated_fraction"] == pytest.approx(sum(map(sum, truncated)) / TOKENS)
     assert metrics["ratio_mean"] == pytest.approx(sum(map(sum, RATIOS)) / TOKENS, rel=1e-5)
-    if correction in ("tis", "decoupled"):
+    if correction in ("tis", "decoupled", "reinforce_is"):
         capped = sum(min(rho, CAP) for row in RATIOS for rho in row)
         assert metrics["behaviour_weight_mean"] == pytest.approx(capped / TOKENS, rel=1e-5)
     else:
@@ -148,10 +150,11 @@ def test_ratio_against_a_perturbed_copy_is_the_log_prob_difference() -> None:
     assert metrics["kl_to_behaviour"] == pytest.approx(kl, rel=1e-4)
 
 
-def test_decoupled_proximal_policy_is_the_policy_before_the_steps_first_update() -> None:
+@pytest.mark.parametrize("correction", ["tis", "decoupled"])
+def test_proximal_policy_is_the_policy_before_the_steps_first_update(correction: str) -> None:
     # Two minibatches (one group each): the first update sees π_θ = π_prox (r = 1); the second sees the weights
     # the first update moved, against π_prox from before it, while its behaviour weight stays π_prox/μ = ρ.
-    learner = learner_with("decoupled", updates_per_step=2, learning_rate=1e-2)
+    learner = learner_with(correction, updates_per_step=2, learning_rate=1e-2)
     initial = copy.deepcopy(learner.model)
     seen: list[LossBatch] = []
 

@@ -289,6 +289,10 @@ def test_the_penalty_file_round_trips(tmp_path: Path) -> None:
         "points": 6,
         "censored": 0,
         "residual_rel": 0.0,
+        "form": "linear",
+        "per_staleness_squared": 0.0,
+        "form_error": None,
+        "form_errors": {},
     }
     assert read_penalty(path).fit_for("grpo", "tis").per_dropped == 0.5
 

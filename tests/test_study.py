@@ -42,7 +42,8 @@ def test_a_small_study_writes_its_tables_and_running_it_again_runs_nothing(tmp_p
     assert (cells["steps"] == 15).all() and (cells["task"] == "sort").all() and (cells["wall_s"] > 0).all()
     assert cells.loc[0, "staleness_mean"] == 0  # sync trains on-policy
     curves = pd.read_csv(out / "curves.csv")
-    assert len(curves) == 45 and list(curves.columns[-5:]) == ["step", "end", "reward_mean", "kl", "staleness_mean"]
+    figures = ["step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward", "entropy"]
+    assert len(curves) == 45 and list(curves.columns[-7:]) == figures
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["schedule"]) == ["sync", "streaming-1", "streaming-2"] and (summary["seeds"] == 1).all()
     assert summary["final_reward_ci"].isna().all()  # one seed: no interval

@@ -28,7 +28,8 @@ CELLS_CSV = [
     "cell", "schedule", "kind", "staleness_bound", "in_flight_updates", "loss", "correction", "seed", "task",
     "target", "steps", "status", "reason", "final_reward", "reached", "steps_to_target", "wall_to_target_s",
     "kl_at_target", "step_time_s", "wall_s", "staleness_mean", "dropped_fraction", "samples_generated",
-    "samples_dropped",
+    "samples_dropped", "quality", "final_reward_train", "steps_to_target_train", "wall_to_target_train_s",
+    "kl_to_behaviour_mean",
 ]  # fmt: skip
 KEY = CellKey("sync.grpo.clip.s0", "sync", "sync", 0, False, "grpo", "clip", 0, "copy")
 # Five steps at 0, five at 0.5, then 0.9: the 10-step means ending at step counts 10..14 are
@@ -96,8 +97,41 @@ def test_a_finished_cell_becomes_one_row_of_exactly_the_cells_csv_columns(tmp_pa
     table = cells_table([record])
     assert list(table.columns) == CELLS_CSV and table["reached"].dtype == bool
     curve = curve_frame(KEY, run)
-    assert list(curve.columns[-5:]) == ["step", "end", "reward_mean", "kl", "staleness_mean"]
+    figures = ["step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward", "entropy"]
+    assert list(curve.columns[-7:]) == figures
+    assert record["quality"] == "train" and record["steps_to_target_train"] == 13
     assert len(curve) == 14 and set(curve["cell"]) == {KEY.cell}
+
+
+def write_evaluation(run: Path, sampled: dict[int, float]) -> None:
+    rows = [
+        {"step": step, "mode": mode, "reward_mean": reward, "reward_std": 0.0, "prompts": 8.0,
+         "completion_tokens_mean": 4.0, "seconds": 0.1}
+        for step, reward in sampled.items() for mode in ("greedy", "sampled")
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_parquet(run / "eval.parquet", index=False)
+
+
+def test_with_an_evaluation_the_target_is_measured_on_the_held_out_reward(tmp_path: Path) -> None:
+    # Evaluations after 0, 4, 8, 12 and 14 steps: 0.1, 0.3, 0.55, 0.8, 0.85. Target 0.5: first at 8 steps,
+    # where the training batch's 10-step mean reaches it at 13 (its curve lags). Step index 7 ends at
+    # 0.5·7 + 0.4 = 3.9 s; snapshots of 0.01 s after steps 0, 4 and 8 (logged on rows 0, 3 and 7) come off:
+    # 3.9 − 0.03 = 3.87 s. The training curve's 6.4 s at 13 steps loses them too, and the one after 12: 6.36 s.
+    run = write_run(tmp_path / "run", REWARDS)
+    frame = metrics(REWARDS).assign(eval_snapshot_s=[0.01 if step in (0, 3, 7, 11) else 0.0 for step in range(14)])
+    frame.to_parquet(run / "metrics.parquet", index=False)
+    write_evaluation(run, {0: 0.1, 4: 0.3, 8: 0.55, 12: 0.8, 14: 0.85})
+    record = cell_record(KEY, run, target=0.5, steps=14)
+    assert record["quality"] == "eval" and record["reached"]
+    assert record["steps_to_target"] == 8 and record["wall_to_target_s"] == pytest.approx(3.87)
+    assert record["kl_at_target"] == pytest.approx(0.07)
+    assert record["final_reward"] == 0.85 and record["final_reward_train"] == pytest.approx(0.61)
+    assert record["steps_to_target_train"] == 13 and record["wall_to_target_train_s"] == pytest.approx(6.36)
+    curve = curve_frame(KEY, run)
+    assert curve["eval_reward"].tolist()[3] == 0.3 and curve["eval_reward"].tolist()[7] == 0.55
+    assert math.isnan(curve["eval_reward"].tolist()[0])
+    assert cell_record(KEY, run, target=0.05, steps=14)["steps_to_target"] == 0  # the initial weights
+    assert not cell_record(KEY, run, target=0.9, steps=14)["reached"]
 
 
 def test_an_unfinished_cell_is_interrupted_or_failed_with_a_reason_and_no_figures(tmp_path: Path) -> None:
@@ -175,6 +209,34 @@ def test_summary_means_over_seeds_and_the_speedup_at_equal_quality() -> None:
     late = summary.loc[("streaming-2", "rloo")]
     assert late["seeds"] == 2 and late["failed"] == 1 and late["reached"] == 2 and math.isnan(late["speedup"])
     assert list(summary.index) == [("sync", "grpo"), ("streaming-2", "grpo"), ("sync", "rloo"), ("streaming-2", "rloo")]
+
+
+def test_the_speedup_is_paired_by_seed_with_a_bootstrap_interval() -> None:
+    # sync reached in 10 s (seed 0), 12 s (seed 1), 50 s (seed 2); streaming-2 in 5 s and 8 s, seed 2 never.
+    # Paired on seeds 0 and 1 only: (10 + 12)/(5 + 8) = 22/13. The resamples of two seeds are {0,0}: 20/10 = 2.0,
+    # {1,1}: 24/16 = 1.5, {0,1} and {1,0}: 22/13, with chances 1/4, 1/4, 1/2: the 2.5th and 97.5th percentiles
+    # fall inside the two end blocks, 1.5 and 2.0. Unpaired, seed 2's 50 s would give (72/3)/(13/2) = 3.7.
+    records = [
+        *(row(key("sync", "grpo", s), steps_to_target=40.0, wall_to_target_s=w) for s, w in enumerate([10.0, 12.0, 50.0])),
+        *(row(key("streaming-2", "grpo", s), steps_to_target=50.0, wall_to_target_s=w) for s, w in enumerate([5.0, 8.0])),
+        row(key("streaming-2", "grpo", 2)),  # never reached
+    ]  # fmt: skip
+    streaming = summary_table(cells_table(records)).set_index("schedule").loc["streaming-2"]
+    assert streaming["speedup"] == pytest.approx(22 / 13) and streaming["speedup_pairs"] == 2
+    assert (streaming["speedup_low"], streaming["speedup_high"]) == (pytest.approx(1.5), pytest.approx(2.0))
+    assert streaming["reached"] == 2 and streaming["reached_fraction"] == pytest.approx(2 / 3)
+    # The median over all three seeds, the one that never got there last: 5, 8, ∞ → 8 (the mean of the two: 6.5).
+    assert streaming["wall_to_target_median_s"] == 8.0 and streaming["wall_to_target_s"] == pytest.approx(6.5)
+    sync = summary_table(cells_table(records)).set_index("schedule").loc["sync"]
+    assert sync["wall_to_target_median_s"] == 12.0
+
+
+def test_a_censored_median_needs_more_than_half_the_seeds_to_reach() -> None:
+    from asyncrl.analysis.study_summary import censored_median
+
+    assert censored_median(pd.Series([40.0, math.nan, 60.0])) == 60.0  # 40, 60, ∞
+    assert math.isnan(censored_median(pd.Series([40.0, math.nan])))  # 40, ∞: the middle is ∞
+    assert math.isnan(censored_median(pd.Series([], dtype=float)))
 
 
 def test_robustness_ranks_by_reaching_at_the_highest_bound_then_by_the_ratio_to_sync() -> None:

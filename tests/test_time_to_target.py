@@ -175,11 +175,11 @@ def test_the_penalty_command_fits_a_study_table(tmp_path: Path, capsys) -> None:
     cells.to_csv(tmp_path / "cells.csv", index=False)
     assert main(["penalty", str(tmp_path / "cells.csv")]) == 0
     out = capsys.readouterr().out
-    assert "grpo        clip       100                0.25                -       3         0  0.0%" in out
+    assert "grpo        clip  linear       100  0.25  -            -       3         0  0.0%" in out
     assert "left out 1 failed run" in out
     penalty = read_penalty(tmp_path / "penalty.json")
     assert penalty.source == str(tmp_path / "cells.csv")
-    assert penalty.fit_for("grpo", "clip").steps_at_zero == pytest.approx(100.0)
+    assert penalty.fit_for("grpo", "clip").steps_at_zero == pytest.approx(100.0, rel=1e-4)
     assert read_cells(tmp_path / "cells.csv").shape == cells.shape
 
 
@@ -194,8 +194,8 @@ def test_the_readme_synthetic_study_fits_as_the_readme_says() -> None:
     assert [fit.pair for fit in penalty.fits] == ["grpo/clip", "grpo/tis", "online_dpo/none"]
     grpo = penalty.fit_for("grpo", "clip")
     assert (grpo.steps_at_zero, grpo.per_staleness, grpo.per_dropped) == pytest.approx(
-        (201.34, 0.2698, 0.8180), abs=5e-3
-    )
+        (201.26, 0.2741, 0.8107), abs=5e-3
+    )  # the censored likelihood's fit (README and docs/study.md show it once regenerated)
     assert (grpo.points, grpo.censored) == (7, 4)
     # made with S0 = 200, a = 0.3, b = 0.8 and 3% noise: the fit lands near them
     assert grpo.steps_at_zero == pytest.approx(200, rel=0.05) and grpo.per_staleness == pytest.approx(0.3, abs=0.05)

@@ -112,7 +112,8 @@ def _study_parser(commands: argparse._SubParsersAction) -> None:
         "--target",
         type=fraction,
         default=DEFAULT_TARGET,
-        help=f"reward (mean of 10 steps) that counts as reached (default {DEFAULT_TARGET})",
+        help="reward that counts as reached: the held-out evaluation's where the scenario sets run.eval_every, "
+        f"else the mean of 10 training steps (default {DEFAULT_TARGET})",
     )
     study.add_argument(
         "--out",

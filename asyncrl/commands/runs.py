@@ -148,8 +148,11 @@ def run_execute(args: argparse.Namespace) -> int:
         return print_json(summary.to_json())
     if summary.resumed_from is not None:
         print(f"resumed from the checkpoint at step {summary.resumed_from} in {out}/")
-    print(execution_lines(summary, result.metrics, synthetic=not scenario.workload.task_mode))
-    print(f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet, scenario.yaml)")
+    print(execution_lines(summary, result.metrics, not scenario.workload.task_mode, result.evaluation))
+    evaluated = ", eval.parquet" if len(result.evaluation) else ""
+    print(
+        f"wrote {out}/ (summary.json, events.parquet, metrics.parquet, engine_steps.parquet{evaluated}, scenario.yaml)"
+    )
     return 0
 
 
