@@ -36,6 +36,7 @@ from asyncrl.analysis.study_summary import robustness_lines, robustness_table, s
 from asyncrl.holdout import HOLDOUT_FILE, PENALTY_FILE, check_holdout, holdout_lines, write_study_penalty
 from asyncrl.scenarios.loading import dump_scenario
 from asyncrl.scenarios.outputs import OutputError, lock_directory
+from asyncrl.scenarios.textfile import safe_load
 from asyncrl.study_cells import Cell, StudyOptions, build_cells, check_cells, check_options
 from asyncrl.study_runs import Outcome, run_locally, run_on_ray
 
@@ -86,10 +87,10 @@ def _finished(cell: Cell) -> bool:
     if not run_finished(cell.out):
         return False
     try:
-        written = yaml.safe_load((cell.out / "scenario.yaml").read_text())
+        written = safe_load((cell.out / "scenario.yaml").read_text())
     except (OSError, yaml.YAMLError):
         return False
-    return written == yaml.safe_load(dump_scenario(cell.scenario.resolved()))
+    return written == safe_load(dump_scenario(cell.scenario.resolved()))
 
 
 def _plan_line(cells: Sequence[Cell], kept: int, options: StudyOptions) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from asyncrl.arguments import assignment, fraction, non_negative, positive
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.memory import check_memory, memory_problem
 from asyncrl.scenarios.outputs import OutputError, check_output_file, default_run_dir
+from asyncrl.scenarios.textfile import dumps
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -173,7 +173,8 @@ def plot_path(asked: Path | None, default: Path, option: str = "--plot") -> Path
 
 
 def print_json(data: Any) -> int:
-    print(json.dumps(data, indent=2))
+    """``data`` as JSON on stdout; an infinite or NaN figure (a target never reached) is ``null``."""
+    print(dumps(data, indent=2))
     return 0
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from asyncrl.arguments import assignment
 from asyncrl.commands.common import output_file
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.textfile import safe_load
 
 YAML = (".yaml", ".yml")
 
@@ -273,7 +274,7 @@ def device_option(text: str | None) -> str | dict[str, Any] | None:
     if text is None or not text.lstrip().startswith("{"):
         return text
     try:
-        value = yaml.safe_load(text)
+        value = safe_load(text)
     except yaml.YAMLError:
         value = None
     if not isinstance(value, dict):
