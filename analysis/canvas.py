@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from asyncrl.scenarios.outputs import written
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -32,5 +33,6 @@ def new_figure(width_in: float, height_in: float) -> Figure:
 def save_png(figure: Figure, out: Path) -> Path:
     """Write ``figure`` to ``out`` as PNG (its folder made); return ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=DPI, format="png")
+    with written(out) as temporary:
+        figure.savefig(temporary, dpi=DPI, format="png")
     return out

@@ -38,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 from asyncrl.analysis.tables import format_table
+from asyncrl.scenarios.outputs import write_text
 from asyncrl.scenarios.record import RunRecordError, RunSummary, read_events, read_summary
 
 # (key in comparison.json, label for tables, path in summary.json)
@@ -211,7 +212,7 @@ def write_comparison(comparison: Comparison, out: Path, tolerance: float | None 
     """Write ``comparison.json`` (or ``out`` if it names a .json file) and return its path."""
     path = out if out.suffix == ".json" else out / "comparison.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(comparison_dict(comparison, tolerance), indent=2, allow_nan=False) + "\n")
+    write_text(path, json.dumps(comparison_dict(comparison, tolerance), indent=2, allow_nan=False) + "\n")
     return path
 
 

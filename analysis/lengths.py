@@ -31,6 +31,7 @@ import numpy as np
 from asyncrl.scenarios.distributions import LogNormal, Pareto
 from asyncrl.scenarios.jsonl import is_text, read_field, token_counts
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.outputs import write_text
 
 if TYPE_CHECKING:
     pass
@@ -179,7 +180,7 @@ def _erf(values: np.ndarray) -> np.ndarray:
 def write_lengths(lengths: np.ndarray, out: Path) -> Path:
     """One integer per line: what ``kind: empirical`` reads."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(f"{int(value)}\n" for value in lengths))
+    write_text(out, "".join(f"{int(value)}\n" for value in lengths))
     return out
 
 

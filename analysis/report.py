@@ -48,6 +48,7 @@ from asyncrl.analysis.essentials import essentials, essentials_rows, run_scenari
 from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.tables import format_cell
 from asyncrl.analysis.trace import write_chrome_trace
+from asyncrl.scenarios.outputs import write_text
 from asyncrl.scenarios.record import RunSummary
 
 
@@ -124,7 +125,7 @@ def write_report(
         write_chrome_trace(run.events, out / f"trace-{stem}.json.gz", run_label=run.label)
         for run, stem in zip(runs, trace_stems(runs), strict=True)
     ]
-    files.index.write_text(_page(runs, comparison, captions, files.traces))
+    write_text(files.index, _page(runs, comparison, captions, files.traces))
     return files
 
 

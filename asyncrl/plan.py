@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.outputs import write_text
 from asyncrl.scenarios.textfile import safe_load
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class Planned:
             return []
         target = out / "scenario.yaml"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.file_text)
+        write_text(target, self.file_text)
         return [target]
 
 

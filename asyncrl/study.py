@@ -35,7 +35,7 @@ from asyncrl.analysis.study import run_finished, study_tables, write_csv
 from asyncrl.analysis.study_summary import robustness_lines, robustness_table, summary_lines, summary_table
 from asyncrl.holdout import HOLDOUT_FILE, PENALTY_FILE, check_holdout, holdout_lines, write_study_penalty
 from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.outputs import OutputError, lock_directory
+from asyncrl.scenarios.outputs import OutputError, lock_directory, write_text
 from asyncrl.scenarios.textfile import safe_load
 from asyncrl.study_cells import Cell, StudyOptions, build_cells, check_cells, check_options
 from asyncrl.study_runs import Outcome, run_locally, run_on_ray
@@ -153,7 +153,7 @@ def _write_settings(options: StudyOptions, cells: Sequence[Cell]) -> None:
         "runtime": options.runtime,
         "cells": [cell.key.cell for cell in cells],
     }
-    (options.out / STUDY_FILE).write_text(json.dumps(settings, indent=2) + "\n")
+    write_text(options.out / STUDY_FILE, json.dumps(settings, indent=2) + "\n")
 
 
 def _tables(options: StudyOptions, cells: Sequence[Cell], outcomes: list[Outcome], kept: int) -> StudyResult:
@@ -179,7 +179,7 @@ def _tables(options: StudyOptions, cells: Sequence[Cell], outcomes: list[Outcome
             lines.append(holdout_lines(held, options.target))
             files.append(out / HOLDOUT_FILE)
     text = "\n\n".join(lines)
-    (out / "table.txt").write_text(text + "\n")
+    write_text(out / "table.txt", text + "\n")
     files.append(out / "table.txt")
     files.extend(_plots(options, table, curves, summary))
     ran = [outcome for outcome in outcomes if outcome.seconds == outcome.seconds]

@@ -45,7 +45,7 @@ from typing import Annotated
 import numpy as np
 from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from asyncrl.scenarios.loading import ScenarioError, describe_validation_error
-from asyncrl.scenarios.textfile import parse_json, read_text
+from asyncrl.scenarios.textfile import dumps, parse_json, read_text
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 MAX_PENALTY_FILE_BYTES = 1 << 20
@@ -118,7 +118,9 @@ class Penalty(BaseModel):
 
 def write_penalty(penalty: Penalty, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(penalty.model_dump(mode="json"), indent=2) + "\n")
+    from asyncrl.scenarios.outputs import write_text
+
+    write_text(path, dumps(penalty.model_dump(mode="json"), indent=2) + "\n")
     return path
 
 
@@ -241,8 +243,8 @@ class TimeToTarget(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    time_s: Never = Field(description="wall time when the target is reached (s); null (JSON) when never")
-    steps: Never = Field(description="learner steps to the target (steps); null (JSON) when never")
+    time_s: Never = Field(description="wall time when the target is reached; null in JSON when never (s)")
+    steps: Never = Field(description="learner steps to the target; null in JSON when never (steps)")
     staleness: float = Field(description="the run's token-weighted mean staleness (steps)")
     dropped_fraction: float = Field(description="dropped / generated samples (fraction)")
     extrapolated: bool = Field(

@@ -28,6 +28,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 import pandas as pd
 from asyncrl.scenarios.loading import dump_scenario, load_scenario
+from asyncrl.scenarios.outputs import write_text, written
 from asyncrl.scenarios.run_summary import (
     SUMMARY_FILE,
     Breakdown,
@@ -111,7 +112,8 @@ class RunRecord:
         out.mkdir(parents=True, exist_ok=True)
         (out / SUMMARY_FILE).unlink(missing_ok=True)
         for name, table in self.tables.items():
-            table.to_parquet(out / f"{name}.parquet", index=False)
+            with written(out / f"{name}.parquet") as temporary:
+                table.to_parquet(temporary, index=False)
         write_run(out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=self.events, summary=self.summary)
         return out
 
@@ -132,10 +134,11 @@ def write_run(out: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: R
     run goes on). ``RunRecord.write`` calls this; tests write hand-made records with it."""
     out.mkdir(parents=True, exist_ok=True)
     (out / SUMMARY_FILE).unlink(missing_ok=True)
-    (out / SCENARIO_FILE).write_text(scenario_yaml)
-    events.astype(EVENT_COLUMNS).to_parquet(out / EVENTS_FILE, index=False)
+    write_text(out / SCENARIO_FILE, scenario_yaml)  # a planted link at any of these names is replaced, not followed
+    with written(out / EVENTS_FILE) as temporary:
+        events.astype(EVENT_COLUMNS).to_parquet(temporary, index=False)
     if summary is not None:
-        (out / SUMMARY_FILE).write_text(dumps(summary.to_json(), indent=2) + "\n")
+        write_text(out / SUMMARY_FILE, dumps(summary.to_json(), indent=2) + "\n")
 
 
 def read_summary(run_dir: Path) -> RunSummary:
