@@ -3,11 +3,16 @@
 Outputs have one meaning per kind, whatever the command:
 
     run directory   simulate, execute              --out DIR; default runs/<name>[-<overrides>]
-    directory       lengths, report, study,        --out DIR (an existing file is refused)
-                    validate, demo
+    directory       lengths, report, plan          --out DIR: an existing file is refused, and so is a
+                                                   directory holding files without asyncrl's mark (--force)
+                    study, validate, demo          --out DIR (an existing file is refused)
     file            size, sweep (.csv),            --out FILE with that suffix: an existing directory,
                     compare (.json),               or a name without the suffix, is refused on one line
-                    from-verl (.yaml)              that suggests the name with it
+                    from-verl (.yaml)              that suggests the name with it; an existing file too,
+                                                   unless --force (``chosen_file``: asyncrl's own names
+                                                   under runs/ are replaced)
+
+Every file is written whole and renamed into place (``scenarios.outputs.written``); docs/errors.md has the rule.
 
 A default output name carries the scenario's overrides (``--set``, bare ``KEY=VALUE``, ``--seed``,
 ``--steps``) as a short stable hash: ``runs/quickstart-8b`` as written, ``runs/quickstart-8b-1a2b3c4d``
