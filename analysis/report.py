@@ -46,6 +46,7 @@ from asyncrl.analysis.compare import (
 )
 from asyncrl.analysis.essentials import essentials, essentials_rows, run_scenario
 from asyncrl.analysis.sizing import read_sizing
+from asyncrl.analysis.statuses import unfinished_note
 from asyncrl.analysis.tables import format_cell
 from asyncrl.analysis.trace import write_chrome_trace
 from asyncrl.scenarios.outputs import write_text
@@ -71,6 +72,7 @@ class ReportFiles:
     figures: list[Path] = field(default_factory=list)
     traces: list[Path] = field(default_factory=list)
     comparison: Path | None = None
+    notes: list[str] = field(default_factory=list)  # runs that did not complete
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -116,7 +118,7 @@ def write_report(
     speedup = compare_speedup(*(load_summary(path) for path in speedup_dirs)) if speedup_dirs else None
     comparison = _comparison(runs, speedup)
     out.mkdir(parents=True, exist_ok=True)
-    files = ReportFiles(index=out / "index.html")
+    files = ReportFiles(index=out / "index.html", notes=unfinished_notes(runs))
     if comparison is not None:
         files.comparison = write_comparison(comparison, out / "comparison.json")
     captions = _draw_figures(runs, comparison, sizing_csv, out, window)
@@ -138,7 +140,19 @@ def report_lines(files: ReportFiles, run_dirs: Sequence[Path]) -> str:
     ]
     if files.comparison is not None:
         lines.append(f"  comparison: {files.comparison.name} (B = {run_dirs[1]} against A = {run_dirs[0]})")
+    lines += [f"note: {note}" for note in files.notes]
     return "\n".join(lines)
+
+
+def unfinished_notes(runs: Sequence[Run]) -> list[str]:
+    """A note per run that did not complete (an execution interrupted or failed)."""
+    notes = [
+        unfinished_note(
+            run.label, run.summary.status, run.summary.steps, run.scenario.run.steps if run.scenario else None
+        )
+        for run in runs
+    ]
+    return [note for note in notes if note is not None]
 
 
 def trace_stems(runs: Sequence[Run]) -> list[str]:
@@ -225,6 +239,7 @@ figure { margin: 1.5em 0; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; }
 code { background: #f4f4f4; padding: 0 0.2em; }
+p.warning { color: #b00020; font-weight: bold; }
 """
 
 
@@ -236,6 +251,7 @@ def _page(
         "<h2>Scenario</h2>",
         _html_table(["", *(run.label for run in runs)], _scenario_rows(runs)),
         "<h2>Runs</h2>",
+        *(f"<p class='warning'>{html.escape(note)}</p>" for note in unfinished_notes(runs)),
         _html_table(["figure", *(run.label for run in runs)], _summary_rows(runs)),
     ]
     if comparison is not None:

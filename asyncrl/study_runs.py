@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.analysis.statuses import COMPLETE, FAILED
+from asyncrl.scenarios.pools import pool_options, stop
 from asyncrl.scenarios.record import RunStatus
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.study_cells import Cell
@@ -75,7 +76,7 @@ def run_locally(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Ou
     context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
     waiting = list(cells)
     running: dict[Future[Outcome], Cell] = {}
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, **pool_options())
     try:
         while waiting or running:
             while waiting and len(running) < workers:
@@ -92,9 +93,11 @@ def run_locally(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Ou
                     yield Outcome(cell.key.cell, FAILED, "its worker process died (killed, or out of memory)")
             if broken:  # every run in the old pool is lost with it; a fresh pool takes the rest
                 pool.shutdown(wait=False, cancel_futures=True)
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, **pool_options())
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: the cells running stop now
+        stop(pool)
+        raise
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_on_ray(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Outcome]:

@@ -45,6 +45,7 @@ from asyncrl.scenarios import loading
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.penalty import PenaltyFit
+from asyncrl.scenarios.pools import pool_options, stopping
 from asyncrl.scenarios.record import RunSummary, Simulated
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.schedules import schedule_label
@@ -257,7 +258,8 @@ def simulate_all(
         summaries: Iterator[RunSummary] = map(task, scenarios)
         yield from _with_bar(variants, summaries, bar)
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), **pool_options())
+    with pool, stopping(pool):  # interrupted (Ctrl-C, SIGTERM): the workers stop now, not after their runs
         yield from _with_bar(variants, pool.map(task, scenarios), bar)
 
 
