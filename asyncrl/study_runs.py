@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.analysis.statuses import COMPLETE, FAILED
+from asyncrl.scenarios.outputs import is_run_record
 from asyncrl.scenarios.pools import pool_options, stop
 from asyncrl.scenarios.record import RunStatus
 from asyncrl.scenarios.scenario import Scenario
@@ -56,7 +57,8 @@ def run_cell(scenario: Scenario, out: Path, device: str = "cpu") -> Outcome:
     from asyncrl.executor.runtime import execute
 
     start = time.perf_counter()
-    shutil.rmtree(out, ignore_errors=True)
+    if out.is_dir() and is_run_record(out):  # never a directory of other files (the study checked them first)
+        shutil.rmtree(out, ignore_errors=True)
     try:
         execute(scenario, out, device=device)
     except Exception as exc:  # the cell failed: say why in one line and let the study go on
