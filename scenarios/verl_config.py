@@ -105,6 +105,7 @@ class Reader:
     def into(self, target: str, key: str, default: Any = None, convert: Any = None) -> Any:
         """The verl value of ``key`` (converted), recorded as the source of ``target``."""
         raw = self.value(key, default)
+        check_value(key, raw)
         value = convert(raw) if convert is not None and raw is not None else raw
         self.plan.source(target, key, raw)
         if not self.is_given(key):
@@ -118,6 +119,18 @@ class Reader:
         return value
 
 
+def check_value(key: str, value: Any) -> None:
+    """VerlError for a value a scenario field cannot take: an interpolation left unresolved (``${oc.env:...}``
+    and other resolvers are not evaluated), or a section where a value belongs."""
+    if isinstance(value, str) and "${" in value:
+        raise VerlError(
+            f"{key}: {value!r} is an interpolation asyncrl does not resolve (it follows ${{a.b}} and "
+            "${oc.select:a.b,default}); give the value"
+        )
+    if isinstance(value, dict | list):
+        raise VerlError(f"{key}: expected a value, got a {'mapping' if isinstance(value, dict) else 'list'}")
+
+
 def read_verl(path: Path, overrides: list[str]) -> VerlInput:
     """A verl trainer config (YAML) or a recipe's launch script, over verl's defaults, with the overrides."""
     notes: list[str] = []
@@ -129,7 +142,53 @@ def read_verl(path: Path, overrides: list[str]) -> VerlInput:
     for override in overrides:
         _override(config, override)
         given.add(override.partition("=")[0].lstrip("+~"))
+    check_given_types(config, given)
     return VerlInput(config, given, origin, notes)
+
+
+_MISSING = object()
+
+
+def check_given_types(config: dict[str, Any], given: set[str]) -> None:
+    """VerlError for a key given with a value of another kind than verl's default: a value where verl has a
+    section (``trainer=5``), a section or list where it has a value, text where it has a number
+    (``clip_ratio=abc``). Without this such a key was listed, then dropped, and verl's defaults under it shown
+    as if the config had them."""
+    for key in sorted(given):
+        default, value = _at(PPO_TRAINER, key), _at(config, key)
+        if default is _MISSING or value is _MISSING or value is None:
+            continue
+        if isinstance(default, dict) and not isinstance(value, dict):
+            raise VerlError(f"{key}: a section of verl's config ({', '.join(list(default)[:3])}, ...), got {value!r}")
+        if not isinstance(default, dict) and isinstance(value, dict | list) and default is not None:
+            raise VerlError(f"{key}: expected a value like verl's default {default!r}, got a {type(value).__name__}")
+        if _is_number(default) and isinstance(value, str) and not _number_text(value):
+            raise VerlError(f"{key}: expected a number like verl's default {default!r}, got {value!r}")
+
+
+def _at(config: Any, dotted: str) -> Any:
+    node = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number_text(text: str) -> bool:
+    """Text verl's config takes for a number: a number YAML 1.1 left as text (``1e-6``), an interpolation, ``???``."""
+    stripped = text.strip()
+    if stripped.startswith("${") or stripped == "???":
+        return True
+    try:
+        float(stripped)
+    except ValueError:
+        return False
+    return True
 
 
 def _from_script(path: Path) -> tuple[dict[str, Any], set[str], str, list[str]]:

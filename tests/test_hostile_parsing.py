@@ -212,3 +212,65 @@ def test_simulate_json_with_a_penalty_is_json(tmp_path: Path, capsys) -> None:
     assert status == 0, out
     assert "Infinity" not in out and "NaN" not in out
     json.loads(out, parse_constant=lambda constant: pytest.fail(f"{constant} in --json output"))
+
+
+# ── case 7: wrong-typed verl values were listed, then dropped, and verl's defaults shown as the config's ──
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer=5", "trainer: a section of verl's config (n_gpus_per_node, nnodes, total_epochs, ...), got 5"),
+        ("actor_rollout_ref.actor.clip_ratio=abc", "actor_rollout_ref.actor.clip_ratio: expected a number like verl's default 0.2, got 'abc'"),
+        ("actor_rollout_ref.model.path=${oc.env:HOME}", "actor_rollout_ref.model.path: '${oc.env:HOME}' is an interpolation asyncrl does not resolve"),
+        ("actor_rollout_ref.model.path={a: 1}", "actor_rollout_ref.model.path: expected a value, got a mapping"),
+    ],
+)  # fmt: skip
+def test_wrong_typed_verl_values_are_refused_naming_the_key(
+    override: str, message: str, tmp_path: Path, capsys
+) -> None:
+    config = ROOT / "tests" / "data" / "verl_ppo_trainer.yaml"
+    out = tmp_path / "plan.yaml"
+    args = ["from-verl", str(config), override, "--device", "h100", "--preset", "qwen2.5-7b", "--out", str(out)]
+    assert refused(capsys, *args, "--lengths", "{kind: fixed, value: 64}").startswith(message)
+    assert not out.exists()
+
+
+# ── case 8: messages ──
+
+
+def test_a_scenario_name_with_control_characters_is_refused_not_printed(tmp_path: Path, capsys) -> None:
+    """ESC[31m in a name was printed raw to the terminal (and obeyed)."""
+    message = refused(capsys, "simulate", "cpu-timing", "name=x\x1b[31mred", "--out", str(tmp_path / "o"))
+    assert message == "name: holds the control character \\x1b; use printable text"
+
+
+def test_a_huge_calibration_steps_is_refused_up_front(tmp_path: Path, capsys) -> None:
+    """``validate --calibration-steps 99999999999`` ran each scenario to a failure, exit 1, nothing on stderr."""
+    message = refused(capsys, "validate", "--calibration-steps", "99999999999", "--out", str(tmp_path / "v"))
+    assert message == "--calibration-steps: at most 10,000,000 (run.steps' limit), got 99,999,999,999"
+    assert not (tmp_path / "v").exists()
+
+
+def test_demo_refuses_a_scenario_it_cannot_execute_on_the_cpu(tmp_path: Path, capsys) -> None:
+    """``demo --scenario quickstart`` died in torch's allocation after 9 s."""
+    message = refused(capsys, "demo", "--scenario", "quickstart", "--out", str(tmp_path / "d"))
+    assert message.startswith("--scenario: quickstart runs on h100 devices; the demo executes it here, on the CPU")
+
+
+def test_a_memory_refusal_below_a_gigabyte_says_megabytes() -> None:
+    """Under a 4 GB cap with torch loaded: "need about 0.0 GB ... more than the 0.0 GB usable"."""
+    from asyncrl.scenarios.loading import load_scenario
+    from asyncrl.simulator.budget import MemoryBudgetError, plan
+
+    with pytest.raises(MemoryBudgetError) as refusal:
+        plan(load_scenario("cpu-timing"), available=50 << 20)
+    assert "0.0 GB" not in str(refusal.value) and " MB usable here" in str(refusal.value)
+
+
+def test_a_csv_value_holding_a_newline_stays_on_one_error_line(tmp_path: Path, capsys) -> None:
+    header = "loss,correction,status,reached,steps,steps_to_target,staleness_mean,dropped_fraction,target,task"
+    table = write(tmp_path / "cells.csv", f'{header}\ngrpo,clip,"com\nplete",True,10,5,0.5,0,0.5,add\n')
+    assert (
+        refused(capsys, "penalty", str(table)) == "status: row 1: 'com\\nplete' is not complete, interrupted or failed"
+    )

@@ -173,6 +173,14 @@ def chosen_file(given: Path | None, default: Path, force: bool, option: str = "-
     return check_output_file(default, option, replace=force or own_default(default))
 
 
+def runs_directory(path: Path, option: str = "--out") -> Path:
+    """``path`` as a directory of run directories (demo, validate; each run directory checked on its own):
+    an existing file is an OutputError naming ``option``."""
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{option}: {path} is a file; give a directory")
+    return path
+
+
 def output_directory(path: Path, option: str = "--out", *, force: bool = False) -> Path:
     """``path`` as a directory of a command's files (``scenarios.outputs.output_directory``): a file there, or
     a directory holding files asyncrl did not write (without ``force``), is an OutputError naming ``option``."""
