@@ -274,3 +274,33 @@ def test_a_csv_value_holding_a_newline_stays_on_one_error_line(tmp_path: Path, c
     assert (
         refused(capsys, "penalty", str(table)) == "status: row 1: 'com\\nplete' is not complete, interrupted or failed"
     )
+
+
+# ── case 5: resource limits ──
+
+
+def test_a_lengths_log_is_read_a_line_at_a_time(tmp_path: Path) -> None:
+    """A 400 MB JSONL took 11x its size: every record was held whole. Now only the field's values are."""
+    import tracemalloc
+
+    from asyncrl.scenarios.jsonl import read_field
+
+    path = tmp_path / "log.jsonl"
+    prompt = "p" * 2000
+    with path.open("w") as handle:
+        for number in range(10_000):  # 20 MB of prompts beside the counts
+            handle.write(json.dumps({"prompt": prompt, "response_length": 10 + number % 4000}) + "\n")
+    tracemalloc.start()
+    try:
+        name, values = read_field(path, "response_length")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert name == "response_length" and len(values) == 10_000
+    assert peak < path.stat().st_size / 10, f"peak {peak:,} bytes for a {path.stat().st_size:,}-byte file"
+
+
+def test_study_workers_beyond_reason_are_refused(tmp_path: Path, capsys) -> None:
+    message = refused(capsys, "study", "cpu-study", "--workers", "100000", "--out", str(tmp_path / "s"))
+    assert message.startswith("--workers: at most 1,024")
+    assert not (tmp_path / "s").exists()
