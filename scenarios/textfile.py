@@ -66,7 +66,7 @@ class GuardedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self.depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             return super().compose_node(parent, index)
         self.depth += 1
