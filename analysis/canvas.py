@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from asyncrl.scenarios.outputs import written
+from asyncrl.scenarios.writing import written
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 

@@ -39,8 +39,8 @@ from typing import Any
 import pandas as pd
 from asyncrl.analysis.statuses import unfinished_note
 from asyncrl.analysis.tables import format_table
-from asyncrl.scenarios.outputs import write_text
 from asyncrl.scenarios.record import RunRecordError, RunSummary, read_events, read_scenario, read_summary
+from asyncrl.scenarios.writing import write_text
 
 # (key in comparison.json, label for tables, path in summary.json)
 FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (

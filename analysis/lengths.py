@@ -31,7 +31,7 @@ import numpy as np
 from asyncrl.scenarios.distributions import LogNormal, Pareto
 from asyncrl.scenarios.jsonl import is_text, read_field, token_counts
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.outputs import write_text
+from asyncrl.scenarios.writing import write_text
 
 if TYPE_CHECKING:
     pass

@@ -49,8 +49,8 @@ from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.statuses import unfinished_note
 from asyncrl.analysis.tables import format_cell
 from asyncrl.analysis.trace import write_chrome_trace
-from asyncrl.scenarios.outputs import write_text
 from asyncrl.scenarios.record import RunSummary
+from asyncrl.scenarios.writing import write_text
 
 
 @dataclass(frozen=True)

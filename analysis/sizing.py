@@ -38,8 +38,8 @@ from asyncrl.analysis.tables import (
 )
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.memory import GB, PoolMemory, misfit
-from asyncrl.scenarios.outputs import written
 from asyncrl.scenarios.record import RunSummary, Simulated
+from asyncrl.scenarios.writing import written
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario

@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.statuses import COMPLETE, FAILED, INTERRUPTED
-from asyncrl.scenarios.outputs import written
 from asyncrl.scenarios.record import RunRecordError, RunStatus, RunSummary, read_summary
+from asyncrl.scenarios.writing import written
 
 WINDOW = 10
 #: Tolerance of "reaches the target": a rolling mean of floats may miss an exact target by rounding.

@@ -27,8 +27,8 @@ from asyncrl.analysis.tables import (
     format_table,
 )
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.outputs import written
 from asyncrl.scenarios.record import RunSummary, Simulated
+from asyncrl.scenarios.writing import written
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario

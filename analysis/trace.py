@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import load_events
-from asyncrl.scenarios.outputs import written
+from asyncrl.scenarios.writing import written
 
 ROLE_PIDS = {"training": 1, "generation": 2}
 ARG_COLUMNS = ("step", "version", "group", "sample", "tokens")

@@ -33,8 +33,8 @@ from typing import Any
 from asyncrl.analysis.phases import BreakdownUnavailable, Contention, breakdown, run_contention
 from asyncrl.analysis.statuses import COMPLETE, FAILED
 from asyncrl.analysis.tables import format_table
-from asyncrl.scenarios.outputs import written
 from asyncrl.scenarios.record import RunSummary, read_summary
+from asyncrl.scenarios.writing import written
 
 #: (key, label, unit): the figures compared, in table order.
 FIGURES: tuple[tuple[str, str, str], ...] = (

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.outputs import write_text
 from asyncrl.scenarios.textfile import safe_load
+from asyncrl.scenarios.writing import write_text
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario

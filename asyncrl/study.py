@@ -35,8 +35,9 @@ from asyncrl.analysis.study import run_finished, study_tables, write_csv
 from asyncrl.analysis.study_summary import robustness_lines, robustness_table, summary_lines, summary_table
 from asyncrl.holdout import HOLDOUT_FILE, PENALTY_FILE, check_holdout, holdout_lines, write_study_penalty
 from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.outputs import OutputError, is_run_record, lock_directory, write_text
+from asyncrl.scenarios.outputs import OutputError, is_run_record, lock_directory
 from asyncrl.scenarios.textfile import safe_load
+from asyncrl.scenarios.writing import write_text
 from asyncrl.study_cells import Cell, StudyOptions, build_cells, check_cells, check_options
 from asyncrl.study_runs import Outcome, run_locally, run_on_ray
 

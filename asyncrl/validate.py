@@ -49,7 +49,7 @@ from asyncrl.analysis.validation import (
 from asyncrl.calibration import CALIBRATION_STEPS, check_calibration_steps, executor
 from asyncrl.draws import Draw, draw_scenarios
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario
-from asyncrl.scenarios.outputs import write_text
+from asyncrl.scenarios.writing import write_text
 from asyncrl.simulator.backend import Simulator
 from asyncrl.trial import Trial
 

@@ -11,7 +11,7 @@
                             not a file already there unless replace (--force, or a name asyncrl chose: own_default)
     output_directory(d)     a directory of a command's files (lengths, report, plan): empty, new, or one this tool
                             wrote (it holds .asyncrl-out), else --force
-    written(p)              a temporary file beside p to write; renamed onto p only once it is complete
+    written(p)              (scenarios/writing.py) a temporary file beside p, renamed onto p once complete
 
 What asyncrl replaces: nothing it did not write, unless told to. An --out (or --plot) that names an existing file
 is refused unless --force; so is a directory holding files that are not asyncrl's (a run directory without its
@@ -37,7 +37,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.writing import _TEMP_PREFIX, OutputError
 
 RUNS_DIR = Path("runs")
 LOCK_FILE = ".asyncrl-run"
@@ -60,10 +60,6 @@ RUN_FILES = frozenset(
     }
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
-
-
-class OutputError(ScenarioError):
-    """An output location that cannot be used; one line naming the option and the path."""
 
 
 def default_run_dir(name: str, suffix: str = "") -> Path:
@@ -128,45 +124,6 @@ def own_default(path: Path) -> bool:
         return path.name in RUN_FILES and path.parent.is_dir() and is_run_record(path.parent)
     except OSError:
         return False
-
-
-_TEMP_PREFIX = ".asyncrl-tmp-"
-
-
-@contextlib.contextmanager
-def written(path: Path, option: str = "out") -> Iterator[Path]:
-    """A temporary file beside ``path`` (its name ends in ``path``'s, so writers that go by the suffix still do),
-    renamed onto ``path`` when the block ends; removed instead on any error, and an OSError (a full disk, a
-    folder taken away) becomes an OutputError naming ``option`` and ``path``."""
-    try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=f"-{path.name}")
-    except OSError as exc:
-        raise OutputError(f"{option}: cannot write {path}: {_reason(exc)}") from None
-    os.close(fd)
-    temporary = Path(name)
-    try:
-        yield temporary
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, path)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise OutputError(f"{option}: cannot write {path}: {_reason(exc)}") from None
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def write_text(path: Path, text: str, option: str = "out") -> Path:
-    """``path`` holding ``text`` (UTF-8), written whole (``written``)."""
-    with written(path, option) as temporary:
-        temporary.write_text(text, encoding="utf-8")
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 @contextlib.contextmanager

@@ -118,7 +118,7 @@ class Penalty(BaseModel):
 
 def write_penalty(penalty: Penalty, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    from asyncrl.scenarios.outputs import write_text
+    from asyncrl.scenarios.writing import write_text
 
     write_text(path, dumps(penalty.model_dump(mode="json"), indent=2) + "\n")
     return path

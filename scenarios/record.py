@@ -28,7 +28,6 @@ from typing import Generic, NamedTuple, TypeVar
 
 import pandas as pd
 from asyncrl.scenarios.loading import dump_scenario, load_scenario
-from asyncrl.scenarios.outputs import write_text, written
 from asyncrl.scenarios.run_summary import (
     SUMMARY_FILE,
     Breakdown,
@@ -50,6 +49,7 @@ from asyncrl.scenarios.summarize import (
     union_length,
 )
 from asyncrl.scenarios.textfile import dumps, parse_json
+from asyncrl.scenarios.writing import write_text, written
 
 __all__ = [
     "EVENT_COLUMNS",

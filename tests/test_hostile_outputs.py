@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from asyncrl.scenarios import outputs
-from asyncrl.scenarios.outputs import LOCK_FILE, OUT_MARK, OutputError, written
+from asyncrl.scenarios.outputs import LOCK_FILE, OUT_MARK, OutputError
+from asyncrl.scenarios.writing import written
 
 from asyncrl.cli import main
 

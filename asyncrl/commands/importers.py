@@ -20,8 +20,9 @@ from typing import Any
 from asyncrl.arguments import assignment
 from asyncrl.commands.common import REPLACE_HELP, force_argument, output_file
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.outputs import check_output_file, safe_file_name, write_text
+from asyncrl.scenarios.outputs import check_output_file, safe_file_name
 from asyncrl.scenarios.textfile import safe_load
+from asyncrl.scenarios.writing import write_text
 
 YAML = (".yaml", ".yml")
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from asyncrl.arguments import positive
 from asyncrl.commands.common import DIRECTORY_HELP, force_argument, output_directory, plot_path, print_json
 from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.outputs import check_directory, default_run_dir, write_text
+from asyncrl.scenarios.outputs import check_directory, default_run_dir
 from asyncrl.scenarios.textfile import dumps
+from asyncrl.scenarios.writing import write_text
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
