@@ -73,6 +73,7 @@ class ReportFiles:
     traces: list[Path] = field(default_factory=list)
     comparison: Path | None = None
     notes: list[str] = field(default_factory=list)  # runs that did not complete
+    captions: list[str] = field(default_factory=list)  # one per figure
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -123,12 +124,51 @@ def write_report(
         files.comparison = write_comparison(comparison, out / "comparison.json")
     captions = _draw_figures(runs, comparison, sizing_csv, out, window)
     files.figures = [path for path, _ in captions]
+    files.captions = [caption for _, caption in captions]
     files.traces = [
         write_chrome_trace(run.events, out / f"trace-{stem}.json.gz", run_label=run.label)
         for run, stem in zip(runs, trace_stems(runs), strict=True)
     ]
     write_text(files.index, _page(runs, comparison, captions, files.traces))
     return files
+
+
+@dataclass
+class Section:
+    """One part of an overview page: a heading, a line under it, and a report written below the page's folder."""
+
+    title: str
+    about: str
+    files: ReportFiles
+
+
+def write_overview(
+    out: Path, title: str, table: tuple[Sequence[str], Sequence[Sequence[Any]]], sections: Sequence[Section]
+) -> Path:
+    """``out/index.html``: a table, then every section's figures (its report's own PNGs, linked, not copied)
+    under its heading, with a link to the section's full page (its traces, the comparison table)."""
+    parts = [f"<h1>{html.escape(title)}</h1>", _html_table(*table)]
+    for section in sections:
+        page = _relative(section.files.index, out)
+        parts += [
+            f"<h2>{html.escape(section.title)}</h2>",
+            f"<p>{html.escape(section.about)} The full report, with its traces: <a href='{page}'>{page}</a>.</p>",
+            *(f"<p class='warning'>{html.escape(note)}</p>" for note in section.files.notes),
+        ]
+        parts += [
+            f"<figure><img src='{_relative(path, out)}' alt='{html.escape(section.title)}: {html.escape(path.stem)}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            for path, caption in zip(section.files.figures, section.files.captions, strict=True)
+        ]
+    index = out / "index.html"
+    write_text(index, _document(title, "\n".join(parts)))
+    return index
+
+
+def _relative(path: Path, start: Path) -> str:
+    import os
+
+    return html.escape(Path(os.path.relpath(path, start)).as_posix())
 
 
 def report_lines(files: ReportFiles, run_dirs: Sequence[Path]) -> str:
@@ -231,12 +271,14 @@ def _comparison(runs: Sequence[Run], speedup: SpeedupComparison | None) -> Compa
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1500px; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; display: block; max-width: 100%;
+        overflow-x: auto; }
+h1, h2, p, figcaption { overflow-wrap: anywhere; }
 th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.off { color: #b00020; font-weight: bold; }
 figure { margin: 1.5em 0; }
-figure img { max-width: 100%; border: 1px solid #eee; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; }
 code { background: #f4f4f4; padding: 0 0.2em; }
 p.warning { color: #b00020; font-weight: bold; }
@@ -273,9 +315,13 @@ def _page(
         "<p>Open in <code>https://ui.perfetto.dev</code> or <code>chrome://tracing</code>.</p>",
         f"<ul>{links}</ul>",
     ]
-    body = "\n".join(sections)
+    return _document("asyncrl report", "\n".join(sections))
+
+
+def _document(title: str, body: str) -> str:
     return (
-        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>asyncrl report</title>"
+        f"<!doctype html>\n<html><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
     )
 
