@@ -83,6 +83,8 @@ class SpeedupComparison:
     async_a_s: float
     sync_b_s: float
     async_b_s: float
+    a_backend: str = ""  # what produced A's speedup runs (simulator, executor), for titles
+    b_backend: str = ""
 
     @property
     def a(self) -> float:
@@ -174,6 +176,8 @@ def compare_speedup(
         async_a_s=async_a.wall_time_s,
         sync_b_s=sync_b.wall_time_s,
         async_b_s=async_b.wall_time_s,
+        a_backend=async_a.backend,
+        b_backend=async_b.backend,
     )
 
 

@@ -45,6 +45,7 @@ from asyncrl.analysis.compare import (
     write_comparison,
 )
 from asyncrl.analysis.essentials import essentials, essentials_rows, run_scenario
+from asyncrl.analysis.event_series import auto_window
 from asyncrl.analysis.sizing import read_sizing
 from asyncrl.analysis.statuses import unfinished_note
 from asyncrl.analysis.tables import format_cell
@@ -212,9 +213,12 @@ def _draw_figures(
     events = [(run.label, run.events) for run in runs]
     histograms = [(run.label, run.summary.staleness.histogram) for run in runs]
     context = figure_context(runs)
-    timeline = plots.timeline(events, out / "timeline.png", window, [run.essentials for run in runs])
+    auto = auto_window([run.events for run in runs]) if window is None else None
+    drawn = auto.window if auto is not None else window
+    timeline = plots.timeline(events, out / "timeline.png", drawn, [run.essentials for run in runs])
+    shown = f" Shown: {window[0]:g} s to {_end(window)}." if window else f" {auto.line()}" if auto else ""
     captions = [
-        (timeline, TIMELINE_TEXT + (f" Shown: {window[0]:g} s to {_end(window)}." if window else "")),
+        (timeline, TIMELINE_TEXT + shown),
         (plots.staleness_histogram(histograms, out / "staleness.png", context), STALENESS_TEXT),
         (plots.throughput_and_queue(events, out / "throughput.png", context), THROUGHPUT_TEXT),
     ]
