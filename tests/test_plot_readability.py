@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from asyncrl.analysis import plots
 from asyncrl.analysis.canvas import TITLE_CHARS, with_context
@@ -98,3 +99,63 @@ def test_a_speedup_panel_of_other_runs_says_whose_speedups_it_shows(long_runs: l
     titles = [ax.get_title() for ax in figure.axes]
     assert any(title.startswith("speedup sync/async: measured (a) vs predicted (b)") for title in titles), titles
     assert figure._suptitle is not None and figure._suptitle.get_text().startswith("Measured (A) vs measured (B)")
+
+
+def test_sizing_lines_on_one_another_stay_apart_and_unfit_splits_are_marked(tmp_path: Path) -> None:
+    """Equal lines hid each other, and splits left out for memory were not there at all."""
+    from asyncrl.analysis.sizing import read_sizing
+    from asyncrl.analysis.table_plots import sizing_figure
+
+    from tests.test_plots import SIZING_HEADER
+
+    csv = tmp_path / "size.csv"
+    csv.write_text(
+        SIZING_HEADER + "sync colocated 4 tp1 (baseline),sync,0,True,4,4,1,2.0,10,0.0,0,0.5,0.2,0\n"
+        "streaming-2 1:3 tp1,streaming,2,False,1,3,1,1.5,12,2.0,2,0.9,0.3,0\n"
+        "streaming-2 2:2 tp1,streaming,2,False,2,2,1,3.0,8,2.0,2,0.8,0.6,0\n"
+        "streaming-2 1:3 tp2,streaming,2,False,1,3,2,1.5,12,2.0,2,0.9,0.3,0\n"
+        "streaming-2 2:2 tp2,streaming,2,False,2,2,2,3.0,8,2.0,2,0.8,0.6,0\n"
+    )
+    table = read_sizing(csv)
+    unfit = table.iloc[[1]].assign(fits=False, generation_devices=3, training_devices=1)
+    figure = sizing_figure(pd.concat([table, unfit], ignore_index=True), csv)
+    staleness = figure.axes[1]
+    lines = {line.get_label(): line for line in staleness.get_lines()}
+    tp1, tp2 = lines["streaming-2 tp1"], lines["streaming-2 tp2"]
+    assert list(tp1.get_ydata()) == list(tp2.get_ydata())  # the same figures...
+    assert tp1.get_marker() != tp2.get_marker() and all(tp1.get_xdata() < tp2.get_xdata())  # ...told apart
+    left_out = lines["left out: does not fit in memory (1)"]
+    assert left_out.get_marker() == "x" and list(left_out.get_xdata()) == [3]
+
+
+def test_a_sweep_line_without_points_has_no_legend_entry() -> None:
+    from asyncrl.analysis.table_plots import sweep_figure
+
+    table = pd.DataFrame(
+        {"a": [1, 2, 1, 2], "b": ["x", "x", "y", "y"], "samples_per_s": [1.0, 2.0, float("nan"), float("nan")]}
+    )
+    ax = sweep_figure(table, ["a", "b"], "samples_per_s", "s").axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["b=x"]
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["b=x"]
+    assert any("no point (skipped): b=y" in text.get_text() for text in ax.texts)
+
+
+def test_the_frontier_is_not_zoomed_onto_noise() -> None:
+    from asyncrl.analysis.study_plots import MIN_REWARD_SPAN, frontier_figure
+
+    summary = pd.DataFrame(
+        {
+            "loss": ["grpo", "grpo"],
+            "correction": ["clip", "clip"],
+            "schedule": ["sync", "streaming-1"],
+            "kind": ["sync", "streaming"],
+            "in_flight_updates": [False, False],
+            "kl_final": [0.0101, 0.0102],
+            "final_reward": [0.501, 0.503],  # a hundredth apart: noise
+            "final_reward_ci": [float("nan"), float("nan")],
+        }
+    )
+    ax = frontier_figure(summary, "t").axes[0]
+    low, high = ax.get_ylim()
+    assert high - low >= MIN_REWARD_SPAN and low < 0.501 and high > 0.503
+    assert ax.get_xlim()[0] == 0
