@@ -304,3 +304,17 @@ def test_study_workers_beyond_reason_are_refused(tmp_path: Path, capsys) -> None
     message = refused(capsys, "study", "cpu-study", "--workers", "100000", "--out", str(tmp_path / "s"))
     assert message.startswith("--workers: at most 1,024")
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    ("cap", "message"),
+    [
+        ("1", "--max-tokens: 1 is below the longest length in the log (40); give at least that"),
+        ("99999999999999", "--max-tokens: 99,999,999,999,999 is above the longest length a scenario takes"),
+    ],
+)
+def test_lengths_max_tokens_out_of_range_is_named(cap: str, message: str, tmp_path: Path, capsys) -> None:
+    """A pydantic ValidationError for the Pareto or lognormal fit, exit 1."""
+    path = write(tmp_path / "log.jsonl", "".join(f'{{"completion_tokens": {n}}}\n' for n in (10, 20, 30, 40)))
+    assert refused(capsys, "lengths", str(path), "--max-tokens", cap, "--out", str(tmp_path / "o")).startswith(message)
+    assert not (tmp_path / "o").exists()
