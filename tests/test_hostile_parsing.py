@@ -318,3 +318,13 @@ def test_lengths_max_tokens_out_of_range_is_named(cap: str, message: str, tmp_pa
     path = write(tmp_path / "log.jsonl", "".join(f'{{"completion_tokens": {n}}}\n' for n in (10, 20, 30, 40)))
     assert refused(capsys, "lengths", str(path), "--max-tokens", cap, "--out", str(tmp_path / "o")).startswith(message)
     assert not (tmp_path / "o").exists()
+
+
+def test_demo_refuses_a_simulation_that_will_not_fit_before_executing(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``demo --profile`` under a 4 GB cap ran 82 s, then said "0.0 GB ... more than the 0.0 GB usable"."""
+    import asyncrl.simulator.budget as budget
+
+    monkeypatch.setattr(budget, "available_bytes", lambda: 20 << 20)
+    message = refused(capsys, "demo", "--scenario", "cpu-timing", "--out", str(tmp_path / "d"))
+    assert message.endswith("MB usable here") and "0.0 GB" not in message
+    assert not (tmp_path / "d").exists()

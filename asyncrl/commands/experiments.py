@@ -150,8 +150,12 @@ def run_demo(args: argparse.Namespace) -> int:
     from asyncrl.executor.calibrate import check_device
 
     scenarios = tuple(args.scenario or DEMO_SCENARIOS)
-    for name in scenarios:  # bad names, and scenarios this machine's CPU cannot execute, fail before anything runs
-        device = load_scenario(name).hardware.device_name
+    from asyncrl.simulator.budget import plan
+
+    for name in scenarios:  # bad names, scenarios this machine's CPU cannot execute or simulate: before any run
+        scenario = load_scenario(name, [f"run.steps={args.steps}"] if args.steps else [])
+        plan(scenario)  # the simulation's memory, checked now rather than after minutes of executing
+        device = scenario.hardware.device_name
         if args.device == "cpu" and device != "cpu":
             raise ScenarioError(
                 f"--scenario: {name} runs on {device} devices; the demo executes it here, on the CPU: give a cpu "
