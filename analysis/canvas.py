@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from asyncrl.scenarios.writing import written
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -17,9 +18,22 @@ DPI = 120
 WIDTH_IN = 12.0
 
 
+#: Characters of a title line: a longer one (a scenario's essentials, a run's path) is wrapped, not cut.
+TITLE_CHARS = 90
+
+
 def with_context(title: str, context: str) -> str:
-    """The title, and under it what the runs were (the scenario's essentials), when known."""
-    return f"{title}\n{context}" if context else title
+    """The title, and under it what the runs were (the scenario's essentials), when known; long lines wrapped."""
+    return wrap(f"{title}\n{context}" if context else title)
+
+
+def wrap(text: str, width: int = TITLE_CHARS) -> str:
+    """Each line of ``text`` wrapped at ``width`` characters (at spaces, or hard where a line has none)."""
+    import textwrap
+
+    return "\n".join(
+        "\n".join(textwrap.wrap(line, width, break_on_hyphens=False) or [""]) for line in text.splitlines()
+    )
 
 
 def new_figure(width_in: float, height_in: float) -> Figure:
@@ -32,5 +46,6 @@ def new_figure(width_in: float, height_in: float) -> Figure:
 def save_png(figure: Figure, out: Path) -> Path:
     """Write ``figure`` to ``out`` as PNG (its folder made); return ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=DPI, format="png")
+    with written(out) as temporary:
+        figure.savefig(temporary, dpi=DPI, format="png", bbox_inches="tight", pad_inches=0.1)  # no text cut off
     return out

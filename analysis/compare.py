@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from asyncrl.analysis.statuses import unfinished_note
 from asyncrl.analysis.tables import format_table
-from asyncrl.scenarios.record import RunRecordError, RunSummary, read_events, read_summary
+from asyncrl.scenarios.record import RunRecordError, RunSummary, read_events, read_scenario, read_summary
+from asyncrl.scenarios.writing import write_text
 
 # (key in comparison.json, label for tables, path in summary.json)
 FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -81,6 +83,8 @@ class SpeedupComparison:
     async_a_s: float
     sync_b_s: float
     async_b_s: float
+    a_backend: str = ""  # what produced A's speedup runs (simulator, executor), for titles
+    b_backend: str = ""
 
     @property
     def a(self) -> float:
@@ -115,8 +119,8 @@ class Comparison:
     figures: list[FigureComparison]
     staleness_tv: float
     speedup: SpeedupComparison | None = None
-    a_run: dict[str, str] = field(default_factory=dict)  # backend and scenario of each side
-    b_run: dict[str, str] = field(default_factory=dict)
+    a_run: dict[str, Any] = field(default_factory=dict)  # backend and scenario of each side (status if unfinished)
+    b_run: dict[str, Any] = field(default_factory=dict)
 
 
 def relative_error(a: float, b: float) -> float:
@@ -172,6 +176,8 @@ def compare_speedup(
         async_a_s=async_a.wall_time_s,
         sync_b_s=sync_b.wall_time_s,
         async_b_s=async_b.wall_time_s,
+        a_backend=async_a.backend,
+        b_backend=async_b.backend,
     )
 
 
@@ -211,7 +217,7 @@ def write_comparison(comparison: Comparison, out: Path, tolerance: float | None 
     """Write ``comparison.json`` (or ``out`` if it names a .json file) and return its path."""
     path = out if out.suffix == ".json" else out / "comparison.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(comparison_dict(comparison, tolerance), indent=2, allow_nan=False) + "\n")
+    write_text(path, json.dumps(comparison_dict(comparison, tolerance), indent=2, allow_nan=False) + "\n")
     return path
 
 
@@ -232,9 +238,20 @@ def load_events(run_dir: Path) -> pd.DataFrame:
 def compare_runs(a_dir: Path, b_dir: Path, speedup_dirs: tuple[Path, Path, Path, Path] | None = None) -> Comparison:
     """Load two run directories (and four for the speedup) and compare them."""
     speedup = compare_speedup(*(load_summary(path) for path in speedup_dirs)) if speedup_dirs else None
-    return compare_summaries(
+    comparison = compare_summaries(
         load_summary(a_dir), load_summary(b_dir), a_label=str(a_dir), b_label=str(b_dir), speedup=speedup
     )
+    for run, run_dir in ((comparison.a_run, a_dir), (comparison.b_run, b_dir)):
+        if "status" in run:  # how many steps the unfinished run had planned
+            run["planned_steps"] = _planned_steps(run_dir)
+    return comparison
+
+
+def _planned_steps(run_dir: Path) -> int | None:
+    try:
+        return read_scenario(run_dir).run.steps
+    except RunRecordError:
+        return None
 
 
 def table_rows(comparison: Comparison, tolerance: float | None = None) -> list[list[Any]]:
@@ -278,6 +295,10 @@ def comparison_lines(comparison: Comparison, tolerance: float | None = None) -> 
     ]
     if comparison.a_run["scenario"] != comparison.b_run["scenario"]:
         lines.append("note: A and B ran different scenarios")
+    for side, run in (("A", comparison.a_run), ("B", comparison.b_run)):
+        note = unfinished_note(side, run.get("status"), run.get("steps", 0), run.get("planned_steps"))
+        if note is not None:
+            lines.append(f"note: {note}")
     header = [*TABLE_HEADER, "off"] if tolerance is not None else TABLE_HEADER
     lines.append(format_table(header, table_rows(comparison, tolerance)))
     if tolerance is not None:
@@ -313,8 +334,13 @@ def _speedup_dict(speedup: SpeedupComparison) -> dict[str, Any]:
     }
 
 
-def _run_identity(summary: RunSummary) -> dict[str, str]:
-    return {"backend": summary.backend, "scenario": summary.scenario}
+def _run_identity(summary: RunSummary) -> dict[str, Any]:
+    """Backend and scenario; with a status other than complete (an execution interrupted or failed), the status
+    and the steps it completed."""
+    identity: dict[str, Any] = {"backend": summary.backend, "scenario": summary.scenario}
+    if summary.status is not None and summary.status != "complete":
+        identity |= {"status": summary.status, "steps": summary.steps}
+    return identity
 
 
 def _finite_or_none(value: float) -> float | None:

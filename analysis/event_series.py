@@ -3,11 +3,15 @@
     events ─► run_wall, busy_intervals (a worker's spans of one kind merged)    ─► plots.timeline
            ─► trained_rate, generated_rate (samples/s), queue_depth (groups)   ─► plots.throughput_and_queue
     window, horizon ─► window_bounds (the time range drawn); worker names ─► labelled_rows (those named)
+    runs of many learner steps ─► auto_window: the first AUTO_WINDOW_STEPS of them, when no window is asked for
 
 Every function takes the frames (or arrays) and returns numbers, so the tests check them without a figure.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -36,6 +40,36 @@ def run_wall(events: pd.DataFrame) -> float:
     if len(train):
         return float(train.max())
     return float(events["end"].max()) if len(events) else 0.0
+
+
+#: Learner steps a timeline draws when none is asked for: a run of 100 steps drawn whole is solid stripes.
+AUTO_WINDOW_STEPS = 12
+
+
+@dataclass(frozen=True)
+class AutoWindow:
+    """The span a timeline draws by itself: from 0 to the end of the ``shown``-th learner step of the slowest
+    run, of the ``steps`` the longest run has."""
+
+    window: Window
+    shown: int
+    steps: int
+
+    def line(self) -> str:
+        return (
+            f"Shown: the first {self.shown} of {self.steps} learner steps, 0 s to {self.window[1]:,.4g} s "
+            "(asyncrl report --window START:END draws another span)."
+        )
+
+
+def auto_window(runs: Sequence[pd.DataFrame], steps: int = AUTO_WINDOW_STEPS) -> AutoWindow | None:
+    """The first ``steps`` learner steps of every run, when one of them has more; None when all fit."""
+    ends = [np.sort(events.loc[events["kind"] == "train", "end"].to_numpy(dtype=float)) for events in runs]
+    longest = max((len(end) for end in ends), default=0)
+    if longest <= steps:
+        return None
+    until = max(float(end[min(steps, len(end)) - 1]) for end in ends if len(end))
+    return AutoWindow((0.0, until * 1.01), steps, longest)
 
 
 def window_bounds(window: Window | None, horizon: float) -> tuple[float, float]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from asyncrl.analysis.lengths import Fit, Lengths, drawn_cdf
 from asyncrl.analysis.plots import _figure, _save
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 BINS = 40
@@ -43,18 +44,43 @@ def length_figure(lengths: Lengths, fits: Sequence[Fit]) -> Figure:
     ax = figure.subplots()
     label = f"observed ({len(values):,} completions)"
     ax.stairs(observed / decades, edges, fill=True, color="C0", alpha=0.45, label=label)
+    drawn = [("observed", observed)]
     for fit in fits:
         colour, style = FIT_STYLES.get(fit.kind, ("C3", ":"))
         shares = drawn_cdf(fit.distribution, last) - drawn_cdf(fit.distribution, first_below)
         ax.stairs(shares / decades, edges, color=colour, ls=style, lw=1.8, label=_label(fit))
+        drawn.append((fit.kind, shares))
     ax.set_xscale("log")
     ax.set_xlabel(f"completion length ({lengths.unit}, log scale)")
     ax.set_ylabel("density (share of completions per decade)")
     ax.set_ylim(bottom=0)
+    spike = _spike_at_the_cap(ax, drawn, decades, int(last[-1]))
     ax.grid(alpha=0.3)
     ax.legend(frameon=False, fontsize=9)
-    ax.set_title(f"Completion lengths in {lengths.unit}: {lengths.source.name}, field {lengths.field}", fontsize=11)
+    title = f"Completion lengths in {lengths.unit}: {lengths.source.name}, field {lengths.field}"
+    ax.set_title(title + (f"\n{spike}" if spike else ""), fontsize=11)
     return figure
+
+
+#: The last bin (the cap's, in a capped log) drawn off the scale when its density passes this many times the rest's.
+SPIKE = 2.0
+
+
+def _spike_at_the_cap(
+    ax: Axes, drawn: Sequence[tuple[str, np.ndarray]], decades: np.ndarray, longest: int
+) -> str | None:
+    """A cap that gathers mass is one narrow bin of huge density: the y-axis is set by the rest of the bins,
+    and the last bin's shares, returned as a line for the title, say what is off the scale (a fit's spike at
+    the cap set the scale and flattened the data)."""
+    if len(decades) < 3:
+        return None
+    body = max(float(np.max(shares[:-1] / decades[:-1])) for _, shares in drawn)
+    spike = max(float(shares[-1] / decades[-1]) for _, shares in drawn)
+    if body <= 0 or spike <= SPIKE * body:
+        return None
+    ax.set_ylim(0, body * 1.25)
+    shares = ", ".join(f"{name} {float(values[-1]):.0%}" for name, values in drawn)
+    return f"the last bin (up to {longest:,}) runs off the scale; its share: {shares}"
 
 
 def _integer_edges(low: int, high: int) -> np.ndarray:

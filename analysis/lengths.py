@@ -30,7 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from asyncrl.scenarios.distributions import LogNormal, Pareto
 from asyncrl.scenarios.jsonl import is_text, read_field, token_counts
-from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.limits import MAX_TOKENS
+from asyncrl.scenarios.loading import ScenarioError, describe_validation_error
+from asyncrl.scenarios.writing import write_text
+from pydantic import ValidationError
 
 if TYPE_CHECKING:
     pass
@@ -138,8 +141,18 @@ def fit_all(lengths: np.ndarray, cap: int | None = None) -> list[Fit]:
     """Lognormal and Pareto fits, capped at ``cap`` (default: the longest length)."""
     if len(np.unique(lengths)) < 2:
         raise ScenarioError(f"field: every completion has the same length ({int(lengths[0])}); use kind: fixed")
-    cap = int(lengths.max()) if cap is None else cap
-    return [fit_lognormal(lengths, cap), fit_pareto(lengths, cap)]
+    longest = int(lengths.max())
+    cap = longest if cap is None else cap
+    if cap < longest:
+        raise ScenarioError(
+            f"max_tokens: {cap:,} is below the longest length in the log ({longest:,}); give at least that"
+        )
+    if cap > MAX_TOKENS:
+        raise ScenarioError(f"max_tokens: {cap:,} is above the longest length a scenario takes ({MAX_TOKENS:,})")
+    try:
+        return [fit_lognormal(lengths, cap), fit_pareto(lengths, cap)]
+    except ValidationError as exc:  # a fit no scenario could take: say which and why, on one line
+        raise ScenarioError(f"max_tokens: no fit at cap {cap:,}: {describe_validation_error(exc)}") from None
 
 
 def drawn_cdf(distribution: LogNormal | Pareto, k: np.ndarray) -> np.ndarray:
@@ -179,7 +192,7 @@ def _erf(values: np.ndarray) -> np.ndarray:
 def write_lengths(lengths: np.ndarray, out: Path) -> Path:
     """One integer per line: what ``kind: empirical`` reads."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(f"{int(value)}\n" for value in lengths))
+    write_text(out, "".join(f"{int(value)}\n" for value in lengths))
     return out
 
 

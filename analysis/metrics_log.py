@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from asyncrl.scenarios.textfile import parse_json
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -131,11 +133,13 @@ def _jsonl_steps(path: Path) -> Steps:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = parse_json(line, f"{path}: line {number}")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             if number == len(lines):  # no newline after it: a line still being written
                 break
             raise MetricsLogError(f"{path}: line {number} is not JSON ({getattr(exc, 'msg', 'not UTF-8')})") from None
+        except ValueError as exc:  # nested too deeply
+            raise MetricsLogError(str(exc)) from None
         step, metrics = _jsonl_record(record, path, number)
         _merge(steps, step, metrics)
     return steps
@@ -164,8 +168,8 @@ def _first_line_is_metrics(path: Path) -> bool:
         head = handle.read(SNIFF_BYTES)
     line = next((line for line in head.split(b"\n") if line.strip()), b"")
     try:
-        record = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        record = parse_json(line, path)
+    except (ValueError, UnicodeDecodeError):
         return False
     if not isinstance(record, dict) or "step" not in record:
         return False

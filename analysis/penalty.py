@@ -43,12 +43,25 @@ CELL_COLUMNS = (
 def read_cells(path: Path) -> pd.DataFrame:
     """A study table (CSV); PenaltyError (one line) if it cannot be read."""
     try:
-        return pd.read_csv(path)
+        cells = pd.read_csv(path)
     except FileNotFoundError:
         raise PenaltyError(f"file not found: {path}") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         reason = " ".join(str(exc).split())
         raise PenaltyError(f"{path}: cannot read the study table ({reason})") from None
+    if not isinstance(cells.index, pd.RangeIndex):  # pandas made the extra fields of a long row an index
+        raise PenaltyError(f"{path}: {_long_row(path)} has more fields than the header")
+    return cells
+
+
+def _long_row(path: Path) -> str:
+    """Which row of a CSV has more fields than its header, as ``row N`` (1 is the first after the header)."""
+    import csv
+
+    with path.open(newline="") as handle:
+        rows = csv.reader(handle)
+        width = len(next(rows, []))
+        return next((f"row {number}" for number, row in enumerate(rows, start=1) if len(row) > width), "a row")
 
 
 def fit_penalty(cells: pd.DataFrame, source: str = "") -> Penalty:

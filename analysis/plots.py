@@ -148,7 +148,8 @@ def timeline_figure(
         if len(dropped):
             _draw_drops(ax, dropped)
     axes[-1].set_xlim(start, end)
-    shown = f", shown from {start:,.4g} to {end:,.4g} s" if window is not None else ""
+    steps = max((int((events["kind"] == "train").sum()) for _, events in runs), default=0)
+    shown = f", shown from {_s(start)} to {_s(end)} s of {_s(horizon)} s ({steps:,} learner steps)" if window else ""
     axes[-1].set_xlabel(f"time (s){shown}")
     kinds = [kind for kind in KIND_COLOURS if any((events["kind"] == kind).any() for _, events in runs)]
     handles = [Patch(color=KIND_COLOURS[kind], label=KIND_LABELS.get(kind, kind)) for kind in kinds]
@@ -158,6 +159,10 @@ def timeline_figure(
     figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), frameon=False)
     figure.suptitle("Timeline: busy spans per worker", x=0.01, ha="left", fontsize=13)
     return figure
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:,.0f}" if abs(seconds) >= 100 else f"{seconds:.3g}"
 
 
 def _draw_drops(ax: Axes, dropped: pd.DataFrame) -> None:
@@ -342,8 +347,23 @@ BACKEND_SIDES = {"simulator": "predicted", "executor": "measured"}
 
 def comparison_title(comparison: Comparison) -> str:
     """``Predicted (A) vs measured (B)``, from the two runs' backends (two simulations: predicted vs predicted)."""
-    a, b = (BACKEND_SIDES.get(run.get("backend", ""), "run") for run in (comparison.a_run, comparison.b_run))
+    return sides_title(comparison.a_run.get("backend", ""), comparison.b_run.get("backend", ""))
+
+
+def sides_title(a_backend: str, b_backend: str) -> str:
+    a, b = (BACKEND_SIDES.get(backend, "run") for backend in (a_backend, b_backend))
     return f"{a.capitalize()} (A) vs {b} (B)"
+
+
+def _speedup_title(comparison: Comparison) -> str:
+    """The speedup panel's title; its own sides when its runs are not the compared runs' kind (the two
+    compared runs measured, the speedup's B predicted: it is not "measured vs measured")."""
+    speedup = comparison.speedup
+    assert speedup is not None
+    own = sides_title(speedup.a_backend, speedup.b_backend)
+    if not (speedup.a_backend and speedup.b_backend) or own == comparison_title(comparison):
+        return "speedup sync/async"
+    return f"speedup sync/async: {own.lower()}"
 
 
 def predicted_vs_measured_figure(comparison: Comparison, context: str = "") -> Figure:
@@ -354,7 +374,7 @@ def predicted_vs_measured_figure(comparison: Comparison, context: str = "") -> F
     ]
     if comparison.speedup is not None:
         speedup = comparison.speedup
-        panels.append(("speedup sync/async", "speedup (×)", speedup.predicted, speedup.measured, 1.0))
+        panels.append((_speedup_title(comparison), "speedup (×)", speedup.a, speedup.b, 1.0))
     stale = figures["staleness.mean"]
     panels.append(("mean staleness", "staleness (steps)", stale.a, stale.b, 0.0))
     figure = _figure(3.6 * len(panels) + 1.0, 4.8)

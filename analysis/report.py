@@ -45,10 +45,13 @@ from asyncrl.analysis.compare import (
     write_comparison,
 )
 from asyncrl.analysis.essentials import essentials, essentials_rows, run_scenario
+from asyncrl.analysis.event_series import auto_window
 from asyncrl.analysis.sizing import read_sizing
+from asyncrl.analysis.statuses import unfinished_note
 from asyncrl.analysis.tables import format_cell
 from asyncrl.analysis.trace import write_chrome_trace
 from asyncrl.scenarios.record import RunSummary
+from asyncrl.scenarios.writing import write_text
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class ReportFiles:
     figures: list[Path] = field(default_factory=list)
     traces: list[Path] = field(default_factory=list)
     comparison: Path | None = None
+    notes: list[str] = field(default_factory=list)  # runs that did not complete
+    captions: list[str] = field(default_factory=list)  # one per figure
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -115,17 +120,56 @@ def write_report(
     speedup = compare_speedup(*(load_summary(path) for path in speedup_dirs)) if speedup_dirs else None
     comparison = _comparison(runs, speedup)
     out.mkdir(parents=True, exist_ok=True)
-    files = ReportFiles(index=out / "index.html")
+    files = ReportFiles(index=out / "index.html", notes=unfinished_notes(runs))
     if comparison is not None:
         files.comparison = write_comparison(comparison, out / "comparison.json")
     captions = _draw_figures(runs, comparison, sizing_csv, out, window)
     files.figures = [path for path, _ in captions]
+    files.captions = [caption for _, caption in captions]
     files.traces = [
         write_chrome_trace(run.events, out / f"trace-{stem}.json.gz", run_label=run.label)
         for run, stem in zip(runs, trace_stems(runs), strict=True)
     ]
-    files.index.write_text(_page(runs, comparison, captions, files.traces))
+    write_text(files.index, _page(runs, comparison, captions, files.traces))
     return files
+
+
+@dataclass
+class Section:
+    """One part of an overview page: a heading, a line under it, and a report written below the page's folder."""
+
+    title: str
+    about: str
+    files: ReportFiles
+
+
+def write_overview(
+    out: Path, title: str, table: tuple[Sequence[str], Sequence[Sequence[Any]]], sections: Sequence[Section]
+) -> Path:
+    """``out/index.html``: a table, then every section's figures (its report's own PNGs, linked, not copied)
+    under its heading, with a link to the section's full page (its traces, the comparison table)."""
+    parts = [f"<h1>{html.escape(title)}</h1>", _html_table(*table)]
+    for section in sections:
+        page = _relative(section.files.index, out)
+        parts += [
+            f"<h2>{html.escape(section.title)}</h2>",
+            f"<p>{html.escape(section.about)} The full report, with its traces: <a href='{page}'>{page}</a>.</p>",
+            *(f"<p class='warning'>{html.escape(note)}</p>" for note in section.files.notes),
+        ]
+        parts += [
+            f"<figure><img src='{_relative(path, out)}' alt='{html.escape(section.title)}: {html.escape(path.stem)}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            for path, caption in zip(section.files.figures, section.files.captions, strict=True)
+        ]
+    index = out / "index.html"
+    write_text(index, _document(title, "\n".join(parts)))
+    return index
+
+
+def _relative(path: Path, start: Path) -> str:
+    import os
+
+    return html.escape(Path(os.path.relpath(path, start)).as_posix())
 
 
 def report_lines(files: ReportFiles, run_dirs: Sequence[Path]) -> str:
@@ -137,7 +181,19 @@ def report_lines(files: ReportFiles, run_dirs: Sequence[Path]) -> str:
     ]
     if files.comparison is not None:
         lines.append(f"  comparison: {files.comparison.name} (B = {run_dirs[1]} against A = {run_dirs[0]})")
+    lines += [f"note: {note}" for note in files.notes]
     return "\n".join(lines)
+
+
+def unfinished_notes(runs: Sequence[Run]) -> list[str]:
+    """A note per run that did not complete (an execution interrupted or failed)."""
+    notes = [
+        unfinished_note(
+            run.label, run.summary.status, run.summary.steps, run.scenario.run.steps if run.scenario else None
+        )
+        for run in runs
+    ]
+    return [note for note in notes if note is not None]
 
 
 def trace_stems(runs: Sequence[Run]) -> list[str]:
@@ -157,9 +213,12 @@ def _draw_figures(
     events = [(run.label, run.events) for run in runs]
     histograms = [(run.label, run.summary.staleness.histogram) for run in runs]
     context = figure_context(runs)
-    timeline = plots.timeline(events, out / "timeline.png", window, [run.essentials for run in runs])
+    auto = auto_window([run.events for run in runs]) if window is None else None
+    drawn = auto.window if auto is not None else window
+    timeline = plots.timeline(events, out / "timeline.png", drawn, [run.essentials for run in runs])
+    shown = f" Shown: {window[0]:g} s to {_end(window)}." if window else f" {auto.line()}" if auto else ""
     captions = [
-        (timeline, TIMELINE_TEXT + (f" Shown: {window[0]:g} s to {_end(window)}." if window else "")),
+        (timeline, TIMELINE_TEXT + shown),
         (plots.staleness_histogram(histograms, out / "staleness.png", context), STALENESS_TEXT),
         (plots.throughput_and_queue(events, out / "throughput.png", context), THROUGHPUT_TEXT),
     ]
@@ -216,14 +275,17 @@ def _comparison(runs: Sequence[Run], speedup: SpeedupComparison | None) -> Compa
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1500px; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; display: block; max-width: 100%;
+        overflow-x: auto; }
+h1, h2, p, figcaption { overflow-wrap: anywhere; }
 th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.off { color: #b00020; font-weight: bold; }
 figure { margin: 1.5em 0; }
-figure img { max-width: 100%; border: 1px solid #eee; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; }
 code { background: #f4f4f4; padding: 0 0.2em; }
+p.warning { color: #b00020; font-weight: bold; }
 """
 
 
@@ -235,6 +297,7 @@ def _page(
         "<h2>Scenario</h2>",
         _html_table(["", *(run.label for run in runs)], _scenario_rows(runs)),
         "<h2>Runs</h2>",
+        *(f"<p class='warning'>{html.escape(note)}</p>" for note in unfinished_notes(runs)),
         _html_table(["figure", *(run.label for run in runs)], _summary_rows(runs)),
     ]
     if comparison is not None:
@@ -256,9 +319,13 @@ def _page(
         "<p>Open in <code>https://ui.perfetto.dev</code> or <code>chrome://tracing</code>.</p>",
         f"<ul>{links}</ul>",
     ]
-    body = "\n".join(sections)
+    return _document("asyncrl report", "\n".join(sections))
+
+
+def _document(title: str, body: str) -> str:
     return (
-        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>asyncrl report</title>"
+        f"<!doctype html>\n<html><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
     )
 

@@ -39,6 +39,7 @@ from asyncrl.analysis.tables import (
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.memory import GB, PoolMemory, misfit
 from asyncrl.scenarios.record import RunSummary, Simulated
+from asyncrl.scenarios.writing import written
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
@@ -140,7 +141,7 @@ def write_sizing_csv(
     out.parent.mkdir(parents=True, exist_ok=True)
     costs = COST_COLUMNS if price_per_device_hour is not None else COST_COLUMNS[:1]
     targets = TARGET_COLUMNS if with_target else ()
-    with out.open("w", newline="") as handle:
+    with written(out) as temporary, temporary.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[*SIZING_COLUMNS, *costs, *targets])
         writer.writeheader()
         writer.writerows(

@@ -23,6 +23,15 @@ STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
 _OLDER_WORDS: Final[dict[str, RunStatus]] = {"ok": COMPLETE}
 
 
+def unfinished_note(label: str, status: str | None, steps: int, planned: int | None) -> str | None:
+    """``label ended interrupted after 93 of 400 planned steps: ...`` for a run that did not complete; None for
+    one that did (or a simulated run, which has no status)."""
+    if status is None or status == COMPLETE:
+        return None
+    of = f" of {planned:,} planned" if planned is not None else ""
+    return f"{label} ended {status} after {steps:,}{of} steps: its figures are those of a partial run"
+
+
 def read_status(value: object) -> str:
     """A status as a table read back from disk holds it: stripped, an older ``ok`` read as ``complete``."""
     text = str(value).strip()

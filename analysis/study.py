@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 from asyncrl.analysis.statuses import COMPLETE, FAILED, INTERRUPTED
 from asyncrl.scenarios.record import RunRecordError, RunStatus, RunSummary, read_summary
+from asyncrl.scenarios.writing import written
 
 WINDOW = 10
 #: The evaluation mode a target is measured on: sampled at the training temperature, as the training reward is.
@@ -323,5 +324,6 @@ def study_tables(
 def write_csv(frame: pd.DataFrame, out: Path) -> Path:
     """A tidy CSV: one row per record, NaN as an empty cell, booleans as True/False."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out, index=False)
+    with written(out) as temporary:
+        frame.to_csv(temporary, index=False)
     return out

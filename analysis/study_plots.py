@@ -172,9 +172,27 @@ def frontier_figure(summary: pd.DataFrame, title: str) -> Figure:
     ax.set_xlabel(f"KL to the initial policy, mean of the last {WINDOW} steps (nats)")
     ax.set_ylabel(f"final reward (mean of the last {WINDOW} steps)")
     ax.grid(alpha=0.3)
+    _frontier_limits(ax, summary.dropna(subset=["kl_final", "final_reward"]))
     _legend(ax)
     ax.set_title(f"Reward against KL at the end of the run (mean over seeds; 95% CI)\n{title}")
     return figure
+
+
+#: The least span of rewards the frontier shows: autoscaled onto points a hundredth apart, noise looked like a trend.
+MIN_REWARD_SPAN = 0.2
+
+
+def _frontier_limits(ax: Axes, rows: pd.DataFrame) -> None:
+    """KL from 0 (it is never negative), and a reward span of at least MIN_REWARD_SPAN around the points."""
+    if rows.empty:
+        return
+    ax.set_xlim(0, max(float(rows["kl_final"].max()) * 1.15, 1e-3))
+    ci = rows["final_reward_ci"].fillna(0).to_numpy(dtype=float)
+    low = float((rows["final_reward"].to_numpy(dtype=float) - ci).min())
+    high = float((rows["final_reward"].to_numpy(dtype=float) + ci).max())
+    span = max(high - low, MIN_REWARD_SPAN) * 1.15
+    middle = (low + high) / 2
+    ax.set_ylim(middle - span / 2, middle + span / 2)
 
 
 def _legend(ax: Axes) -> None:

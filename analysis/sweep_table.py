@@ -28,6 +28,7 @@ from asyncrl.analysis.tables import (
 )
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.record import RunSummary, Simulated
+from asyncrl.scenarios.writing import written
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
@@ -114,7 +115,7 @@ def sweep_records(
 def write_sweep_csv(out: Path, records: Sequence[Mapping[str, Any]]) -> Path:
     """The rows as a tidy CSV; a skipped point's figures are empty cells."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as handle:
+    with written(out) as temporary, temporary.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)

@@ -27,27 +27,54 @@ from matplotlib.figure import Figure
 # ── sizing ──────────────────────────────────────────────────────────────────────
 
 
+#: Each sizing line's marker and dash, so lines that lie on one another stay told apart.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+DASHES = ("-", "--", "-.", ":")
+UNFIT_COLOUR = "#b00020"
+
+
 def sizing(csv_path: Path, out: Path) -> Path:
-    """Throughput and mean staleness against the generation:training split, one line per schedule and tp."""
-    table = read_sizing(csv_path)
+    """Write ``sizing_figure(read_sizing(csv_path))`` to ``out`` as PNG."""
+    return save_png(sizing_figure(read_sizing(csv_path), csv_path), out)
+
+
+def sizing_figure(table: pd.DataFrame, source: Path | str = "the table") -> Figure:
+    """Throughput and mean staleness against the generation:training split, one line per schedule and tp,
+    each with its own marker and dash and nudged sideways a little (equal lines would hide each other); a
+    split left out because it does not fit in memory is an ✕ on the axis."""
+    unfit = table[~table["fits"] & ~table["colocated"]]
     table = table[table["fits"]]  # rows that do not fit in memory were not simulated
     splits, baselines = table[~table["colocated"]], table[table["colocated"]]
     if splits.empty:
-        raise ScenarioError(f"{csv_path}: no generation:training split rows to plot")
+        raise ScenarioError(f"{source}: no generation:training split rows to plot")
     figure = new_figure(WIDTH_IN, 5.2)
     axes = figure.subplots(1, 2)
     metrics = (("samples_per_s", "throughput (samples/s)"), ("staleness_mean", "mean staleness (steps)"))
-    lines = splits.groupby(["schedule", "bound", "devices_per_engine"], sort=True)
+    lines = list(splits.groupby(["schedule", "bound", "devices_per_engine"], sort=True))
+    nudge = _nudge(splits, len(lines))
     for ax, (column, unit) in zip(axes, metrics, strict=True):
         for index, ((schedule, bound, tp), rows) in enumerate(lines):
             rows = rows.sort_values("generation_devices")
             ax.plot(
-                rows["generation_devices"],
+                rows["generation_devices"] + nudge * (index - (len(lines) - 1) / 2),
                 rows[column],
-                marker="o",
-                ms=4,
+                marker=MARKERS[index % len(MARKERS)],
+                ls=DASHES[(index // len(MARKERS)) % len(DASHES)] if len(lines) > len(MARKERS) else "-",
+                ms=5,
+                alpha=0.85,
                 color=f"C{index % 10}",
                 label=f"{schedule_label(schedule, bound)} tp{tp}",
+            )
+        if len(unfit):
+            ax.plot(
+                unfit["generation_devices"],
+                np.zeros(len(unfit)),
+                ls="none",
+                marker="x",
+                ms=7,
+                color=UNFIT_COLOUR,
+                clip_on=False,
+                label=f"left out: does not fit in memory ({len(unfit)})",
             )
         for _, baseline in baselines.iterrows():
             label = (
@@ -61,7 +88,14 @@ def sizing(csv_path: Path, out: Path) -> Path:
         _split_ticks(ax, splits)
     axes[0].legend(frameon=False, fontsize=8)
     figure.suptitle(f"Sizing: generation:training split of {_device_total(splits)} devices", fontsize=13)
-    return save_png(figure, out)
+    return figure
+
+
+def _nudge(splits: pd.DataFrame, lines: int) -> float:
+    """How far apart side by side the lines are drawn: a sixth of the closest splits' gap, shared out."""
+    generation = np.unique(splits["generation_devices"].to_numpy(dtype=float))
+    gap = float(np.min(np.diff(generation))) if len(generation) > 1 else 1.0
+    return gap / 6 / max(lines - 1, 1)
 
 
 def _split_ticks(ax: Axes, splits: pd.DataFrame) -> None:
@@ -121,11 +155,19 @@ def sweep_figure(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario
     ax = figure.subplots()
     lines = table.groupby(rest, sort=False, dropna=False) if rest else [((), table)]
     names = short_names(keys)[1:]
+    empty = []
     for index, (combination, rows) in enumerate(lines):
         values = combination if isinstance(combination, tuple) else (combination,)
         label = ", ".join(f"{name}={value}" for name, value in zip(names, values, strict=True)) or scenario
+        y = pd.to_numeric(rows[metric], errors="coerce").astype(float)
+        if y.isna().all():  # every point of the line skipped: no legend entry without points
+            empty.append(label)
+            continue
         x = rows[x_key].map(positions).astype(float)
-        ax.plot(x, rows[metric].astype(float), marker="o", ms=4, color=f"C{index % 10}", label=label)
+        ax.plot(x, y, marker="o", ms=4, color=f"C{index % 10}", label=label)
+    if empty:
+        ax.text(0.01, 0.01, f"no point (skipped): {'; '.join(empty)}", transform=ax.transAxes, fontsize=8,
+                color="#777777", va="bottom")  # fmt: skip
     if ticks:
         ax.set_xticks(range(len(ticks)), ticks)
     elif len(positions) <= MAX_VALUE_TICKS:
@@ -135,7 +177,7 @@ def sweep_figure(table: pd.DataFrame, keys: Sequence[str], metric: str, scenario
     ax.set_ylabel(METRICS[metric])
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    if rest:
+    if rest and ax.get_lines():
         ax.legend(frameon=False, fontsize=9)
     ax.set_title(f"{scenario}: {METRICS[metric].split(' (')[0]} against {short_names(keys)[0]}")
     return figure

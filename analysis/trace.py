@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import load_events
+from asyncrl.scenarios.writing import written
 
 ROLE_PIDS = {"training": 1, "generation": 2}
 ARG_COLUMNS = ("step", "version", "group", "sample", "tokens")
@@ -117,10 +118,11 @@ def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]
 
 def write_chrome_trace(events: pd.DataFrame, out: Path, *, run_label: str = "run") -> Path:
     """Write the trace of these events to ``out`` (gzipped when it ends in ``.gz``) and return it."""
+    trace = chrome_trace(events, run_label=run_label)
     out.parent.mkdir(parents=True, exist_ok=True)
     opener = gzip.open if out.name.endswith(".gz") else open
-    with opener(out, "wt") as handle:
-        json.dump(chrome_trace(events, run_label=run_label), handle, separators=(",", ":"))
+    with written(out) as temporary, opener(temporary, "wt") as handle:
+        json.dump(trace, handle, separators=(",", ":"))
     return out
 
 
@@ -131,7 +133,12 @@ def read_chrome_trace(path: Path) -> dict[str, Any]:
         return json.load(handle)
 
 
+def default_trace_path(run_dir: Path) -> Path:
+    return run_dir / "trace.json.gz"
+
+
 def write_trace(run_dir: Path, out: Path | None = None, *, run_label: str | None = None) -> Path:
     """Write the trace of the run in ``run_dir`` (default ``run_dir/trace.json.gz``) and return its path."""
     events = load_events(run_dir)
-    return write_chrome_trace(events, out or run_dir / "trace.json.gz", run_label=run_label or run_dir.resolve().name)
+    label = run_label or run_dir.resolve().name
+    return write_chrome_trace(events, out or default_trace_path(run_dir), run_label=label)

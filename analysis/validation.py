@@ -34,6 +34,7 @@ from asyncrl.analysis.phases import BreakdownUnavailable, Contention, breakdown,
 from asyncrl.analysis.statuses import COMPLETE, FAILED
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.record import RunSummary, read_summary
+from asyncrl.scenarios.writing import written
 
 #: (key, label, unit): the figures compared, in table order.
 FIGURES: tuple[tuple[str, str, str], ...] = (
@@ -177,7 +178,7 @@ def _relative(predicted: float, measured: float) -> float:
 def write_validation_csv(path: Path, records: Sequence[dict[str, Any]]) -> Path:
     """validate.csv: one row per scenario, the columns of ``columns()``; empty cells for what does not apply."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
+    with written(path) as temporary, temporary.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns())
         writer.writeheader()
         for record in records:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asyncrl.scenarios.limits import MAX_STEPS
 from asyncrl.scenarios.loading import ScenarioError, variant
 from asyncrl.scenarios.scenario import Scenario
 
@@ -57,6 +58,8 @@ def check_calibration_steps(steps: int) -> None:
         raise ScenarioError(
             f"calibration_steps: give at least {MIN_CALIBRATION_STEPS} (the fit needs several learner steps)"
         )
+    if steps > MAX_STEPS:
+        raise ScenarioError(f"calibration_steps: at most {MAX_STEPS:,} (run.steps' limit), got {steps:,}")
 
 
 def calibration_kinds(scenario: Scenario) -> list[str]:

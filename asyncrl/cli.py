@@ -28,15 +28,19 @@ What ``--out`` means for each, and the default output names: ``asyncrl.commands.
 Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
 one line per wrong field (``asyncrl.arguments`` words flag errors, and writes an error about one of a
 command's arguments with the flag's name) and exits with status 2; a run that fails prints one line and
-exits with status 1 (ASYNCRL_TRACEBACK=1 shows the traceback).
+exits with status 1 (ASYNCRL_TRACEBACK=1 shows the traceback). Ctrl-C ends a command with status 130 and
+SIGTERM with 143, each with one line: a run records itself as interrupted, pool workers are stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from asyncrl import __version__
 from asyncrl.arguments import EXIT_BAD_INPUT, Parser, add_examples, as_flag, error, one_line, split_assignments
@@ -45,12 +49,26 @@ from asyncrl.scenarios.loading import ScenarioError
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it ends as Ctrl-C ends it: a run records itself as
+    interrupted, a run directory it wrote nothing into is removed, process pools stop their workers."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
+    with _terminate_as_interrupt():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.command(args)
+    except Terminated:
+        print("asyncrl: terminated (SIGTERM); a run directory being written keeps a partial record", file=sys.stderr)
+        return EXIT_TERMINATED
     except ScenarioError as exc:
         for line in str(exc).splitlines():  # a scenario reports every field that is wrong, one line each
             error(as_flag(line, args.subparser, args), EXIT_BAD_INPUT)
@@ -64,6 +82,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("ASYNCRL_TRACEBACK"):
             raise
         return error(as_flag(one_line(exc), args.subparser, args), EXIT_FAILED)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While a command runs in the main thread, SIGTERM raises Terminated; the previous handler after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:

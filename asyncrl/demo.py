@@ -6,7 +6,8 @@
                             execute    as written                                    ──► measured-<kind>/
                             simulate   sync + as written with the profile            ──► predicted-*/
                             compare    predicted with measured (figures and speedup)
-    report: plots and one page for the first scenario, a table for all
+    report: one page (report/index.html): the table, then each scenario's figures, predicted against measured
+            and its measured sync against async; each of those a report of its own (report/<name>/...)
 
 The loop is ``asyncrl.trial.Trial``'s, as for ``asyncrl validate``. Each scenario
 is calibrated on short runs of its own (``asyncrl.calibration``:
@@ -83,7 +84,7 @@ def run_demo(
         stage = partial(_say_stage, say, f"[{index + 1}/{len(scenarios)}] {name}")
         outcomes.append(_one_scenario(name, out / name, steps, device, calibrate, stage))
     say("writing the report")
-    report = _report(out, outcomes[0])
+    report = _report(out, outcomes)
     print(_table(outcomes))
     for note in load_notes(outcomes):
         print(note)
@@ -217,27 +218,38 @@ def load_notes(outcomes: list[ScenarioOutcome]) -> list[str]:
     ]
 
 
-def _report(out: Path, outcome: ScenarioOutcome) -> Path:
-    """Predicted against measured (as written; measured the reference), and the measured sync and async runs
-    one above the other."""
-    from asyncrl.analysis.report import write_report
+def _report(out: Path, outcomes: list[ScenarioOutcome]) -> Path:
+    """OUT/report/index.html: the table, then each scenario's figures; under it, per scenario, predicted
+    against measured (as written; measured the reference: <name>/) and the measured sync and async runs one
+    above the other (<name>/sync-vs-async/), each a report of its own."""
+    from asyncrl.analysis.report import Section, write_overview, write_report
 
-    runs = out / outcome.name
-    written = list(outcome.measured)[-1]
-    speedup_dirs = (  # the measured runs are the reference, as in the table: the errors are the prediction's
-        runs / "measured-sync",
-        runs / f"measured-{written}",
-        runs / "predicted-sync",
-        runs / f"predicted-{written}",
-    )
-    write_report(
-        [runs / f"measured-{written}", runs / f"predicted-{written}"], out / "report", speedup_dirs=speedup_dirs
-    )
-    write_report([runs / "measured-sync", runs / f"measured-{written}"], out / "report-sync-vs-async")
-    return out / "report"
+    report = out / "report"
+    sections = []
+    for outcome in outcomes:
+        runs, written = out / outcome.name, list(outcome.measured)[-1]
+        speedup_dirs = (  # the measured runs are the reference, as in the table: the errors are the prediction's
+            runs / "measured-sync",
+            runs / f"measured-{written}",
+            runs / "predicted-sync",
+            runs / f"predicted-{written}",
+        )
+        measured, predicted = runs / f"measured-{written}", runs / f"predicted-{written}"
+        files = write_report([measured, predicted], report / outcome.name, speedup_dirs=speedup_dirs)
+        pair = write_report([runs / "measured-sync", measured], report / outcome.name / "sync-vs-async")
+        about = f"{written} as written: measured (executed here) against predicted (simulated with its profile)."
+        sections.append(Section(f"{outcome.name}: predicted against measured", about, files))
+        about = f"The measured runs of {outcome.name}: sync above, {written} below, on one time axis."
+        sections.append(Section(f"{outcome.name}: sync against {written}, both measured", about, pair))
+    header, rows = _table_rows(outcomes)
+    return write_overview(report, "asyncrl demo: predicted against measured", (header, rows), sections).parent
 
 
 def _table(outcomes: list[ScenarioOutcome]) -> str:
+    return format_table(*_table_rows(outcomes))
+
+
+def _table_rows(outcomes: list[ScenarioOutcome]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for outcome in outcomes:
         written = list(outcome.measured)[-1]
@@ -262,4 +274,4 @@ def _table(outcomes: list[ScenarioOutcome]) -> str:
         "wall time error",
         "staleness pred / meas",
     ]
-    return format_table(header, rows)
+    return header, rows

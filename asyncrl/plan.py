@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.textfile import safe_load
+from asyncrl.scenarios.writing import write_text
 
 if TYPE_CHECKING:
     from asyncrl.scenarios.scenario import Scenario
@@ -49,7 +51,7 @@ class Planned:
             return []
         target = out / "scenario.yaml"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.file_text)
+        write_text(target, self.file_text)
         return [target]
 
 
@@ -62,7 +64,7 @@ def config_kind(config: str) -> str:
         return "scenario"  # a shipped scenario's name (load_scenario says so if it is not one)
     if path.suffix in (".yaml", ".yml"):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+            data = safe_load(path.read_text(encoding="utf-8", errors="replace"))
         except yaml.YAMLError:
             return "scenario"  # the scenario loader words the YAML error
         return "scenario" if isinstance(data, dict) and ("workload" in data or "schedule" in data) else "verl"

@@ -35,7 +35,9 @@ from asyncrl.analysis.study import run_finished, study_tables, write_csv
 from asyncrl.analysis.study_summary import robustness_lines, robustness_table, summary_lines, summary_table
 from asyncrl.holdout import HOLDOUT_FILE, PENALTY_FILE, check_holdout, holdout_lines, write_study_penalty
 from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.outputs import OutputError, lock_directory
+from asyncrl.scenarios.outputs import OutputError, is_run_record, lock_directory
+from asyncrl.scenarios.textfile import safe_load
+from asyncrl.scenarios.writing import write_text
 from asyncrl.study_cells import Cell, StudyOptions, build_cells, check_cells, check_options
 from asyncrl.study_runs import Outcome, run_locally, run_on_ray
 
@@ -64,8 +66,9 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
     cells = build_cells(options)
     check_cells([cell for cell in cells if not _finished(cell)], options.device)  # none: no torch to import
     with _study_directory(options.out):
-        _write_settings(options, cells)
         todo = [cell for cell in _run_order(cells) if not _finished(cell)]
+        _check_cell_directories(todo)  # a cell's directory is removed before it runs: only a run record's
+        _write_settings(options, cells)
         stale = [cell for cell in todo if run_finished(cell.out)]
         if stale:
             say(f"note: {len(stale)} finished cells ran another scenario (other --steps or --set): running them again")
@@ -86,10 +89,10 @@ def _finished(cell: Cell) -> bool:
     if not run_finished(cell.out):
         return False
     try:
-        written = yaml.safe_load((cell.out / "scenario.yaml").read_text())
+        written = safe_load((cell.out / "scenario.yaml").read_text())
     except (OSError, yaml.YAMLError):
         return False
-    return written == yaml.safe_load(dump_scenario(cell.scenario.resolved()))
+    return written == safe_load(dump_scenario(cell.scenario.resolved()))
 
 
 def _plan_line(cells: Sequence[Cell], kept: int, options: StudyOptions) -> str:
@@ -128,7 +131,7 @@ def _study_directory(out: Path) -> Iterator[Path]:
     """OUT made, checked to be a study's (or empty), and locked for this process while the study runs."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"out: {out} is a file")
-    if out.is_dir() and any(out.iterdir()) and not (out / STUDY_FILE).is_file():
+    if out.is_dir() and any(out.iterdir()) and not _is_study(out):
         raise OutputError(f"out: {out} holds files that are not a study's; choose an empty directory")
     out.mkdir(parents=True, exist_ok=True)
     lock = lock_directory(out, lock_file=LOCK_FILE, writer="study")
@@ -136,6 +139,25 @@ def _study_directory(out: Path) -> Iterator[Path]:
         yield out
     finally:
         os.close(lock)
+
+
+def _is_study(out: Path) -> bool:
+    """OUT holds a study.json this command wrote (a mapping of the study's settings), not a stray file of the name."""
+    try:
+        settings = json.loads((out / STUDY_FILE).read_text())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(settings, dict) and {"scenario", "schedules", "losses", "seeds", "cells"} <= settings.keys()
+
+
+def _check_cell_directories(cells: Sequence[Cell]) -> None:
+    """OutputError naming the first cell whose directory holds files that are not a run record (they would
+    be removed with it when the cell runs again)."""
+    for cell in cells:
+        if cell.out.is_dir() and any(cell.out.iterdir()) and not is_run_record(cell.out):
+            raise OutputError(
+                f"out: {cell.out} holds files that are not a run record; move them, or choose another --out"
+            )
 
 
 def _write_settings(options: StudyOptions, cells: Sequence[Cell]) -> None:
@@ -152,7 +174,7 @@ def _write_settings(options: StudyOptions, cells: Sequence[Cell]) -> None:
         "runtime": options.runtime,
         "cells": [cell.key.cell for cell in cells],
     }
-    (options.out / STUDY_FILE).write_text(json.dumps(settings, indent=2) + "\n")
+    write_text(options.out / STUDY_FILE, json.dumps(settings, indent=2) + "\n")
 
 
 def _tables(options: StudyOptions, cells: Sequence[Cell], outcomes: list[Outcome], kept: int) -> StudyResult:
@@ -178,7 +200,7 @@ def _tables(options: StudyOptions, cells: Sequence[Cell], outcomes: list[Outcome
             lines.append(holdout_lines(held, options.target))
             files.append(out / HOLDOUT_FILE)
     text = "\n\n".join(lines)
-    (out / "table.txt").write_text(text + "\n")
+    write_text(out / "table.txt", text + "\n")
     files.append(out / "table.txt")
     files.extend(_plots(options, table, curves, summary))
     ran = [outcome for outcome in outcomes if outcome.seconds == outcome.seconds]

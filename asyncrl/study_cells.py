@@ -114,12 +114,21 @@ def task_name(scenario: Scenario) -> str:
     raise ScenarioError("workload.task: a study measures reward; give a task (e.g. workload.task=copy) or prompts")
 
 
+#: Most --workers a study takes: processes (local) or tasks in flight (Ray).
+MAX_WORKERS = 1_024
+
+
 def check_options(options: StudyOptions) -> None:
     """ScenarioError naming the argument (``workers: ...``) for options no study can run with."""
     if options.runtime not in RUNTIMES:
         raise ScenarioError(f"runtime: {options.runtime!r}; use local or ray")
     if options.workers is not None and options.workers < 1:
         raise ScenarioError("workers: give at least 1")
+    if options.workers is not None and options.workers > MAX_WORKERS:
+        raise ScenarioError(
+            f"workers: at most {MAX_WORKERS:,} (each local worker is a process holding a model; a Ray study "
+            "runs at most one task per cell anyway)"
+        )
     if options.target != options.target:
         raise ScenarioError("target: give a reward, e.g. 0.5")
     if options.holdout is not None:

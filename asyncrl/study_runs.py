@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.analysis.statuses import COMPLETE, FAILED
+from asyncrl.scenarios.outputs import is_run_record
+from asyncrl.scenarios.pools import pool_options, stop
 from asyncrl.scenarios.record import RunStatus
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.study_cells import Cell
@@ -55,7 +57,8 @@ def run_cell(scenario: Scenario, out: Path, device: str = "cpu") -> Outcome:
     from asyncrl.executor.runtime import execute
 
     start = time.perf_counter()
-    shutil.rmtree(out, ignore_errors=True)
+    if out.is_dir() and is_run_record(out):  # never a directory of other files (the study checked them first)
+        shutil.rmtree(out, ignore_errors=True)
     try:
         execute(scenario, out, device=device)
     except Exception as exc:  # the cell failed: say why in one line and let the study go on
@@ -75,7 +78,7 @@ def run_locally(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Ou
     context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
     waiting = list(cells)
     running: dict[Future[Outcome], Cell] = {}
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, **pool_options())
     try:
         while waiting or running:
             while waiting and len(running) < workers:
@@ -92,9 +95,11 @@ def run_locally(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Ou
                     yield Outcome(cell.key.cell, FAILED, "its worker process died (killed, or out of memory)")
             if broken:  # every run in the old pool is lost with it; a fresh pool takes the rest
                 pool.shutdown(wait=False, cancel_futures=True)
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, **pool_options())
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: the cells running stop now
+        stop(pool)
+        raise
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_on_ray(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Outcome]:

@@ -49,6 +49,7 @@ from asyncrl.analysis.validation import (
 from asyncrl.calibration import CALIBRATION_STEPS, check_calibration_steps, executor
 from asyncrl.draws import Draw, draw_scenarios
 from asyncrl.scenarios.loading import ScenarioError, dump_scenario
+from asyncrl.scenarios.writing import write_text
 from asyncrl.simulator.backend import Simulator
 from asyncrl.trial import Trial
 
@@ -161,7 +162,7 @@ def _batch_sizes(concurrency: int) -> list[int]:
 
 def _write(options: ValidateOptions, records: list[dict[str, Any]], table: str) -> list[Path]:
     files = [write_validation_csv(options.out / "validate.csv", records)]
-    (options.out / "table.txt").write_text(table + "\n")
+    write_text(options.out / "table.txt", table + "\n")
     files.append(options.out / "table.txt")
     plot = _plot(options, records)
     return [*files, plot] if plot else files

@@ -5,7 +5,8 @@
       versions an actor may still load ──► out/checkpoint/versions.safetensors
       (the runtime then writes the record so far, and checkpoint/progress.json)
 
-    check(out)           before any actor starts: the files are there and load (tensors only, no code)
+    check(out, scenario) before any actor starts: the files are there and load (tensors only, no code), and
+                         are a run of this scenario (run.steps and run.checkpoint_every may change)
     resume(out, learner) ──► Resumed(step, previous, versions)
       out/checkpoint/learner/ ──load_checkpoint──► learner, step
       out/events.parquet, metrics.parquet ──► previous: the record of the steps before ``step``
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     import torch
     from asyncrl.executor.learner import Learner
     from asyncrl.executor.work import WorkSource
+    from asyncrl.scenarios.scenario import Scenario
 
 CHECKPOINT_DIR = "checkpoint"
 T = TypeVar("T")
@@ -55,8 +57,13 @@ def save(out: Path, step: int, learner: Learner, versions: dict[int, torch.Tenso
     save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(checkpoint / "versions.safetensors"))
 
 
-def check(out: Path) -> None:
-    """ScenarioError (``resume: <file>: ...``) unless ``out`` holds a checkpoint whose files all load."""
+#: What a resumed run may change of the scenario it continues: how long it runs, and how often it checkpoints.
+RESUMABLE_CHANGES = frozenset({"run.steps", "run.checkpoint_every"})
+
+
+def check(out: Path, scenario: Scenario | None = None) -> None:
+    """ScenarioError (``resume: <file>: ...``) unless ``out`` holds a checkpoint whose files all load, of a run
+    of ``scenario`` (the same scenario but for ``RESUMABLE_CHANGES``)."""
     import torch
     from asyncrl.executor.learner_checkpoint import OPTIMIZER_FILE, POLICY_FILE, STATE_FILE
     from safetensors import safe_open
@@ -64,6 +71,8 @@ def check(out: Path) -> None:
     learner = out / CHECKPOINT_DIR / "learner"
     if not learner.is_dir():
         raise ScenarioError(f"resume: no checkpoint in {out} (set run.checkpoint_every)")
+    if scenario is not None:
+        _same_scenario(out, scenario)
     for name in (OPTIMIZER_FILE, STATE_FILE):  # mapped, not read: the tensors load once, in resume
         _loads(learner / name, lambda path: torch.load(path, map_location="cpu", weights_only=True, mmap=True))
     _loads(learner / POLICY_FILE, lambda path: safe_open(str(path), framework="pt").keys())
@@ -72,6 +81,43 @@ def check(out: Path) -> None:
         _loads(versions, lambda path: safe_open(str(path), framework="pt").keys())
     for name in ("events.parquet", "metrics.parquet"):
         _loads(out / name, lambda path: pd.read_parquet(path, columns=["step"]))
+
+
+def _same_scenario(out: Path, scenario: Scenario) -> None:
+    """ScenarioError naming the fields in which ``scenario`` differs from the one ``out`` recorded (its
+    scenario.yaml): a resume continues the same run, and its record keeps the first steps' scenario."""
+    from asyncrl.scenarios.record import RunRecordError, read_scenario
+
+    try:
+        recorded = read_scenario(out)
+    except RunRecordError as exc:
+        raise ScenarioError(f"resume: {exc}") from None
+    differ = sorted(set(_differences(_dotted(recorded.resolved()), _dotted(scenario.resolved()))) - RESUMABLE_CHANGES)
+    if differ:
+        shown = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
+        raise ScenarioError(
+            f"resume: {out} is a run of {recorded.name}, and this scenario differs from it in {shown} "
+            f"(a resume continues the same scenario; only {' and '.join(sorted(RESUMABLE_CHANGES))} may change)"
+        )
+
+
+def _dotted(scenario: Scenario) -> dict[str, object]:
+    """The scenario's fields, nested sections flattened to dotted keys."""
+    flat: dict[str, object] = {}
+
+    def walk(node: object, prefix: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            flat[prefix.rstrip(".")] = node
+
+    walk(scenario.model_dump(mode="json"), "")
+    return flat
+
+
+def _differences(a: dict[str, object], b: dict[str, object]) -> list[str]:
+    return [key for key in a.keys() | b.keys() if a.get(key) != b.get(key)]
 
 
 def resume(out: Path, learner: Learner, staging: str = "cpu") -> Resumed:

@@ -15,17 +15,15 @@ multiprocessing resource tracker sees its pipe close and exits too.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 from typing import Any
 
-PR_SET_PDEATHSIG = 1
+from asyncrl.scenarios.pools import set_parent_death_signal
+
 WATCH_INTERVAL_S = 0.5
 
 
@@ -65,17 +63,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def set_parent_death_signal(signum: int) -> bool:
-    """prctl(PR_SET_PDEATHSIG, signum) through libc; False where the platform has no prctl."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def _watch(parent_pid: int) -> str:

@@ -91,7 +91,8 @@ def execute(
     """
     check(scenario, device)
     if resume:
-        checkpoint.check(out)  # before the directory is touched: a bad checkpoint leaves the run as it was
+        checkpoint.check(out, scenario)  # before the directory is touched: a bad checkpoint (or another
+        # scenario's run) leaves the run as it was
     with run_directory(out, force=force, option="resume" if resume else "out"):
         run = _Run(scenario, out, device, runtime, max_restarts)
         run.learner_restart, run.on_progress = learner_restart, on_progress

@@ -95,7 +95,8 @@ def resolve(profile: Efficiency | None, explicit: dict[str, float]) -> Efficienc
 def save_efficiency(efficiency: Efficiency, path: Path, header: str = "") -> None:
     """Write a profile file; ``header`` becomes comment lines above it."""
     import yaml
+    from asyncrl.scenarios.writing import write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     comments = "".join(f"# {line}\n" for line in header.splitlines())
-    path.write_text(comments + yaml.safe_dump(efficiency.model_dump(), sort_keys=False, allow_unicode=True))
+    write_text(path, comments + yaml.safe_dump(efficiency.model_dump(), sort_keys=False, allow_unicode=True))

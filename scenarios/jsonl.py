@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from asyncrl.scenarios.limits import MAX_TOKENS
+from asyncrl.scenarios.textfile import parse_json
 
 #: Fields that hold a token count or token ids, tried first when no field is named.
 COUNT_FIELDS = ("response_length", "completion_tokens", "num_tokens", "response_ids", "completion_ids", "length")
@@ -26,39 +30,52 @@ COUNT_FIELDS = ("response_length", "completion_tokens", "num_tokens", "response_
 TEXT_FIELDS = ("output", "response", "completion", "text", "generated_text")
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Every non-blank line of ``path`` as a JSON object."""
+def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every non-blank line of ``path`` as a JSON object, with its line number, read one line at a time."""
     if not path.is_file():
         raise ValueError(f"path: file not found: {path}")
-    records = []
-    with path.open() as handle:
-        for number, line in enumerate(handle, start=1):
+    empty = True
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"path: {path}:{number}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = parse_json(line, f"path: {path}:{number}")
             except json.JSONDecodeError as exc:
                 raise ValueError(f"path: {path}:{number}: not JSON ({exc.msg})") from None
             if not isinstance(record, dict):
                 raise ValueError(f"path: {path}:{number}: expected a JSON object per line")
-            records.append(record)
-    if not records:
+            empty = False
+            yield number, record
+    if empty:
         raise ValueError(f"path: {path}: no records")
-    return records
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Every non-blank line of ``path`` as a JSON object."""
+    return [record for _, record in iter_records(path)]
 
 
 def read_field(path: Path, field: str | None = None) -> tuple[str, list[Any]]:
-    """The field used and its value in every record; a record without it is an error naming its line."""
-    records = read_records(path)
-    name = field or guess_field(records[0], path)
+    """The field used and its value in every record; a record without it is an error naming its line.
+
+    Only the field's values are kept (a log of long texts is read a line at a time, not held whole)."""
+    name = field
     values = []
-    for number, record in enumerate(records, start=1):
+    for number, (_, record) in enumerate(iter_records(path), start=1):
+        name = name or guess_field(record, path)
         if name not in record:
             keys = ", ".join(sorted(record)) or "none"
             close = difflib.get_close_matches(name, list(record), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ValueError(f"field: record {number} of {path} has no {name!r} (its keys: {keys}){hint}")
-        values.append(record[name])
+        value = record[name]
+        values.append(len(value) if isinstance(value, list) and all(isinstance(v, int) for v in value) else value)
+    assert name is not None  # iter_records yields at least one record
     return name, values
 
 
@@ -81,11 +98,22 @@ def token_counts(values: list[Any], where: str) -> np.ndarray:
         raise ValueError(
             f"field: {where} holds text; count its tokens with `asyncrl lengths` and use the lengths file it writes"
         )
+    if isinstance(values[0], str):  # text first: the record that is not text is the odd one
+        number = next(number for number, value in enumerate(values, start=1) if not isinstance(value, str))
+        raise ValueError(f"field: record {number} of {where}: not text like the records before it")
     counts = []
     for number, value in enumerate(values, start=1):
         if isinstance(value, list):
             counts.append(len(value))
-        elif isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer():
+        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            if not float(value).is_integer():
+                raise ValueError(f"field: record {number} of {where}: {value!r} is not a whole number of tokens")
+            if value > MAX_TOKENS:
+                shown = f"{value:,.0f}" if value < 1e15 else f"{value:.3g}"
+                raise ValueError(
+                    f"field: record {number} of {where}: {shown} tokens is above the longest a scenario takes "
+                    f"({MAX_TOKENS:,})"
+                )
             counts.append(int(value))
         else:
             raise ValueError(f"field: record {number} of {where}: expected a token count or a list of token ids")

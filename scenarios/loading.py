@@ -20,7 +20,7 @@ import yaml
 from asyncrl.scenarios.errors import ScenarioError
 from asyncrl.scenarios.limits import MAX_SCENARIO_FILE_BYTES
 from asyncrl.scenarios.scenario import PipelinedSchedule, Scenario, StreamingSchedule, SyncSchedule
-from asyncrl.scenarios.textfile import parse_yaml, read_text
+from asyncrl.scenarios.textfile import parse_yaml, read_text, safe_load
 from pydantic import BaseModel, ValidationError
 
 SHIPPED_DIR = Path(__file__).resolve().parent
@@ -182,7 +182,7 @@ def _kind_hint(loc: tuple[Any, ...]) -> str:
 def _yaml_value(raw: str) -> Any:
     """A ``--set`` value as YAML reads it; text that is not YAML stays text."""
     try:
-        return yaml.safe_load(raw)
+        return safe_load(raw)
     except yaml.YAMLError:
         return raw
 

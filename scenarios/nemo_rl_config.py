@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.scenarios.errors import ScenarioError
+from asyncrl.scenarios.limits import MAX_SCENARIO_FILE_BYTES
+from asyncrl.scenarios.textfile import parse_yaml, read_text, safe_load
 
 #: Parents a chain of ``defaults:`` may have before it is taken for a cycle.
 MAX_DEPTH = 16
@@ -41,14 +43,12 @@ def read_nemo_rl_config(path: Path, overrides: list[str] | None = None) -> dict[
 
 
 def _load(path: Path) -> dict[str, Any]:
-    import yaml
-
     if not path.is_file():
         raise ScenarioError(f"{path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: not a readable YAML file ({str(exc).splitlines()[0]})") from None
+        data = parse_yaml(read_text(path, MAX_SCENARIO_FILE_BYTES, "a NeMo-RL config"), path)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -88,7 +88,7 @@ def _override(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ScenarioError(f"{text}: an override is key.path=value")
     try:
-        return key, yaml.safe_load(raw) if raw else None
+        return key, safe_load(raw) if raw else None
     except yaml.YAMLError:
         return key, raw
 

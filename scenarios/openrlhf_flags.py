@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asyncrl.scenarios.provenance import ImportPlan, reason_for
+from asyncrl.scenarios.textfile import safe_load
 
 #: OpenRLHF 0.10's dotted flags, by the 0.9 name they replaced (``git log -S`` on train_ppo_ray.py, ed62d0e2).
 ALIASES = {
@@ -272,7 +273,7 @@ def _scalar(yaml: Any, text: str) -> Any:
         except ValueError:
             pass
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)
     except yaml.YAMLError:
         return text
 

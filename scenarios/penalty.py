@@ -44,16 +44,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from asyncrl.scenarios.limits import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from asyncrl.scenarios.loading import ScenarioError, describe_validation_error
 from asyncrl.scenarios.penalty_forms import Form, dropped_identifiable, form_steps
-from asyncrl.scenarios.textfile import read_text
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from asyncrl.scenarios.textfile import dumps, parse_json, read_text
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 MAX_PENALTY_FILE_BYTES = 1 << 20
 MAX_ROUNDS = 10_000  # majorization rounds of a censored fit (it converges in far fewer)
@@ -145,14 +147,16 @@ class Penalty(BaseModel):
 
 def write_penalty(penalty: Penalty, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(penalty.model_dump(mode="json"), indent=2) + "\n")
+    from asyncrl.scenarios.writing import write_text
+
+    write_text(path, dumps(penalty.model_dump(mode="json"), indent=2) + "\n")
     return path
 
 
 def read_penalty(path: Path) -> Penalty:
     """A penalty file; PenaltyError (one line, naming the file and the field) if it is missing or malformed."""
     try:
-        data = json.loads(read_text(path, MAX_PENALTY_FILE_BYTES, "a penalty file"))
+        data = parse_json(read_text(path, MAX_PENALTY_FILE_BYTES, "a penalty file"), path)
     except json.JSONDecodeError as exc:
         raise PenaltyError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except ValueError as exc:
@@ -258,14 +262,18 @@ def time_at_step(step_ends: Sequence[float] | np.ndarray, steps: float, steady_s
     return float(ends[-1] + (steps - done) * steady_step_s)
 
 
+#: A figure that is infinite when the target is never reached: written as JSON's null, read back as infinity.
+Never = Annotated[float, BeforeValidator(lambda value: math.inf if value is None else value)]
+
+
 class TimeToTarget(BaseModel):
     """A run's predicted time to the target: the fit's steps at the run's staleness and dropped fraction, and
     the wall time at which that many steps have finished (``summary.json``'s ``time_to_target``)."""
 
     model_config = ConfigDict(frozen=True)
 
-    time_s: float = Field(description="wall time when the target is reached (s)")
-    steps: float = Field(description="learner steps to the target (steps)")
+    time_s: Never = Field(description="wall time when the target is reached; null in JSON when never (s)")
+    steps: Never = Field(description="learner steps to the target; null in JSON when never (steps)")
     staleness: float = Field(description="the run's token-weighted mean staleness (steps)")
     dropped_fraction: float = Field(description="dropped / generated samples (fraction)")
     extrapolated: bool = Field(

@@ -147,4 +147,6 @@ def running_maximum(table: dict[int, float]) -> dict[int, float]:
 
 def save_profile(profile: CostProfile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(profile.model_dump(exclude_none=True), sort_keys=False))
+    from asyncrl.scenarios.writing import write_text
+
+    write_text(path, yaml.safe_dump(profile.model_dump(exclude_none=True), sort_keys=False))

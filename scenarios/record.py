@@ -48,6 +48,8 @@ from asyncrl.scenarios.summarize import (
     summary_of,
     union_length,
 )
+from asyncrl.scenarios.textfile import dumps, parse_json
+from asyncrl.scenarios.writing import write_text, written
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -115,7 +117,8 @@ class RunRecord:
         out.mkdir(parents=True, exist_ok=True)
         (out / SUMMARY_FILE).unlink(missing_ok=True)
         for name, table in self.tables.items():
-            table.to_parquet(out / f"{name}.parquet", index=False)
+            with written(out / f"{name}.parquet") as temporary:
+                table.to_parquet(temporary, index=False)
         write_run(out, scenario_yaml=dump_scenario(self.scenario.resolved()), events=self.events, summary=self.summary)
         return out
 
@@ -136,10 +139,11 @@ def write_run(out: Path, *, scenario_yaml: str, events: pd.DataFrame, summary: R
     run goes on). ``RunRecord.write`` calls this; tests write hand-made records with it."""
     out.mkdir(parents=True, exist_ok=True)
     (out / SUMMARY_FILE).unlink(missing_ok=True)
-    (out / SCENARIO_FILE).write_text(scenario_yaml)
-    events.astype(EVENT_COLUMNS).to_parquet(out / EVENTS_FILE, index=False)
+    write_text(out / SCENARIO_FILE, scenario_yaml)  # a planted link at any of these names is replaced, not followed
+    with written(out / EVENTS_FILE) as temporary:
+        events.astype(EVENT_COLUMNS).to_parquet(temporary, index=False)
     if summary is not None:
-        (out / SUMMARY_FILE).write_text(json.dumps(summary.to_json(), indent=2) + "\n")
+        write_text(out / SUMMARY_FILE, dumps(summary.to_json(), indent=2) + "\n")
 
 
 def read_summary(run_dir: Path) -> RunSummary:
@@ -154,9 +158,13 @@ def read_summary(run_dir: Path) -> RunSummary:
     if not path.is_file():
         raise RunRecordError(f"{run_dir}: no {SUMMARY_FILE} (not a run directory, or the run did not finish)")
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_bytes(), path, strict=True)
     except json.JSONDecodeError as exc:
         raise RunRecordError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise RunRecordError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:  # not UTF-8, nested too deeply, NaN
+        raise RunRecordError(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}") from None
     return validate_summary(data, source=path)
 
 
@@ -169,9 +177,25 @@ def read_scenario(run_dir: Path) -> Scenario:
         raise RunRecordError(f"{path}: {str(exc).splitlines()[0]}") from None
 
 
+#: The columns every run's events table has had (later ones, e.g. ``comm_s``, are absent from older runs).
+REQUIRED_EVENT_COLUMNS = ("worker", "role", "kind", "start", "end", "step", "version")
+
+
 def read_events(run_dir: Path) -> pd.DataFrame:
-    """``events.parquet`` of a run directory, as written (EVENT_COLUMNS)."""
-    return pd.read_parquet(run_dir / EVENTS_FILE)
+    """``events.parquet`` of a run directory, as written (EVENT_COLUMNS); RunRecordError (one line, naming the
+    file) when it is missing, is not a Parquet table, or lacks one of the columns."""
+    path = run_dir / EVENTS_FILE
+    if not path.is_file():
+        raise RunRecordError(f"{run_dir}: no {EVENTS_FILE} (not a run directory, or the run did not finish)")
+    try:
+        events = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow's ArrowInvalid and friends, an OSError
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunRecordError(f"{path}: not a readable events table ({reason})") from None
+    missing = [column for column in REQUIRED_EVENT_COLUMNS if column not in events.columns]
+    if missing:
+        raise RunRecordError(f"{path}: not a run's events table (no column {', '.join(missing)})")
+    return events
 
 
 Subject = TypeVar("Subject", covariant=True)  # read-only: a Simulated[Variant] is a Simulated[Labelled]

@@ -28,7 +28,7 @@ from asyncrl.scenarios.schedules import (
 )
 from asyncrl.scenarios.sections import ClusterSpec, HardwareSpec, ModelSpec, Section, WorkloadSpec
 from asyncrl.scenarios.training import AlgorithmSpec, LearnerSpec, RunSpec
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 __all__ = [
     "AlgorithmSpec",
@@ -59,6 +59,15 @@ class Scenario(Section):
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
     run: RunSpec = Field(default_factory=RunSpec)
+
+    @field_validator("name")
+    @classmethod
+    def _printable(cls, name: str) -> str:
+        """No control characters: the name is printed on terminals (an escape sequence would be obeyed)."""
+        bad = next((char for char in name if not char.isprintable()), None)
+        if bad is not None:
+            raise ValueError(f"holds the control character {ascii(bad)[1:-1]}; use printable text")
+        return name
 
     @model_validator(mode="before")
     @classmethod

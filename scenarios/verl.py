@@ -55,6 +55,7 @@ from asyncrl.scenarios.verl_config import (
     VerlError,
     VerlInput,
     VerlPlan,
+    check_value,
     lengths_option,
     lookup,
     plan_lines,
@@ -100,7 +101,9 @@ def plan_from_verl(
     the config or script set (the others are verl's defaults, and the plan says so); ``lengths_from``: what
     the completion and prompt lengths came from (the flags, or a log)."""
     plan = VerlPlan(scenario={"name": name})
-    path = str(lookup(config, "actor_rollout_ref.model.path", ""))
+    path_value = lookup(config, "actor_rollout_ref.model.path", "")
+    check_value("actor_rollout_ref.model.path", path_value)
+    path = str(path_value)
     cap = "data.max_response_length"
     missing = missing_inputs(
         "verl's config", "actor_rollout_ref.model.path", path, device, completion_tokens, preset, cap

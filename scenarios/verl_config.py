@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.scenarios.launch_script import LaunchScriptError, read_launch_script
+from asyncrl.scenarios.limits import MAX_SCENARIO_FILE_BYTES
 from asyncrl.scenarios.provenance import ImportPlan
 from asyncrl.scenarios.provenance import plan_lines as import_plan_lines
+from asyncrl.scenarios.textfile import parse_yaml, read_text, safe_load
 from asyncrl.scenarios.verl_defaults import PPO_TRAINER, base_config, merge
 
 #: The modules a verl launch script runs: verl's trainers and recipes, and the recipe folder's own mains.
@@ -46,8 +48,13 @@ class VerlInput:
     notes: list[str] = field(default_factory=list)  # what the script's expansion could not know
 
 
-def lookup(config: dict[str, Any], dotted: str, default: Any = None) -> Any:
-    """``a.b.c`` of the config, following ``${a.b}`` and ``${oc.select:a.b,default}`` interpolations."""
+def lookup(config: dict[str, Any], dotted: str, default: Any = None, _following: tuple[str, ...] = ()) -> Any:
+    """``a.b.c`` of the config, following ``${a.b}`` and ``${oc.select:a.b,default}`` interpolations
+    (VerlError naming the keys when they go round in a cycle)."""
+    if dotted in _following:
+        raise VerlError(
+            f"{_following[0]}: its interpolation goes round in a cycle ({' -> '.join([*_following, dotted])})"
+        )
     node: Any = config
     for part in dotted.split("."):
         if not isinstance(node, dict):
@@ -55,15 +62,15 @@ def lookup(config: dict[str, Any], dotted: str, default: Any = None) -> Any:
         node = node.get(part, node.get(False) if part == "n" else None)  # YAML 1.1 reads a bare n as false
         if node is None:
             return default
-    return _resolved(config, node, default)
+    return _resolved(config, node, default, (*_following, dotted))
 
 
-def _resolved(config: dict[str, Any], value: Any, default: Any) -> Any:
+def _resolved(config: dict[str, Any], value: Any, default: Any, following: tuple[str, ...]) -> Any:
     if isinstance(value, str):
         match = _INTERPOLATION.match(value.strip())
         if match:
             fallback = _scalar(match.group(2)) if match.group(2) is not None else default
-            return lookup(config, match.group(1), fallback)
+            return lookup(config, match.group(1), fallback, following)
         if value.strip() == "???":  # a mandatory value left unset
             return default
     return value
@@ -73,7 +80,7 @@ def _scalar(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)
     except yaml.YAMLError:
         return text
 
@@ -98,6 +105,7 @@ class Reader:
     def into(self, target: str, key: str, default: Any = None, convert: Any = None) -> Any:
         """The verl value of ``key`` (converted), recorded as the source of ``target``."""
         raw = self.value(key, default)
+        check_value(key, raw)
         value = convert(raw) if convert is not None and raw is not None else raw
         self.plan.source(target, key, raw)
         if not self.is_given(key):
@@ -111,6 +119,18 @@ class Reader:
         return value
 
 
+def check_value(key: str, value: Any) -> None:
+    """VerlError for a value a scenario field cannot take: an interpolation left unresolved (``${oc.env:...}``
+    and other resolvers are not evaluated), or a section where a value belongs."""
+    if isinstance(value, str) and "${" in value:
+        raise VerlError(
+            f"{key}: {value!r} is an interpolation asyncrl does not resolve (it follows ${{a.b}} and "
+            "${oc.select:a.b,default}); give the value"
+        )
+    if isinstance(value, dict | list):
+        raise VerlError(f"{key}: expected a value, got a {'mapping' if isinstance(value, dict) else 'list'}")
+
+
 def read_verl(path: Path, overrides: list[str]) -> VerlInput:
     """A verl trainer config (YAML) or a recipe's launch script, over verl's defaults, with the overrides."""
     notes: list[str] = []
@@ -122,7 +142,53 @@ def read_verl(path: Path, overrides: list[str]) -> VerlInput:
     for override in overrides:
         _override(config, override)
         given.add(override.partition("=")[0].lstrip("+~"))
+    check_given_types(config, given)
     return VerlInput(config, given, origin, notes)
+
+
+_MISSING = object()
+
+
+def check_given_types(config: dict[str, Any], given: set[str]) -> None:
+    """VerlError for a key given with a value of another kind than verl's default: a value where verl has a
+    section (``trainer=5``), a section or list where it has a value, text where it has a number
+    (``clip_ratio=abc``). Without this such a key was listed, then dropped, and verl's defaults under it shown
+    as if the config had them."""
+    for key in sorted(given):
+        default, value = _at(PPO_TRAINER, key), _at(config, key)
+        if default is _MISSING or value is _MISSING or value is None:
+            continue
+        if isinstance(default, dict) and not isinstance(value, dict):
+            raise VerlError(f"{key}: a section of verl's config ({', '.join(list(default)[:3])}, ...), got {value!r}")
+        if not isinstance(default, dict) and isinstance(value, dict | list) and default is not None:
+            raise VerlError(f"{key}: expected a value like verl's default {default!r}, got a {type(value).__name__}")
+        if _is_number(default) and isinstance(value, str) and not _number_text(value):
+            raise VerlError(f"{key}: expected a number like verl's default {default!r}, got {value!r}")
+
+
+def _at(config: Any, dotted: str) -> Any:
+    node = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number_text(text: str) -> bool:
+    """Text verl's config takes for a number: a number YAML 1.1 left as text (``1e-6``), an interpolation, ``???``."""
+    stripped = text.strip()
+    if stripped.startswith("${") or stripped == "???":
+        return True
+    try:
+        float(stripped)
+    except ValueError:
+        return False
+    return True
 
 
 def _from_script(path: Path) -> tuple[dict[str, Any], set[str], str, list[str]]:
@@ -168,14 +234,13 @@ def _copy(config: dict[str, Any]) -> dict[str, Any]:
 
 def read_config(path: Path, overrides: list[str]) -> dict[str, Any]:
     """The verl config at ``path`` with ``key=value`` overrides applied (``+key`` and ``++key`` as verl takes them)."""
-    import yaml
 
     if not path.is_file():
         raise VerlError(f"{path}: no such file")
     try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise VerlError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+        config = parse_yaml(read_text(path, MAX_SCENARIO_FILE_BYTES, "a verl config"), path)
+    except ValueError as exc:
+        raise VerlError(str(exc)) from None
     if not isinstance(config, dict):
         raise VerlError(f"{path}: a verl config is a mapping (data, actor_rollout_ref, trainer, ...)")
     for override in overrides:
@@ -202,7 +267,7 @@ def _override(config: dict[str, Any], override: str) -> None:
             raise VerlError(f"{override}: {part} is not a section of the verl config")
         node = child
     try:
-        node[leaf] = yaml.safe_load(raw)
+        node[leaf] = safe_load(raw)
     except yaml.YAMLError:
         node[leaf] = raw
 
@@ -221,7 +286,7 @@ def lengths_option(text: str | None, flag: str, out_dir: Path) -> dict[str, Any]
     if path.is_file():
         return {"kind": "empirical", "path": os.path.relpath(path.resolve(), out_dir.resolve())}
     try:
-        value = yaml.safe_load(text)
+        value = safe_load(text)
     except yaml.YAMLError:
         value = None
     if not isinstance(value, dict) or "kind" not in value:

@@ -102,7 +102,10 @@ def available_bytes() -> int:
 
 
 def _gb(size: float) -> str:
-    return f"{size / 2**30:,.1f} GB"
+    """A memory size people read: GB from 1 GB up, MB below (never "0.0 GB")."""
+    if size >= 2**30:
+        return f"{size / 2**30:,.1f} GB"
+    return f"{max(size, 0) / 2**20:,.0f} MB"
 
 
 def _meminfo_kb(field: str) -> int:

@@ -45,9 +45,11 @@ from asyncrl.scenarios import loading
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.penalty import PenaltyFit
+from asyncrl.scenarios.pools import pool_options, stopping
 from asyncrl.scenarios.record import RunSummary, Simulated
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.schedules import schedule_label
+from asyncrl.scenarios.textfile import safe_load
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.simulation import Simulation
 from asyncrl.simulator.summary import run_summary
@@ -256,7 +258,8 @@ def simulate_all(
         summaries: Iterator[RunSummary] = map(task, scenarios)
         yield from _with_bar(variants, summaries, bar)
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), **pool_options())
+    with pool, stopping(pool):  # interrupted (Ctrl-C, SIGTERM): the workers stop now, not after their runs
         yield from _with_bar(variants, pool.map(task, scenarios), bar)
 
 
@@ -307,7 +310,7 @@ GridResult = Simulated[GridPoint]  # a point and its summary (None: skipped)
 def parse_scalar(text: str) -> Any:
     """A value as YAML reads it (``true``, ``bf16``, ``0.5``), with ``1e-4`` read as a number too."""
     try:
-        value = yaml.safe_load(text)
+        value = safe_load(text)
     except yaml.YAMLError:
         return text
     if isinstance(value, str) and _NUMBER.fullmatch(value):
@@ -323,6 +326,9 @@ def parse_axis(text: str) -> Axis:
         raise ScenarioError(f"vary {text}: expected dotted.key=value,value,... (e.g. cluster.generation_devices=4,8)")
     if len(set(texts)) < len(texts):
         raise ScenarioError(f"vary {text}: a value is given twice")
+    for part in texts:
+        if isinstance(parse_scalar(part), dict | list):
+            raise ScenarioError(f"vary {text}: {part!r} is not a single value (a number, a word, true or false)")
     return Axis(key.strip(), texts)
 
 

@@ -122,7 +122,7 @@ def test_compare_tolerance_exit_codes(hand_runs: tuple[Path, Path], tmp_path: Pa
     out = tmp_path / "c.json"
     assert main(["compare", str(a), str(a), "--tolerance", "0", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["tolerance"]["off"] == []
-    assert main(["compare", str(a), str(b), "--tolerance", "0.15", "--out", str(out)]) == 1
+    assert main(["compare", str(a), str(b), "--tolerance", "0.15", "--out", str(out), "--force"]) == 1
     assert "staleness.histogram_tv" in json.loads(out.read_text())["tolerance"]["off"]
     assert "OFF" in capsys.readouterr().out
 

@@ -233,7 +233,7 @@ class _Terminal(io.StringIO):
 def test_quiet_hides_the_progress_bar_of_every_simulating_command(
     command: list[str], tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    out = ["--out", str(tmp_path / "t.csv")] if command[0] != "speedup" else []
+    out = ["--out", str(tmp_path / "t.csv"), "--force"] if command[0] != "speedup" else []
     for quiet, shown in (([], True), (["--quiet"], False)):
         terminal = _Terminal()
         monkeypatch.setattr(sys, "stderr", terminal)

@@ -33,8 +33,8 @@ def test_demo_calibrates_predicts_executes_compares_and_reports(tmp_path: Path, 
         summary = json.loads((out / "cpu-timing" / run / "summary.json").read_text())
         assert summary["steps"] == 3
     report = (out / "report" / "index.html").read_text()
-    assert "timeline.png" in report
-    assert (out / "report-sync-vs-async" / "timeline.png").stat().st_size > 0
+    assert "cpu-timing/timeline.png" in report and "cpu-timing/sync-vs-async/timeline.png" in report
+    assert (out / "report" / "cpu-timing" / "sync-vs-async" / "timeline.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ FULLY_ASYNC = [
 
 def from_verl(tmp_path: Path, *args: str) -> tuple[int, Path]:
     out = tmp_path / "plan.yaml"
-    code = main(["from-verl", str(CONFIG), *args, "--out", str(out)])
+    code = main(["from-verl", str(CONFIG), *args, "--out", str(out), "--force"])  # a test's second plan replaces it
     return code, out
 
 

@@ -94,9 +94,10 @@ def test_lengths_command_counts_fits_and_writes(log, tmp_path: Path, capsys) -> 
 def test_lengths_with_a_local_tokenizer_counts_its_tokens(log, tmp_path: Path, capsys) -> None:
     path, counts = log
     tokenizer = save_word_tokenizer(tmp_path / "tokenizer", WORDS)  # one token per word
-    assert main(["lengths", str(path), "--field", "output", "--tokenizer", str(tokenizer), "--out", str(tmp_path)]) == 0
+    out = tmp_path / "out"
+    assert main(["lengths", str(path), "--field", "output", "--tokenizer", str(tokenizer), "--out", str(out)]) == 0
     assert f"counted as tokens of the tokenizer at {tokenizer}" in capsys.readouterr().out
-    assert [int(line) for line in (tmp_path / "lengths.txt").read_text().split()] == counts.tolist()
+    assert [int(line) for line in (out / "lengths.txt").read_text().split()] == counts.tolist()
 
 
 def test_token_counts_are_read_as_they_are_and_the_log_itself_is_a_snippet(log, tmp_path: Path, capsys) -> None:

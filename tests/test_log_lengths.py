@@ -273,7 +273,7 @@ def test_from_verl_fits_a_metrics_log(tmp_path: Path, capsys) -> None:
     assert f"workload.prompt_tokens: every prompt at {log}'s mean prompt_length/mean, {prompt}" in printed
     assert "every prompt taken at the cap" not in printed
     # --prompt-lengths wins over the log's prompts
-    assert main([*args, "--prompt-lengths", "{kind: fixed, value: 64}", "--out", str(out)]) == 0
+    assert main([*args, "--prompt-lengths", "{kind: fixed, value: 64}", "--out", str(out), "--force"]) == 0
     assert yaml.safe_load(out.read_text())["workload"]["prompt_tokens"]["value"] == 64
     assert "every prompt at" not in capsys.readouterr().out
 

@@ -77,7 +77,7 @@ def test_a_list_of_defaults_merges_in_order(tmp_path: Path) -> None:
         ({"c.yaml": "defaults: c.yaml\n"}, "defaults nest more than 16 deep"),
         ({"c.yaml": "- a\n- b\n"}, "a NeMo-RL config is a mapping, not list"),
         ({"c.yaml": "defaults: {a: 1}\n"}, "defaults: expected a file name or a list of them"),
-        ({"c.yaml": "a: [1\n"}, "not a readable YAML file"),
+        ({"c.yaml": "a: [1\n"}, r"c.yaml:2:1: not valid YAML"),
     ],
 )
 def test_a_config_that_cannot_be_read_names_its_file(tmp_path: Path, files: dict[str, str], message: str) -> None:

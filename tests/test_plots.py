@@ -203,7 +203,7 @@ def test_sizing_figure_has_a_line_per_schedule_and_tp(tmp_path: Path, monkeypatc
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert list(lines) == names  # one line per schedule and tp, then the baseline
         values = table[column].tolist()
-        assert lines[names[0]].get_xdata().tolist() == [1, 2, 3]
+        assert np.allclose(lines[names[0]].get_xdata(), [1, 2, 3], atol=0.2)  # nudged apart from tp2's line
         assert lines[names[0]].get_ydata().tolist() == values[1:4]
         assert lines[names[1]].get_ydata().tolist() == [values[4]]
         assert set(lines[names[2]].get_ydata()) == {values[0]}

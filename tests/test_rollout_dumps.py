@@ -67,5 +67,5 @@ def test_from_verl_counts_dumps_with_the_models_tokenizer(tmp_path: Path, capsys
     assert (tmp_path / "plans" / "gsm8k-lengths.txt").is_file()
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert main([*args, "--device", "h100", "--lengths", str(empty), "--out", str(out)]) == 2
+    assert main([*args, "--device", "h100", "--lengths", str(empty), "--out", str(out), "--force"]) == 2
     assert "holds no .jsonl files" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from asyncrl.arguments import positive
-from asyncrl.commands.common import overrides_argument, progress, quiet_argument
+from asyncrl.commands.common import REPLACE_HELP, force_argument, overrides_argument, progress, quiet_argument
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.outputs import check_output_file
 
@@ -52,6 +52,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--batch-sizes", help="with --bench: engine batch sizes to time (comma-separated; default 1,2,4,8,16,32)"
     )
     calibrate.add_argument("--out", type=Path, required=True, help="profile file to write (YAML)")
+    force_argument(calibrate, REPLACE_HELP)
     calibrate.add_argument(
         "--from-run",
         type=Path,
@@ -107,7 +108,7 @@ def _by_running(args: argparse.Namespace) -> int:
     steps, runs = args.calibration_steps or CALIBRATION_STEPS, runs_directory(args.out)
     kinds = calibration_kinds(scenario)
     check_device(args.device)
-    check_output_file(args.out)
+    check_output_file(args.out, "--out", replace=args.force)
     with progress(steps * len(kinds), "calibrating", "step", args.quiet) as bar:
         execute = executor(args.device, on_step=lambda step, row: bar.update())
         fitted = calibrate_by_running(scenario, args.out, runs, steps, execute)
@@ -127,7 +128,7 @@ def _bench(args: argparse.Namespace) -> int:
     sizes = BENCH_BATCH_SIZES if args.batch_sizes is None else args.batch_sizes
     batch_sizes = _batch_sizes(sizes, scenario.engine_concurrency)
     check_device(args.device)
-    check_output_file(args.out)
+    check_output_file(args.out, "--out", replace=args.force)
     with progress(repeats + 1, "calibrating", "round", args.quiet) as bar:  # warm-up, then repeats
         result = calibrate(
             scenario,
@@ -148,7 +149,7 @@ def _from_log(args: argparse.Namespace) -> int:
     from asyncrl.scenarios.efficiency import save_efficiency
 
     scenario = load_scenario(args.scenario, args.overrides)
-    check_output_file(args.out)
+    check_output_file(args.out, "--out", replace=args.force)
     with progress(3, "fitting", "phase", args.quiet) as bar:
         fit = fit_from_logs(scenario, args.from_log, progress=lambda label: (bar.set_postfix_str(label), bar.update()))
     source = ", ".join(str(path) for path in args.from_log)
@@ -171,7 +172,7 @@ def _from_run(args: argparse.Namespace) -> int:
         if not (run / "scenario.yaml").is_file():
             raise ScenarioError(f"--from-run: {run} is not a run directory (no scenario.yaml)")
     scenario = load_scenario(str(runs[0] / "scenario.yaml"))
-    check_output_file(args.out)
+    check_output_file(args.out, "--out", replace=args.force)
     profile, report = profile_from_runs(runs, scenario)
     save_profile(profile, args.out)
     print(fit_lines(", ".join(str(run) for run in runs), profile, report))

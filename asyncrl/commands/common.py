@@ -3,11 +3,16 @@
 Outputs have one meaning per kind, whatever the command:
 
     run directory   simulate, execute              --out DIR; default runs/<name>[-<overrides>]
-    directory       lengths, report, study,        --out DIR (an existing file is refused)
-                    validate, demo
+    directory       lengths, report, plan          --out DIR: an existing file is refused, and so is a
+                                                   directory holding files without asyncrl's mark (--force)
+                    study, validate, demo          --out DIR (an existing file is refused)
     file            size, sweep (.csv),            --out FILE with that suffix: an existing directory,
                     compare (.json),               or a name without the suffix, is refused on one line
-                    from-verl (.yaml)              that suggests the name with it
+                    from-verl (.yaml)              that suggests the name with it; an existing file too,
+                                                   unless --force (``chosen_file``: asyncrl's own names
+                                                   under runs/ are replaced)
+
+Every file is written whole and renamed into place (``scenarios.outputs.written``); docs/errors.md has the rule.
 
 A default output name carries the scenario's overrides (``--set``, bare ``KEY=VALUE``, ``--seed``,
 ``--steps``) as a short stable hash: ``runs/quickstart-8b`` as written, ``runs/quickstart-8b-1a2b3c4d``
@@ -18,16 +23,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncrl.arguments import assignment, fraction, non_negative, positive
+from asyncrl.scenarios import outputs
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.memory import check_memory, memory_problem
-from asyncrl.scenarios.outputs import OutputError, check_output_file, default_run_dir
+from asyncrl.scenarios.outputs import OutputError, check_output_file, default_run_dir, own_default
+from asyncrl.scenarios.textfile import dumps
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -70,10 +76,14 @@ def quiet_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def force_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--force", action="store_true", help="write into --out even if it holds files that are not a run record"
-    )
+def force_argument(
+    parser: argparse.ArgumentParser, help: str = "write into --out even if it holds files that are not a run record"
+) -> None:
+    parser.add_argument("--force", action="store_true", help=help)
+
+
+REPLACE_HELP = "replace --out if it exists (asyncrl never replaces a file it was not asked to)"
+DIRECTORY_HELP = "write into --out even if it holds files asyncrl did not write"
 
 
 def speedup_argument(parser: argparse.ArgumentParser) -> None:
@@ -140,21 +150,41 @@ def default_out(name: str, given: Sequence[str], suffix: str = "") -> Path:
     return default_run_dir(name, overrides_tag(given) + suffix)
 
 
-def output_file(path: Path, suffixes: tuple[str, ...], option: str = "--out") -> Path:
+def output_file(path: Path, suffixes: tuple[str, ...], option: str = "--out", *, force: bool = False) -> Path:
     """``path`` checked as a file to write: an existing directory, or a name without one of ``suffixes``, is
-    an OutputError naming ``option`` (which suggests the name with the suffix); else ``check_output_file``."""
+    an OutputError naming ``option`` (which suggests the name with the suffix); else ``check_output_file``
+    (an existing file only with ``force``)."""
+    try:
+        path.is_dir()
+    except OSError as exc:  # a name too long
+        raise OutputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
     if path.is_dir():
         raise OutputError(f"{option}: {path} is a directory; give a file name, e.g. {path / ('out' + suffixes[0])}")
     if not path.name.lower().endswith(suffixes):
         raise OutputError(f"{option}: {path} does not end in {' or '.join(suffixes)}; give e.g. {path}{suffixes[0]}")
-    return check_output_file(path, option)
+    return check_output_file(path, option, replace=force)
 
 
-def output_directory(path: Path, option: str = "--out") -> Path:
-    """``path`` as a directory to write into: an existing file is an OutputError naming ``option``."""
+def chosen_file(given: Path | None, default: Path, force: bool, option: str = "--out") -> Path:
+    """The file to write: ``given`` (an existing one replaced only with ``force``), else ``default``, which is
+    replaced where it is one of asyncrl's own names (``own_default``: under runs/, or a run record's file)."""
+    if given is not None:
+        return check_output_file(given, option, replace=force)
+    return check_output_file(default, option, replace=force or own_default(default))
+
+
+def runs_directory(path: Path, option: str = "--out") -> Path:
+    """``path`` as a directory of run directories (demo, validate; each run directory checked on its own):
+    an existing file is an OutputError naming ``option``."""
     if path.exists() and not path.is_dir():
         raise OutputError(f"{option}: {path} is a file; give a directory")
     return path
+
+
+def output_directory(path: Path, option: str = "--out", *, force: bool = False) -> Path:
+    """``path`` as a directory of a command's files (``scenarios.outputs.output_directory``): a file there, or
+    a directory holding files asyncrl did not write (without ``force``), is an OutputError naming ``option``."""
+    return outputs.output_directory(path, option, force=force)
 
 
 def plot_path(asked: Path | None, default: Path, option: str = "--plot") -> Path | None:
@@ -173,7 +203,8 @@ def plot_path(asked: Path | None, default: Path, option: str = "--plot") -> Path
 
 
 def print_json(data: Any) -> int:
-    print(json.dumps(data, indent=2))
+    """``data`` as JSON on stdout; an infinite or NaN figure (a target never reached) is ``null``."""
+    print(dumps(data, indent=2))
     return 0
 
 

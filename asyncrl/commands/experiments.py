@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from asyncrl.arguments import assignment, fraction, non_negative, positive
-from asyncrl.commands.common import default_out, output_directory, overrides_argument, quiet_argument
+from asyncrl.commands.common import default_out, overrides_argument, quiet_argument, runs_directory
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 
 
@@ -151,9 +151,18 @@ def run_demo(args: argparse.Namespace) -> int:
     from asyncrl.executor.calibrate import check_device
 
     scenarios = tuple(args.scenario or DEMO_SCENARIOS)
-    for name in scenarios:
-        load_scenario(name)  # bad names fail before anything runs
-    output_directory(args.out)
+    from asyncrl.simulator.budget import plan
+
+    for name in scenarios:  # bad names, scenarios this machine's CPU cannot execute or simulate: before any run
+        scenario = load_scenario(name, [f"run.steps={args.steps}"] if args.steps else [])
+        plan(scenario)  # the simulation's memory, checked now rather than after minutes of executing
+        device = scenario.hardware.device_name
+        if args.device == "cpu" and device != "cpu":
+            raise ScenarioError(
+                f"--scenario: {name} runs on {device} devices; the demo executes it here, on the CPU: give a cpu "
+                f"scenario ({', '.join(DEMO_SCENARIOS)})"
+            )
+    runs_directory(args.out)
     check_device(args.device)
     calibration, calibration_steps = _demo_calibration(args)
     if args.profile is not None:
@@ -185,9 +194,10 @@ def _demo_calibration(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from asyncrl.validate import ValidateOptions
+    from asyncrl.validate import ValidateOptions, check_options
     from asyncrl.validate import run_validate as validate
 
+    check_options(ValidateOptions(calibration=args.calibration, calibration_steps=args.calibration_steps))
     options = ValidateOptions(
         count=args.count,
         seed=args.seed,
@@ -195,7 +205,7 @@ def run_validate(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         calibration_steps=args.calibration_steps,
         repeat=args.repeat,
-        out=output_directory(args.out),
+        out=runs_directory(args.out),
         quiet=args.quiet,
     )
     result = validate(options)

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from asyncrl.arguments import assignment
-from asyncrl.commands.common import output_file
+from asyncrl.commands.common import REPLACE_HELP, force_argument, output_file
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.outputs import check_output_file, safe_file_name
+from asyncrl.scenarios.textfile import safe_load
+from asyncrl.scenarios.writing import write_text
 
 YAML = (".yaml", ".yml")
 
@@ -98,8 +101,10 @@ def framework_arguments(parser: argparse.ArgumentParser, config: str, out: bool 
             "--out",
             type=Path,
             metavar="FILE.yaml",
-            help="scenario file to write, a name ending in .yaml or .yml (default: <name>.yaml)",
+            help="scenario file to write, a name ending in .yaml or .yml (default: <name>.yaml, the name made safe "
+            "as a file name in this directory)",
         )
+        force_argument(parser, REPLACE_HELP)
 
 
 @dataclass
@@ -126,10 +131,18 @@ def run_from_nemo_rl(args: argparse.Namespace) -> int:
 def _imported(args: argparse.Namespace, build: Any, command: str) -> int:
     """Build the scenario (``build(args, write_relative_to)``), print where each field came from, write it."""
     if args.out is not None:
-        output_file(args.out, YAML)
+        output_file(args.out, YAML, force=args.force)
     imported, out = build(args, write_relative_to=args.out)
+    if args.out is None:  # a name from the config: made safe (default_file), and a file there kept unless --force
+        check_output_file(out, "--out", replace=args.force)
     _write(imported, out, command)
     return 0
+
+
+def default_file(name: str) -> Path:
+    """``<name>.yaml`` in the working directory, the name made one safe component (``../victim/user``, an
+    absolute path: ``victim-user.yaml``), so a config's experiment name never chooses where asyncrl writes."""
+    return Path(safe_file_name(name) + ".yaml")
 
 
 def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
@@ -142,7 +155,7 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
         verl = read_verl(args.config, list(getattr(args, "assignments", [])))
         config = verl.config
         name = getattr(args, "name", None) or _name(lookup(config, "trainer.experiment_name"), args.config)
-        out = write_relative_to or Path(f"{name}.yaml")
+        out = write_relative_to or default_file(name)
         fit = verl_metrics_fit(args.lengths, config)  # --lengths names a metrics log: a lognormal fitted to it
         dumps = rollout_dump_lengths(args.lengths, lookup(config, "actor_rollout_ref.model.path"), out)
         completion = fit.completion_tokens() if fit else dumps or lengths_option(args.lengths, "--lengths", out.parent)
@@ -203,7 +216,7 @@ def openrlhf_scenario(args: argparse.Namespace, write_relative_to: Path | None) 
 
     words, origin, notes, stem = _openrlhf_words(args.source)
     name = args.name or stem
-    out = write_relative_to or Path(f"{name}.yaml")
+    out = write_relative_to or default_file(name)
     flags, written = parse_flags(words)
     plan = ImportPlan(scenario={}, framework="OpenRLHF", notes=notes)
     try:
@@ -229,7 +242,7 @@ def nemo_rl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -
     config = read_nemo_rl_config(args.config, [str(item) for item in args.assignments])
     wandb = (config.get("logger") or {}).get("wandb") or {}
     name = args.name or _name(wandb.get("name") if isinstance(wandb, dict) else None, args.config)
-    out = write_relative_to or Path(f"{name}.yaml")
+    out = write_relative_to or default_file(name)
     try:
         plan = plan_from_nemo_rl(
             config,
@@ -273,7 +286,7 @@ def device_option(text: str | None) -> str | dict[str, Any] | None:
     if text is None or not text.lstrip().startswith("{"):
         return text
     try:
-        value = yaml.safe_load(text)
+        value = safe_load(text)
     except yaml.YAMLError:
         value = None
     if not isinstance(value, dict):
@@ -298,7 +311,7 @@ def _write(imported: Imported, out: Path, command: str) -> None:
 
     scenario = imported.scenario
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(commented_yaml(imported.plan, f"from {imported.origin} by {command}"))
+    write_text(out, commented_yaml(imported.plan, f"from {imported.origin} by {command}"))
     setting = {"verl": "verl key", "NeMo-RL": "NeMo-RL key"}.get(imported.plan.framework, "flag")
     print(plan_lines(imported.plan, setting))
     print(

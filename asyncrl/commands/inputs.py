@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from asyncrl.arguments import positive
-from asyncrl.commands.common import output_directory, plot_path, print_json
+from asyncrl.commands.common import DIRECTORY_HELP, force_argument, output_directory, plot_path, print_json
 from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.scenarios.outputs import check_directory, default_run_dir
+from asyncrl.scenarios.textfile import dumps
+from asyncrl.scenarios.writing import write_text
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -83,6 +85,7 @@ def _lengths_parser(commands: argparse._SubParsersAction) -> None:
         help="directory for lengths.txt, fits.json, lengths.png (default: runs/lengths-<file stem>)",
     )
     lengths.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    force_argument(lengths, DIRECTORY_HELP)
     lengths.set_defaults(command=run_lengths)
 
 
@@ -93,7 +96,7 @@ def run_lengths(args: argparse.Namespace) -> int:
     if (args.file is None) == (args.from_log is None):
         raise ScenarioError("give one of FILE.jsonl (a completions log) or --from-log LOG (a metrics log)")
     if args.out is not None:
-        output_directory(args.out)
+        check_directory(args.out, "--out", force=args.force)
     if args.from_log is not None:
         return _lengths_from_log(args)
     if args.samples_per_step is not None:
@@ -108,10 +111,10 @@ def run_lengths(args: argparse.Namespace) -> int:
     else:
         lengths = read_lengths(args.file, args.field, tokenizer, args.count)
     fits = fit_all(lengths.values, args.max_tokens)
-    out = args.out or Path("runs") / f"lengths-{args.file.stem}"
+    out = output_directory(args.out or default_run_dir(f"lengths-{args.file.stem}"), force=args.force or not args.out)
     lengths_file = write_lengths(lengths.values, out / "lengths.txt")
     report = lengths_report(lengths, fits, lengths_file)
-    (out / "fits.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_text(out / "fits.json", dumps(report, indent=2) + "\n")
     plot = plot_path(None, out / "lengths.png")
     if plot is not None:
         from asyncrl.analysis.length_plots import length_histogram
@@ -164,10 +167,11 @@ def _lengths_from_log(args: argparse.Namespace) -> int:
         )
     except MetricsLogError as exc:
         raise ScenarioError(str(exc)) from None
-    out = args.out or Path("runs") / f"lengths-{args.from_log.stem}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_directory(
+        args.out or default_run_dir(f"lengths-{args.from_log.stem}"), force=args.force or not args.out
+    )
     report = metrics_fit_report(fit, log)
-    (out / "fits.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_text(out / "fits.json", dumps(report, indent=2) + "\n")
     if args.json:
         return print_json(report)
     print(metrics_fit_lines(fit, log, out / "fits.json"))

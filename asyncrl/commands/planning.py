@@ -21,7 +21,11 @@ from typing import Any
 
 from asyncrl.arguments import assignment, non_negative, positive
 from asyncrl.commands.common import (
+    DIRECTORY_HELP,
+    REPLACE_HELP,
+    chosen_file,
     default_out,
+    force_argument,
     load,
     load_fitting,
     output_directory,
@@ -35,7 +39,6 @@ from asyncrl.commands.common import (
     scenario_arguments,
     summary_or_reason,
 )
-from asyncrl.scenarios.outputs import check_output_file
 
 CSV = (".csv",)
 
@@ -94,6 +97,7 @@ def _size_parser(commands: argparse._SubParsersAction) -> None:
         "hash of the overrides before -size when there are some)",
     )
     price_argument(size)
+    force_argument(size, REPLACE_HELP)
     penalty_argument(
         size,
         "rank by predicted wall time to the target reward of this penalty file, soonest first (equal times: "
@@ -142,6 +146,7 @@ def _plan_parser(commands: argparse._SubParsersAction) -> None:
     )
     plan.add_argument("--exact", action="store_true", help="simulate every step of every plan (as size --exact)")
     plan.add_argument("--out", type=Path, metavar="DIR", help="directory for the scenario, profile, CSV and plot")
+    force_argument(plan, DIRECTORY_HELP)
     plan.add_argument("--quiet", action="store_true", help="no progress bar")
     plan.add_argument("--json", action="store_true", help="print the verdict and the ranked plans as JSON")
     plan.set_defaults(command=run_plan)
@@ -154,6 +159,7 @@ def _penalty_parser(commands: argparse._SubParsersAction) -> None:
     penalty.add_argument("cells", type=Path, metavar="CELLS.csv", help="the study table: one row per executor run")
     penalty.add_argument("--out", type=Path, help="penalty file to write (default: penalty.json beside CELLS.csv)")
     penalty.add_argument("--json", action="store_true", help="print the penalty file instead of a table")
+    force_argument(penalty, REPLACE_HELP)
     penalty.set_defaults(command=run_penalty)
 
 
@@ -182,6 +188,7 @@ def _sweep_parser(commands: argparse._SubParsersAction) -> None:
     )
     sweep.add_argument("--plot", type=Path, help="PNG of the metric (default: the CSV's path ending in .png)")
     price_argument(sweep)
+    force_argument(sweep, "replace --out and --plot if they exist (asyncrl never replaces a file it was not asked to)")
     sweep.set_defaults(command=run_sweep)
 
 
@@ -203,12 +210,12 @@ def run_size(args: argparse.Namespace) -> int:
     from asyncrl.simulator.sweep import simulate_sizing
 
     if args.out is not None:
-        output_file(args.out, CSV)
+        output_file(args.out, CSV, force=args.force)
     scenario = load(args)
     fit, about = penalty_fit(args.penalty, scenario)
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
-    csv_path = check_output_file(args.out or default_out(scenario.name, overrides(args), "-size.csv"))
+    csv_path = chosen_file(args.out, default_out(scenario.name, overrides(args), "-size.csv"), args.force)
     ranked = simulate_sizing(
         scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact, penalty=fit
     )
@@ -228,7 +235,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from asyncrl.plan import build_scenario, calibrated, sized_kinds, sizing_steps
     from asyncrl.simulator.sweep import simulate_sizing
 
-    out = output_directory(args.out or default_out(_plan_name(args), [], "-plan"))
+    out = output_directory(args.out or default_out(_plan_name(args), [], "-plan"), force=args.force or not args.out)
     planned = build_scenario(args, out)
     scenario, fit = planned.scenario, None
     if args.log is not None:
@@ -266,7 +273,7 @@ def run_penalty(args: argparse.Namespace) -> int:
     from asyncrl.analysis.penalty import failed_runs, fit_penalty, penalty_lines, read_cells
     from asyncrl.scenarios.penalty import write_penalty
 
-    out = check_output_file(args.out or args.cells.parent / "penalty.json")
+    out = chosen_file(args.out, args.cells.parent / "penalty.json", args.force)
     cells = read_cells(args.cells)
     penalty = fit_penalty(cells, source=str(args.cells))
     write_penalty(penalty, out)
@@ -282,13 +289,13 @@ def run_sweep(args: argparse.Namespace) -> int:
     from asyncrl.simulator.sweep import grid_points, parse_axis, simulate_grid
 
     if args.out is not None:
-        output_file(args.out, CSV)
+        output_file(args.out, CSV, force=args.force)
     scenario = load(args)  # the scenario itself is sound before any grid point is tried
     check_metric(args.metric, priced=args.price_per_device_hour is not None)
-    csv_path = check_output_file(args.out or default_out(scenario.name, overrides(args), "-sweep.csv"))
+    csv_path = chosen_file(args.out, default_out(scenario.name, overrides(args), "-sweep.csv"), args.force)
     plot = plot_path(args.plot, csv_path.with_suffix(".png"))
     if plot is not None:
-        check_output_file(plot, "--plot")
+        chosen_file(args.plot, plot, args.force or (args.plot is None and args.out is None), "--plot")
     axes = [parse_axis(text) for text in args.vary]
     results = simulate_grid(grid_points(args.scenario, overrides(args), axes), progress=not args.quiet)
     keys = [axis.key for axis in axes]

@@ -15,7 +15,16 @@ import argparse
 from pathlib import Path
 
 from asyncrl.arguments import fraction, window
-from asyncrl.commands.common import output_directory, output_file, print_json, speedup_argument
+from asyncrl.commands.common import (
+    DIRECTORY_HELP,
+    REPLACE_HELP,
+    chosen_file,
+    force_argument,
+    output_file,
+    print_json,
+    speedup_argument,
+)
+from asyncrl.scenarios.outputs import files_directory
 
 EXIT_OFF_TOLERANCE = 1
 COMPARE_RULE = """Every summary figure of run B against run A, and the time by phase.
@@ -55,6 +64,7 @@ def _compare_parser(commands: argparse._SubParsersAction) -> None:
         help="also write the comparison to this JSON file (a name ending in .json; default: print only)",
     )
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    force_argument(compare, REPLACE_HELP)
     compare.set_defaults(command=run_compare)
 
 
@@ -70,6 +80,7 @@ def _report_parser(commands: argparse._SubParsersAction) -> None:
         metavar="START:END",
         help="draw the timeline from START to END seconds only (:END from 0, START: to the end)",
     )
+    force_argument(report, DIRECTORY_HELP)
     report.set_defaults(command=run_report)
 
 
@@ -77,6 +88,7 @@ def _trace_parser(commands: argparse._SubParsersAction) -> None:
     trace = commands.add_parser("trace", help="export a run's events as a Chrome/Perfetto trace")
     trace.add_argument("run", type=Path, metavar="RUN", help="run directory")
     trace.add_argument("--out", type=Path, help="trace file (default: RUN/trace.json.gz; gzipped when it ends in .gz)")
+    force_argument(trace, REPLACE_HELP)
     trace.set_defaults(command=run_trace)
 
 
@@ -85,7 +97,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from asyncrl.analysis.phases import breakdown_dict, breakdown_lines
 
     if args.out is not None:
-        output_file(args.out, JSON)
+        output_file(args.out, JSON, force=args.force)
     comparison = compare_runs(args.a, args.b, tuple(args.speedup) if args.speedup else None)
     path = write_comparison(comparison, args.out, args.tolerance) if args.out is not None else None
     if args.json:
@@ -103,15 +115,16 @@ def run_report(args: argparse.Namespace) -> int:
     from asyncrl.analysis.report import report_lines, write_report
 
     speedup_dirs = tuple(args.speedup) if args.speedup else None
-    out = output_directory(args.out)
-    files = write_report(args.runs, out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing, window=args.window)
+    with files_directory(args.out, "--out", force=args.force) as out:
+        files = write_report(args.runs, out, speedup_dirs=speedup_dirs, sizing_csv=args.sizing, window=args.window)
     print(report_lines(files, args.runs))
     return 0
 
 
 def run_trace(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.trace import write_trace
+    from asyncrl.analysis.trace import default_trace_path, write_trace
 
-    path = write_trace(args.run, args.out)
+    out = chosen_file(args.out, default_trace_path(args.run), args.force)
+    path = write_trace(args.run, out)
     print(f"wrote {path} (open in https://ui.perfetto.dev or chrome://tracing)")
     return 0
