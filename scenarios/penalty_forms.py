@@ -114,9 +114,10 @@ def form_steps(
 ) -> np.ndarray:
     """Steps to target of ``form`` at staleness and dropped fraction (arrays or numbers)."""
     s, d = np.asarray(staleness, dtype=float), np.asarray(dropped, dtype=float)
-    if form == "exponential":
-        return steps_at_zero * np.exp(a * s + b * d)
-    return steps_at_zero * (1.0 + a * s + c * s * s + b * d)
+    with np.errstate(over="ignore"):  # past the largest float: a target never reached, inf steps
+        if form == "exponential":
+            return steps_at_zero * np.exp(a * s + b * d)
+        return steps_at_zero * (1.0 + a * s + c * s * s + b * d)
 
 
 def dropped_identifiable(staleness: Values, dropped: Values) -> bool:
