@@ -24,7 +24,10 @@ work acts on it ``wake_s`` later (``wake_up``: the command's delivery).
 The engine decides nothing about the schedule. It tells its ``Listener`` (the
 simulation) when samples finish; the simulation asks ``ScheduleState.dispatch``
 and hands the engine weights to load (``load``) and groups to start
-(``start``), then ``replan`` makes it account for them.
+(``start``), then ``replan`` makes it account for them. When other events are
+due at the same instant, the simulation decides only once they are in (one
+decision per instant, as the coordinator dispatches once per drain of its
+queue): the engine waits for that decision before it plans.
 """
 
 from __future__ import annotations
@@ -53,8 +56,10 @@ class Prefill(NamedTuple):
 
 
 class Listener(Protocol):
-    def finished(self, engine: Engine, samples: int, groups: list[int]) -> None:
-        """``samples`` rollouts on ``engine`` finished by now, completing ``groups``; may hand it work."""
+    def finished(self, engine: Engine, samples: int, groups: list[int]) -> simpy.Event | None:
+        """``samples`` rollouts on ``engine`` finished by now, completing ``groups``; may hand it work.
+        Returns the event of this instant's decision when it comes later (other reports are due at
+        this instant): the engine waits for it before it plans."""
 
     def retired(self, engine: Engine, samples: int) -> None:
         """``samples`` rollouts on ``engine`` finished earlier, found out only now (no decision due)."""
@@ -87,7 +92,7 @@ class Engine:
         self._step_s = 0.0  # decode-step time of the current segment
         self._context_offset = 0.0  # context tokens in flight = b · progress + offset
         self.loads: list[WeightLoad] = []  # each weight load, in order
-        self.wake: simpy.Event | None = None  # set while idle with nothing in flight
+        self.wake: simpy.Event | None = None  # set while idle, or waiting for its instant's decision
         self._interrupted = False
         self.refused = False  # planning with room left after a dispatch: finishes that add room are quiet
         self._group_size = scenario.workload.samples_per_prompt
@@ -233,7 +238,11 @@ class Engine:
                     if not heap:
                         self.host.busy(self, 0)
                         self.rate = 1.0  # a load while idle runs alone
-                    listener.finished(self, retired, completed)
+                    decision = listener.finished(self, retired, completed)
+                    if decision is not None:  # it may hand this engine work: plan once it has
+                        self.wake = decision
+                        yield decision
+                        self.wake = None
             except simpy.Interrupt:
                 self._interrupted = False
                 self.settle(env.now)

@@ -10,6 +10,12 @@ engines and moves simulated time. The live per-group state is in
 ``simulator.rollouts``; the recorder only appends. ``simulate`` returns the
 run's record (``scenarios.record.RunRecord``).
 
+One decision per instant: engines that finish at the same moment all report
+before the state is asked to dispatch (``AfterInstant``), as the executor's
+coordinator drains every actor's message before it dispatches; otherwise the
+first engine to report would take work the others, free at that moment too,
+were meant to share.
+
 Sweeps may end a run early (``run(until_converged=Tolerance(...))``): once
 its step time and staleness have converged after step k
 (``simulator.convergence``), the run is cut short to end after step k + bound
@@ -42,8 +48,21 @@ from asyncrl.simulator.host import Computation, Host
 from asyncrl.simulator.learner_costs import LearnerStep, attention_weight, data_parallel_ranks
 from asyncrl.simulator.recorder import Recorder
 from asyncrl.simulator.rollouts import Rollouts
+from simpy.events import EventPriority
 
 StepCallback = Callable[[int, float], None]
+
+LATE = EventPriority(2)  # after SimPy's URGENT (0) and NORMAL (1): once everything else due at an instant
+
+
+class AfterInstant(simpy.Event):
+    """An event processed once every other event due at this instant has been (SimPy's ``Timeout(0)``,
+    at a lower priority)."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok, self._value = True, None
+        env.schedule(self, LATE)
 
 
 class Simulation:
@@ -65,6 +84,8 @@ class Simulation:
         ]
         self.learner = Computation(self.env, self.host, scenario.training_devices)
         self.learner_wake: simpy.Event | None = None
+        self.deciding: AfterInstant | None = None  # the decision due at the end of this instant, if deferred
+        self._groups_in = False  # groups completed since the last decision: the learner may take
         self.done = self.env.event()
         self.steps = scenario.run.steps  # learner steps this run takes (fewer once ended early)
         self.steady: tuple[int, int] | None = None  # steps [first, last) of the steady span, if ended early
@@ -77,14 +98,34 @@ class Simulation:
 
     # Engines report (the Listener protocol).
 
-    def finished(self, engine: Engine, samples: int, groups: list[int]) -> None:
+    def finished(self, engine: Engine, samples: int, groups: list[int]) -> simpy.Event | None:
         self.state.samples_finished(engine.index, samples)
         for group in groups:
             if policy.overflow(self.scenario, queued_groups=len(self.state.queue)):
                 self._confirm_refused()  # the drop may let them in
             self._record_drops(self.state.group_finished(group, self.rollouts.version[group]))
-        if groups and self.learner_wake is not None and not self.learner_wake.triggered:
-            self.learner_wake.succeed()
+        self._groups_in |= bool(groups)
+        return self._decide_after_instant()
+
+    def _decide_after_instant(self) -> simpy.Event | None:
+        """Decide once every report of this instant is in: now, when nothing else is due at this instant
+        (the common case, no SimPy event), else at the end of it; the event to wait for in that case."""
+        if self.deciding is None:
+            if self.env.peek() > self.env.now:
+                self._decide()
+            else:
+                self.deciding = AfterInstant(self.env)
+                self.deciding.callbacks.append(self._decide)
+        return self.deciding
+
+    def _decide(self, _: simpy.Event | None = None) -> None:
+        """The instant's decision: dispatch, then let the learner see the groups that came in (the
+        coordinator's receiver drains its queue, dispatches, then wakes the learner)."""
+        self.deciding = None
+        if self._groups_in:
+            self._groups_in = False
+            if self.learner_wake is not None and not self.learner_wake.triggered:
+                self.learner_wake.succeed()
         self.dispatch()
 
     def retired(self, engine: Engine, samples: int) -> None:
