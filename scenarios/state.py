@@ -100,9 +100,12 @@ class ScheduleState:
     ``first_group`` and ``first_version`` let a resumed run start where the
     checkpoint left off (groups of the steps already trained count as live).
     Two indexes keep ``dispatch`` from scanning every engine on every event:
-    the engines with room for a group (by the version they hold) and the
-    engines that may have weights to load. They are exactly what a full scan
-    would find; ``tests/test_state.py`` checks that against one.
+    the engines with room for a group (by the version they hold) and every
+    engine that is up by the version it holds and whether it is empty
+    (``policy.sync_target`` reads an engine's load only as empty or not, so it
+    is asked once per such class, not once per engine, and neither a dispatch
+    nor a publish costs more with more idle engines). They are exactly what a
+    full scan would find; ``tests/test_state.py`` checks that against one.
     """
 
     def __init__(self, scenario: Scenario, engines: int, first_group: int = 0, first_version: int = 0) -> None:
@@ -122,7 +125,8 @@ class ScheduleState:
         self._in_flight_updates = scenario.schedule.in_flight_updates
         self._room: dict[int, set[int]] = {}  # version -> engines with room for a group
         self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
-        self._maybe_load: set[int] = set()  # engines behind the latest version that could load now
+        self._classes: dict[tuple[int, bool], set[int]] = {}  # (version, empty) -> the engines up
+        self._class_of: dict[int, tuple[int, bool]] = {}  # engine -> its key in _classes
         self.down: set[int] = set()  # engines lost and not restored yet
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
         for engine in range(engines):
@@ -158,9 +162,7 @@ class ScheduleState:
         oldest_needed = version - self.scenario.staleness_bound
         stale = sorted(v for v in self.kept_versions if v < oldest_needed)
         self.kept_versions.difference_update(stale)
-        for engine in range(len(self.engines)):
-            self._index(engine)
-        return stale
+        return stale  # the indexes do not depend on the latest version: ``_loads`` compares against it
 
     def engine_lost(self, engine: int, groups: list[int]) -> None:
         """``engine`` died with ``groups`` (started on it, not finished): they wait to be generated again;
@@ -197,14 +199,29 @@ class ScheduleState:
         """Lost groups first (with the loads they need), then loads for engines whose weights should
         change, then starts for the admissible groups."""
         actions: list[Action] = self._regenerate() if self.lost else []
-        for index in sorted(self._maybe_load):
-            target = self.sync_target(index)
-            if target is not None and target in self.kept_versions:
-                self.engines[index].version = target
-                self._index(index)
-                actions.append(Load(index, target))
+        actions.extend(self._loads())
         actions.extend(self._split())
         return actions
+
+    def _loads(self) -> list[Load]:
+        """The weight loads due now, in engine order: ``policy.sync_target`` once per (version, empty) class of
+        the engines behind the latest version (a load changes no other engine's target, so they are decided
+        together)."""
+        loading: list[tuple[int, int]] = []
+        latest, any_load = self.latest_version, self._in_flight_updates
+        for (version, empty), engines in self._classes.items():
+            if version >= latest or not (empty or any_load):
+                continue
+            target = self.sync_target(next(iter(engines)))
+            if target is not None and target in self.kept_versions:
+                loading.extend((index, target) for index in engines)
+        if not loading:
+            return []
+        loading.sort()
+        for index, target in loading:
+            self.engines[index].version = target
+            self._index(index)
+        return [Load(index, target) for index, target in loading]
 
     def sync_target(self, engine: int) -> int | None:
         """The version ``engine`` should load now, or None (``policy.sync_target`` on its state)."""
@@ -337,17 +354,22 @@ class ScheduleState:
             self._room[filed].discard(engine)
             if not self._room[filed]:
                 del self._room[filed]
-        if engine in self.down:
-            self._maybe_load.discard(engine)
-            return
-        if state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
+        down = engine in self.down
+        key = None if down else (state.version, state.in_flight == 0)
+        old = self._class_of.get(engine)
+        if old != key:
+            if old is not None:
+                self._classes[old].discard(engine)
+                if not self._classes[old]:
+                    del self._classes[old]
+            if key is None:
+                del self._class_of[engine]
+            else:
+                self._classes.setdefault(key, set()).add(engine)
+                self._class_of[engine] = key
+        if not down and state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
             self._room.setdefault(state.version, set()).add(engine)
             self._filed[engine] = state.version
-        behind = state.version < self.latest_version
-        if behind and (self._in_flight_updates or state.in_flight == 0):
-            self._maybe_load.add(engine)
-        else:
-            self._maybe_load.discard(engine)
 
     def may_be_ready(self, step: int) -> bool:
         """Cheap precondition for ``select_batch`` (``take`` does nothing without it)."""

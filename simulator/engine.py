@@ -102,6 +102,7 @@ class Engine:
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._decode_step = costs.decode_step_table(self._capacity)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
+        self._sync_s, self._switch_s = costs.weight_sync(index), costs.switch_to_generation()  # each load's
         self.host = host
         self.rate = 1.0  # speed, 0-1: below 1 while the host's cores are oversubscribed
         self.is_engine = True
@@ -127,10 +128,11 @@ class Engine:
     def load(self, version: int) -> tuple[float, float, float]:
         """Load weights ``version`` once the pauses already due have elapsed, then switch back to generating
         (colocated: the learner state leaves); (start, weights loaded, ready to decode)."""
-        self.advance(self.env.now)
+        now = self.env.now
+        self.advance(now)
         slowness = 1.0 / self.rate
-        start = self.env.now + self._pause * slowness
-        sync_s, switch_s = self.costs.weight_sync(self.index), self.costs.switch_to_generation()
+        start = now + self._pause * slowness
+        sync_s, switch_s = self._sync_s, self._switch_s
         loaded = start + sync_s * slowness
         ready = loaded + switch_s * slowness
         self._pause += sync_s + switch_s

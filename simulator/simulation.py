@@ -163,7 +163,8 @@ class Simulation:
                     )
                     prefill = engine.start(group, prompt, lengths)
                     self.recorder.prefill(prefill.start, prefill.end)
-            engine.replan()
+            if engine.in_flight or not isinstance(action, Load):
+                engine.replan()  # (an empty engine's load is all pause: nothing to plan until it gets work)
 
     def _confirm_refused(self) -> None:
         """Before a change that may reopen admission (a publish, a take, a drop): engines that had room

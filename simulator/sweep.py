@@ -187,6 +187,7 @@ def simulate_sizing(
     progress: bool = True,
     exact: bool = False,
     penalty: PenaltyFit | None = None,
+    workers: int | None = None,
 ) -> list[Result]:
     """Every split asked for, simulated and ranked by throughput (with a penalty: by predicted time to target,
     soonest first), under the best sync colocated baseline; then the variants that do not fit in memory,
@@ -201,7 +202,9 @@ def simulate_sizing(
             f"devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device_name}"
         )
     tolerance = None if exact else Tolerance()
-    results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance, penalty=penalty)
+    results = simulate_fitting(
+        baselines + candidates, progress=progress, until_converged=tolerance, penalty=penalty, workers=workers
+    )
     best = _soonest_first if penalty is not None else _fastest_first
     best_baseline = sorted(_simulated(results[: len(baselines)]), key=best)[:1]  # the best engine size
     ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=best)
@@ -217,10 +220,13 @@ def simulate_fitting(
     progress: bool = True,
     until_converged: Tolerance | None = None,
     penalty: PenaltyFit | None = None,
+    workers: int | None = None,
 ) -> list[Result]:
     """Simulate the variants that fit in device memory; the others get None, unsimulated. Input order."""
     fitting = [variant for variant in variants if not memory_problem(variant.scenario)]
-    simulated = simulate_all(fitting, progress=progress, until_converged=until_converged, penalty=penalty)
+    simulated = simulate_all(
+        fitting, workers=workers, progress=progress, until_converged=until_converged, penalty=penalty
+    )
     summaries = {id(variant): summary for variant, summary in simulated}
     return [Simulated(variant, summaries.get(id(variant))) for variant in variants]
 
