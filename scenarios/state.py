@@ -378,8 +378,11 @@ class ScheduleState:
         return len(self.queue) >= self.scenario.batch_groups
 
     def _remove(self, groups: tuple[FinishedGroup, ...]) -> None:
+        if not groups:
+            return
+        leaving = {item.group for item in groups}  # one pass, in queue order (a group is queued once)
+        self.queue = [item for item in self.queue if item.group not in leaving]
         for item in groups:
-            self.queue.remove(item)
             self._queued_per_batch[item.batch] -= 1
 
     def _forget(self, groups: tuple[FinishedGroup, ...]) -> None:

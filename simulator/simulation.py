@@ -83,6 +83,7 @@ class Simulation:
             for index in range(scenario.cluster.engines)
         ]
         self.learner = Computation(self.env, self.host, scenario.training_devices)
+        self._wake_s = self.costs.engine_wake()  # an idle engine's delay to act on work (constant per run)
         self.learner_wake: simpy.Event | None = None
         self.deciding: AfterInstant | None = None  # the decision due at the end of this instant, if deferred
         self._groups_in = False  # groups completed since the last decision: the learner may take
@@ -135,7 +136,7 @@ class Simulation:
 
     def dispatch(self) -> None:
         """Apply what the state says to do now: weight loads, then group starts (in that order)."""
-        now, wake_s = self.env.now, self.costs.engine_wake()
+        now, wake_s = self.env.now, self._wake_s
         for action in self.state.dispatch():
             engine = self.engines[action.engine]
             engine.prepare(now)
