@@ -127,6 +127,8 @@ class ScheduleState:
         self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
         self._classes: dict[tuple[int, bool], set[int]] = {}  # (version, empty) -> the engines up
         self._class_of: dict[int, tuple[int, bool]] = {}  # engine -> its key in _classes
+        self._limit_inputs: tuple[int, int, int, Scenario] | None = None  # what the cached limits were for
+        self._limit_cache: dict[int, int] = {}  # version -> policy.admission_limit
         self.down: set[int] = set()  # engines lost and not restored yet
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
         for engine in range(engines):
@@ -249,13 +251,16 @@ class ScheduleState:
 
     def _split(self) -> list[Start]:
         """Hand admissible groups one at a time to the least-loaded engine that can take one."""
-        limits = {version: self._limit_at(version) for version in self._room}  # fixed while groups start
+        limits = self._limits()  # fixed while groups start
+        live = self.live_groups
         takers = [
             (self.engines[index].in_flight, index)
             for version, engines in self._room.items()
-            if limits[version] > self.live_groups
+            if limits[version] > live
             for index in engines
         ]
+        if not takers:
+            return []
         heapq.heapify(takers)
         chosen: list[int] = []  # the engine of each group, in start order
         group_size, capacity = self._group_size, self._capacity
@@ -273,6 +278,19 @@ class ScheduleState:
             else:
                 heapq.heappop(takers)
         return self._starts(chosen)
+
+    def _limits(self) -> dict[int, int]:
+        """``_limit_at`` of every version an engine with room holds. ``policy.admission_limit`` is a pure function
+        of the version, the live and queued groups, the latest version and the scenario, so the limits are kept
+        until one of those changes (most dispatches follow a finish that changed none of them)."""
+        inputs = (self.live_groups, len(self.queue), self.latest_version, self.scenario)
+        if inputs != self._limit_inputs:
+            self._limit_inputs, self._limit_cache = inputs, {}
+        cache = self._limit_cache
+        for version in self._room:
+            if version not in cache:
+                cache[version] = self._limit_at(version)
+        return cache
 
     def _starts(self, chosen: list[int]) -> list[Start]:
         """Number the chosen groups in start order; one Start per run of groups on the same engine."""

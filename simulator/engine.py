@@ -77,6 +77,7 @@ class Engine:
         rollouts: Rollouts,
         listener: Listener,
         host: Host,
+        ahead: set[Engine] | None = None,
     ) -> None:
         self.env = env
         self.index = index
@@ -98,6 +99,7 @@ class Engine:
         self._group_size = scenario.workload.samples_per_prompt
         self._capacity = scenario.engine_concurrency
         self._planned: list[tuple[float, float, int]] = []  # quiet finishes applied ahead: (time, progress, sample)
+        self._ahead = set() if ahead is None else ahead  # shared: the engines refused with finishes planned ahead
         self._reported = 0  # how many of them the listener has been told of (those already past)
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._decode_step = costs.decode_step_table(self._capacity)
@@ -222,6 +224,7 @@ class Engine:
                     yield timeout(delay if delay > 0 else 0.0)  # a rate change can leave -1e-16 of rounding
                     retired = len(self._planned) - self._reported  # quiet finishes before it, now past
                     self._planned, self._reported = [], 0
+                    self._ahead.discard(self)
                     # The timer landed exactly on a finish someone may see: retire every rollout ending there.
                     now, mark, offset = env.now, heap[0][0], self._context_offset
                     self._clock, self._pause, self.progress = now, self._retire_s, mark
@@ -316,6 +319,10 @@ class Engine:
             pause,
             step_s,
         )
+        if planned and self.refused:
+            self._ahead.add(self)  # the simulation confirms them before a change that may reopen admission
+        else:
+            self._ahead.discard(self)
         return finish_at
 
     def settle(self, now: float) -> None:
@@ -336,6 +343,7 @@ class Engine:
                 self.progress, self._clock, self._pause = self._plan_start
             self._step_s = self._segment_step_s()
         self._planned = []
+        self._ahead.discard(self)
         self.advance(now)
         if len(planned) > self._reported:
             self.listener.retired(self, len(planned) - self._reported)

@@ -78,8 +78,9 @@ class Simulation:
         self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
         self.recorder = Recorder(self.rollouts, data_parallel_ranks(scenario), attention_weight(scenario))
         self.host = Host(core_share(scenario, self.costs.time_slicing()), self.costs.learner_contention())
+        self.ahead: set[Engine] = set()  # engines refused admission with quiet finishes planned ahead
         self.engines = [
-            Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host)
+            Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host, self.ahead)
             for index in range(scenario.cluster.engines)
         ]
         self.learner = Computation(self.env, self.host, scenario.training_devices)
@@ -172,9 +173,8 @@ class Simulation:
         and were refused plan finishes ahead, and the state must see those already past, since
         their loads decide the split. It sees them as the coordinator would: before the change."""
         now = self.env.now
-        for engine in self.engines:
-            if engine.refused and engine.wake is None:
-                engine.confirm(now)
+        for engine in sorted(self.ahead, key=lambda engine: engine.index):  # the others have nothing to confirm
+            engine.confirm(now)
 
     def _record_drops(self, dropped: Sequence[FinishedGroup]) -> None:
         for item in dropped:
