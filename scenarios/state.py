@@ -100,9 +100,12 @@ class ScheduleState:
     ``first_group`` and ``first_version`` let a resumed run start where the
     checkpoint left off (groups of the steps already trained count as live).
     Two indexes keep ``dispatch`` from scanning every engine on every event:
-    the engines with room for a group (by the version they hold) and the
-    engines that may have weights to load. They are exactly what a full scan
-    would find; ``tests/test_state.py`` checks that against one.
+    the engines with room for a group (by the version they hold) and every
+    engine that is up by the version it holds and whether it is empty
+    (``policy.sync_target`` reads an engine's load only as empty or not, so it
+    is asked once per such class, not once per engine, and neither a dispatch
+    nor a publish costs more with more idle engines). They are exactly what a
+    full scan would find; ``tests/test_state.py`` checks that against one.
     """
 
     def __init__(self, scenario: Scenario, engines: int, first_group: int = 0, first_version: int = 0) -> None:
@@ -122,7 +125,10 @@ class ScheduleState:
         self._in_flight_updates = scenario.schedule.in_flight_updates
         self._room: dict[int, set[int]] = {}  # version -> engines with room for a group
         self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
-        self._maybe_load: set[int] = set()  # engines behind the latest version that could load now
+        self._classes: dict[tuple[int, bool], set[int]] = {}  # (version, empty) -> the engines up
+        self._class_of: dict[int, tuple[int, bool]] = {}  # engine -> its key in _classes
+        self._limit_inputs: tuple[int, int, int, Scenario] | None = None  # what the cached limits were for
+        self._limit_cache: dict[int, int] = {}  # version -> policy.admission_limit
         self.down: set[int] = set()  # engines lost and not restored yet
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
         for engine in range(engines):
@@ -158,9 +164,7 @@ class ScheduleState:
         oldest_needed = version - self.scenario.staleness_bound
         stale = sorted(v for v in self.kept_versions if v < oldest_needed)
         self.kept_versions.difference_update(stale)
-        for engine in range(len(self.engines)):
-            self._index(engine)
-        return stale
+        return stale  # the indexes do not depend on the latest version: ``_loads`` compares against it
 
     def engine_lost(self, engine: int, groups: list[int]) -> None:
         """``engine`` died with ``groups`` (started on it, not finished): they wait to be generated again;
@@ -197,14 +201,29 @@ class ScheduleState:
         """Lost groups first (with the loads they need), then loads for engines whose weights should
         change, then starts for the admissible groups."""
         actions: list[Action] = self._regenerate() if self.lost else []
-        for index in sorted(self._maybe_load):
-            target = self.sync_target(index)
-            if target is not None and target in self.kept_versions:
-                self.engines[index].version = target
-                self._index(index)
-                actions.append(Load(index, target))
+        actions.extend(self._loads())
         actions.extend(self._split())
         return actions
+
+    def _loads(self) -> list[Load]:
+        """The weight loads due now, in engine order: ``policy.sync_target`` once per (version, empty) class of
+        the engines behind the latest version (a load changes no other engine's target, so they are decided
+        together)."""
+        loading: list[tuple[int, int]] = []
+        latest, any_load = self.latest_version, self._in_flight_updates
+        for (version, empty), engines in self._classes.items():
+            if version >= latest or not (empty or any_load):
+                continue
+            target = self.sync_target(next(iter(engines)))
+            if target is not None and target in self.kept_versions:
+                loading.extend((index, target) for index in engines)
+        if not loading:
+            return []
+        loading.sort()
+        for index, target in loading:
+            self.engines[index].version = target
+            self._index(index)
+        return [Load(index, target) for index, target in loading]
 
     def sync_target(self, engine: int) -> int | None:
         """The version ``engine`` should load now, or None (``policy.sync_target`` on its state)."""
@@ -232,13 +251,16 @@ class ScheduleState:
 
     def _split(self) -> list[Start]:
         """Hand admissible groups one at a time to the least-loaded engine that can take one."""
-        limits = {version: self._limit_at(version) for version in self._room}  # fixed while groups start
+        limits = self._limits()  # fixed while groups start
+        live = self.live_groups
         takers = [
             (self.engines[index].in_flight, index)
             for version, engines in self._room.items()
-            if limits[version] > self.live_groups
+            if limits[version] > live
             for index in engines
         ]
+        if not takers:
+            return []
         heapq.heapify(takers)
         chosen: list[int] = []  # the engine of each group, in start order
         group_size, capacity = self._group_size, self._capacity
@@ -256,6 +278,19 @@ class ScheduleState:
             else:
                 heapq.heappop(takers)
         return self._starts(chosen)
+
+    def _limits(self) -> dict[int, int]:
+        """``_limit_at`` of every version an engine with room holds. ``policy.admission_limit`` is a pure function
+        of the version, the live and queued groups, the latest version and the scenario, so the limits are kept
+        until one of those changes (most dispatches follow a finish that changed none of them)."""
+        inputs = (self.live_groups, len(self.queue), self.latest_version, self.scenario)
+        if inputs != self._limit_inputs:
+            self._limit_inputs, self._limit_cache = inputs, {}
+        cache = self._limit_cache
+        for version in self._room:
+            if version not in cache:
+                cache[version] = self._limit_at(version)
+        return cache
 
     def _starts(self, chosen: list[int]) -> list[Start]:
         """Number the chosen groups in start order; one Start per run of groups on the same engine."""
@@ -337,17 +372,22 @@ class ScheduleState:
             self._room[filed].discard(engine)
             if not self._room[filed]:
                 del self._room[filed]
-        if engine in self.down:
-            self._maybe_load.discard(engine)
-            return
-        if state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
+        down = engine in self.down
+        key = None if down else (state.version, state.in_flight == 0)
+        old = self._class_of.get(engine)
+        if old != key:
+            if old is not None:
+                self._classes[old].discard(engine)
+                if not self._classes[old]:
+                    del self._classes[old]
+            if key is None:
+                del self._class_of[engine]
+            else:
+                self._classes.setdefault(key, set()).add(engine)
+                self._class_of[engine] = key
+        if not down and state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
             self._room.setdefault(state.version, set()).add(engine)
             self._filed[engine] = state.version
-        behind = state.version < self.latest_version
-        if behind and (self._in_flight_updates or state.in_flight == 0):
-            self._maybe_load.add(engine)
-        else:
-            self._maybe_load.discard(engine)
 
     def may_be_ready(self, step: int) -> bool:
         """Cheap precondition for ``select_batch`` (``take`` does nothing without it)."""
@@ -356,8 +396,11 @@ class ScheduleState:
         return len(self.queue) >= self.scenario.batch_groups
 
     def _remove(self, groups: tuple[FinishedGroup, ...]) -> None:
+        if not groups:
+            return
+        leaving = {item.group for item in groups}  # one pass, in queue order (a group is queued once)
+        self.queue = [item for item in self.queue if item.group not in leaving]
         for item in groups:
-            self.queue.remove(item)
             self._queued_per_batch[item.batch] -= 1
 
     def _forget(self, groups: tuple[FinishedGroup, ...]) -> None:

@@ -123,12 +123,15 @@ def rank_loads(work: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]:
     lap = np.arange(len(work)) % (2 * ranks)
     rank = np.empty(len(work), dtype=np.int64)
     rank[order] = np.where(lap < ranks, lap, 2 * ranks - 1 - lap)
+    # Each rank's rows, lightest first (ties in row order): the j-th of n goes to j // 2 when j is even and
+    # to n − 1 − j // 2 when it is odd, small ends and a heavy middle; all ranks at once.
+    ascending = np.lexsort((work, rank))
+    counts = np.bincount(rank, minlength=ranks)
+    first = np.cumsum(counts) - counts
+    ranked = rank[ascending]
+    j = np.arange(len(work)) - first[ranked]
     position = np.empty(len(work), dtype=np.int64)
-    for r in range(ranks):
-        mine = np.flatnonzero(rank == r)
-        ascending = mine[np.argsort(work[mine], kind="stable")]
-        arranged = np.concatenate([ascending[::2], ascending[1::2][::-1]])  # small ends, heavy middle
-        position[arranged] = np.arange(len(arranged))
+    position[ascending] = np.where(j % 2 == 0, j // 2, counts[ranked] - 1 - j // 2)
     return rank, position
 
 

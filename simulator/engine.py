@@ -24,7 +24,10 @@ work acts on it ``wake_s`` later (``wake_up``: the command's delivery).
 The engine decides nothing about the schedule. It tells its ``Listener`` (the
 simulation) when samples finish; the simulation asks ``ScheduleState.dispatch``
 and hands the engine weights to load (``load``) and groups to start
-(``start``), then ``replan`` makes it account for them.
+(``start``), then ``replan`` makes it account for them. When other events are
+due at the same instant, the simulation decides only once they are in (one
+decision per instant, as the coordinator dispatches once per drain of its
+queue): the engine waits for that decision before it plans.
 """
 
 from __future__ import annotations
@@ -53,8 +56,10 @@ class Prefill(NamedTuple):
 
 
 class Listener(Protocol):
-    def finished(self, engine: Engine, samples: int, groups: list[int]) -> None:
-        """``samples`` rollouts on ``engine`` finished by now, completing ``groups``; may hand it work."""
+    def finished(self, engine: Engine, samples: int, groups: list[int]) -> simpy.Event | None:
+        """``samples`` rollouts on ``engine`` finished by now, completing ``groups``; may hand it work.
+        Returns the event of this instant's decision when it comes later (other reports are due at
+        this instant): the engine waits for it before it plans."""
 
     def retired(self, engine: Engine, samples: int) -> None:
         """``samples`` rollouts on ``engine`` finished earlier, found out only now (no decision due)."""
@@ -72,6 +77,7 @@ class Engine:
         rollouts: Rollouts,
         listener: Listener,
         host: Host,
+        ahead: set[Engine] | None = None,
     ) -> None:
         self.env = env
         self.index = index
@@ -87,16 +93,18 @@ class Engine:
         self._step_s = 0.0  # decode-step time of the current segment
         self._context_offset = 0.0  # context tokens in flight = b · progress + offset
         self.loads: list[WeightLoad] = []  # each weight load, in order
-        self.wake: simpy.Event | None = None  # set while idle with nothing in flight
+        self.wake: simpy.Event | None = None  # set while idle, or waiting for its instant's decision
         self._interrupted = False
         self.refused = False  # planning with room left after a dispatch: finishes that add room are quiet
         self._group_size = scenario.workload.samples_per_prompt
         self._capacity = scenario.engine_concurrency
         self._planned: list[tuple[float, float, int]] = []  # quiet finishes applied ahead: (time, progress, sample)
+        self._ahead = set() if ahead is None else ahead  # shared: the engines refused with finishes planned ahead
         self._reported = 0  # how many of them the listener has been told of (those already past)
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._decode_step = costs.decode_step_table(self._capacity)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
+        self._sync_s, self._switch_s = costs.weight_sync(index), costs.switch_to_generation()  # each load's
         self.host = host
         self.rate = 1.0  # speed, 0-1: below 1 while the host's cores are oversubscribed
         self.is_engine = True
@@ -122,10 +130,11 @@ class Engine:
     def load(self, version: int) -> tuple[float, float, float]:
         """Load weights ``version`` once the pauses already due have elapsed, then switch back to generating
         (colocated: the learner state leaves); (start, weights loaded, ready to decode)."""
-        self.advance(self.env.now)
+        now = self.env.now
+        self.advance(now)
         slowness = 1.0 / self.rate
-        start = self.env.now + self._pause * slowness
-        sync_s, switch_s = self.costs.weight_sync(self.index), self.costs.switch_to_generation()
+        start = now + self._pause * slowness
+        sync_s, switch_s = self._sync_s, self._switch_s
         loaded = start + sync_s * slowness
         ready = loaded + switch_s * slowness
         self._pause += sync_s + switch_s
@@ -215,6 +224,7 @@ class Engine:
                     yield timeout(delay if delay > 0 else 0.0)  # a rate change can leave -1e-16 of rounding
                     retired = len(self._planned) - self._reported  # quiet finishes before it, now past
                     self._planned, self._reported = [], 0
+                    self._ahead.discard(self)
                     # The timer landed exactly on a finish someone may see: retire every rollout ending there.
                     now, mark, offset = env.now, heap[0][0], self._context_offset
                     self._clock, self._pause, self.progress = now, self._retire_s, mark
@@ -233,7 +243,11 @@ class Engine:
                     if not heap:
                         self.host.busy(self, 0)
                         self.rate = 1.0  # a load while idle runs alone
-                    listener.finished(self, retired, completed)
+                    decision = listener.finished(self, retired, completed)
+                    if decision is not None:  # it may hand this engine work: plan once it has
+                        self.wake = decision
+                        yield decision
+                        self.wake = None
             except simpy.Interrupt:
                 self._interrupted = False
                 self.settle(env.now)
@@ -305,6 +319,10 @@ class Engine:
             pause,
             step_s,
         )
+        if planned and self.refused:
+            self._ahead.add(self)  # the simulation confirms them before a change that may reopen admission
+        else:
+            self._ahead.discard(self)
         return finish_at
 
     def settle(self, now: float) -> None:
@@ -325,6 +343,7 @@ class Engine:
                 self.progress, self._clock, self._pause = self._plan_start
             self._step_s = self._segment_step_s()
         self._planned = []
+        self._ahead.discard(self)
         self.advance(now)
         if len(planned) > self._reported:
             self.listener.retired(self, len(planned) - self._reported)

@@ -10,6 +10,12 @@ engines and moves simulated time. The live per-group state is in
 ``simulator.rollouts``; the recorder only appends. ``simulate`` returns the
 run's record (``scenarios.record.RunRecord``).
 
+One decision per instant: engines that finish at the same moment all report
+before the state is asked to dispatch (``AfterInstant``), as the executor's
+coordinator drains every actor's message before it dispatches; otherwise the
+first engine to report would take work the others, free at that moment too,
+were meant to share.
+
 Sweeps may end a run early (``run(until_converged=Tolerance(...))``): once
 its step time and staleness have converged after step k
 (``simulator.convergence``), the run is cut short to end after step k + bound
@@ -42,8 +48,21 @@ from asyncrl.simulator.host import Computation, Host
 from asyncrl.simulator.learner_costs import LearnerStep, attention_weight, data_parallel_ranks
 from asyncrl.simulator.recorder import Recorder
 from asyncrl.simulator.rollouts import Rollouts
+from simpy.events import EventPriority
 
 StepCallback = Callable[[int, float], None]
+
+LATE = EventPriority(2)  # after SimPy's URGENT (0) and NORMAL (1): once everything else due at an instant
+
+
+class AfterInstant(simpy.Event):
+    """An event processed once every other event due at this instant has been (SimPy's ``Timeout(0)``,
+    at a lower priority)."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok, self._value = True, None
+        env.schedule(self, LATE)
 
 
 class Simulation:
@@ -59,12 +78,16 @@ class Simulation:
         self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
         self.recorder = Recorder(self.rollouts, data_parallel_ranks(scenario), attention_weight(scenario))
         self.host = Host(core_share(scenario, self.costs.time_slicing()), self.costs.learner_contention())
+        self.ahead: set[Engine] = set()  # engines refused admission with quiet finishes planned ahead
         self.engines = [
-            Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host)
+            Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host, self.ahead)
             for index in range(scenario.cluster.engines)
         ]
         self.learner = Computation(self.env, self.host, scenario.training_devices)
+        self._wake_s = self.costs.engine_wake()  # an idle engine's delay to act on work (constant per run)
         self.learner_wake: simpy.Event | None = None
+        self.deciding: AfterInstant | None = None  # the decision due at the end of this instant, if deferred
+        self._groups_in = False  # groups completed since the last decision: the learner may take
         self.done = self.env.event()
         self.steps = scenario.run.steps  # learner steps this run takes (fewer once ended early)
         self.steady: tuple[int, int] | None = None  # steps [first, last) of the steady span, if ended early
@@ -77,14 +100,34 @@ class Simulation:
 
     # Engines report (the Listener protocol).
 
-    def finished(self, engine: Engine, samples: int, groups: list[int]) -> None:
+    def finished(self, engine: Engine, samples: int, groups: list[int]) -> simpy.Event | None:
         self.state.samples_finished(engine.index, samples)
         for group in groups:
             if policy.overflow(self.scenario, queued_groups=len(self.state.queue)):
                 self._confirm_refused()  # the drop may let them in
             self._record_drops(self.state.group_finished(group, self.rollouts.version[group]))
-        if groups and self.learner_wake is not None and not self.learner_wake.triggered:
-            self.learner_wake.succeed()
+        self._groups_in |= bool(groups)
+        return self._decide_after_instant()
+
+    def _decide_after_instant(self) -> simpy.Event | None:
+        """Decide once every report of this instant is in: now, when nothing else is due at this instant
+        (the common case, no SimPy event), else at the end of it; the event to wait for in that case."""
+        if self.deciding is None:
+            if self.env.peek() > self.env.now:
+                self._decide()
+            else:
+                self.deciding = AfterInstant(self.env)
+                self.deciding.callbacks.append(self._decide)
+        return self.deciding
+
+    def _decide(self, _: simpy.Event | None = None) -> None:
+        """The instant's decision: dispatch, then let the learner see the groups that came in (the
+        coordinator's receiver drains its queue, dispatches, then wakes the learner)."""
+        self.deciding = None
+        if self._groups_in:
+            self._groups_in = False
+            if self.learner_wake is not None and not self.learner_wake.triggered:
+                self.learner_wake.succeed()
         self.dispatch()
 
     def retired(self, engine: Engine, samples: int) -> None:
@@ -94,7 +137,7 @@ class Simulation:
 
     def dispatch(self) -> None:
         """Apply what the state says to do now: weight loads, then group starts (in that order)."""
-        now, wake_s = self.env.now, self.costs.engine_wake()
+        now, wake_s = self.env.now, self._wake_s
         for action in self.state.dispatch():
             engine = self.engines[action.engine]
             engine.prepare(now)
@@ -122,16 +165,16 @@ class Simulation:
                     )
                     prefill = engine.start(group, prompt, lengths)
                     self.recorder.prefill(prefill.start, prefill.end)
-            engine.replan()
+            if engine.in_flight or not isinstance(action, Load):
+                engine.replan()  # (an empty engine's load is all pause: nothing to plan until it gets work)
 
     def _confirm_refused(self) -> None:
         """Before a change that may reopen admission (a publish, a take, a drop): engines that had room
         and were refused plan finishes ahead, and the state must see those already past, since
         their loads decide the split. It sees them as the coordinator would: before the change."""
         now = self.env.now
-        for engine in self.engines:
-            if engine.refused and engine.wake is None:
-                engine.confirm(now)
+        for engine in sorted(self.ahead, key=lambda engine: engine.index):  # the others have nothing to confirm
+            engine.confirm(now)
 
     def _record_drops(self, dropped: Sequence[FinishedGroup]) -> None:
         for item in dropped:

@@ -24,6 +24,10 @@ ranks by it instead of by throughput.
 ``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2``
 lists, each point loaded like ``--set KEY=v`` and kept with its reason when
 the scenario rejects it.
+
+With ``runtime="ray"`` (``--runtime ray``) each simulation is a Ray task instead
+(``simulator.ray_tasks``): the same call, so the same summaries, on a cluster's
+nodes.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from asyncrl.scenarios import loading
@@ -57,6 +61,8 @@ from asyncrl.simulator.target import step_ends, time_to_target
 from tqdm import tqdm
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+
+Runtime = Literal["local", "ray"]  # where the simulations run: a process pool here, or Ray tasks
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,8 @@ def simulate_sizing(
     progress: bool = True,
     exact: bool = False,
     penalty: PenaltyFit | None = None,
+    workers: int | None = None,
+    runtime: Runtime = "local",
 ) -> list[Result]:
     """Every split asked for, simulated and ranked by throughput (with a penalty: by predicted time to target,
     soonest first), under the best sync colocated baseline; then the variants that do not fit in memory,
@@ -203,7 +211,14 @@ def simulate_sizing(
             f"devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device_name}"
         )
     tolerance = None if exact else Tolerance()
-    results = simulate_fitting(baselines + candidates, progress=progress, until_converged=tolerance, penalty=penalty)
+    results = simulate_fitting(
+        baselines + candidates,
+        progress=progress,
+        until_converged=tolerance,
+        penalty=penalty,
+        workers=workers,
+        runtime=runtime,
+    )
     best = _soonest_first if penalty is not None else _fastest_first
     best_baseline = sorted(_simulated(results[: len(baselines)]), key=best)[:1]  # the best engine size
     ranked = best_baseline + sorted(_simulated(results[len(baselines) :]), key=best)
@@ -219,10 +234,14 @@ def simulate_fitting(
     progress: bool = True,
     until_converged: Tolerance | None = None,
     penalty: PenaltyFit | None = None,
+    workers: int | None = None,
+    runtime: Runtime = "local",
 ) -> list[Result]:
     """Simulate the variants that fit in device memory; the others get None, unsimulated. Input order."""
     fitting = [variant for variant in variants if not memory_problem(variant.scenario)]
-    simulated = simulate_all(fitting, progress=progress, until_converged=until_converged, penalty=penalty)
+    simulated = simulate_all(
+        fitting, workers=workers, progress=progress, until_converged=until_converged, penalty=penalty, runtime=runtime
+    )
     summaries = {id(variant): summary for variant, summary in simulated}
     return [Simulated(variant, summaries.get(id(variant))) for variant in variants]
 
@@ -244,8 +263,10 @@ def simulate_all(
     progress: bool = True,
     until_converged: Tolerance | None = None,
     penalty: PenaltyFit | None = None,
+    runtime: Runtime = "local",
 ) -> Iterator[Result]:
-    """Simulate every variant in a process pool; yields (variant, summary) in input order.
+    """Simulate every variant in a process pool (``runtime="ray"``: one Ray task each); yields (variant, summary)
+    in input order.
 
     With ``until_converged``, each run ends once converged and its summary is extrapolated; with ``penalty``,
     each summary has its ``time_to_target``.
@@ -254,6 +275,13 @@ def simulate_all(
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
     task = partial(_summary_of, until_converged=until_converged, penalty=penalty)
     scenarios = [v.scenario for v in variants]
+    if runtime == "ray":
+        from asyncrl.simulator.ray_tasks import summaries_on_ray
+
+        for variant, summary in zip(variants, summaries_on_ray(task, scenarios, bar.update), strict=True):
+            yield Simulated(variant, summary)
+        bar.close()
+        return
     if workers == 1:  # one run at a time: no pool to start
         summaries: Iterator[RunSummary] = map(task, scenarios)
         yield from _with_bar(variants, summaries, bar)
@@ -355,10 +383,10 @@ def _grid_point(source: str | Path, overrides: Sequence[str], keys: list[str], t
         return GridPoint(values, None, "; ".join(str(exc).splitlines()))  # a CSV cell: every error on one line
 
 
-def simulate_grid(points: Sequence[GridPoint], progress: bool = True) -> list[GridResult]:
-    """Simulate the valid points in a process pool; every point comes back in grid order."""
+def simulate_grid(points: Sequence[GridPoint], progress: bool = True, runtime: Runtime = "local") -> list[GridResult]:
+    """Simulate the valid points in a process pool (or as Ray tasks); every point comes back in grid order."""
     valid = [(index, point.scenario) for index, point in enumerate(points) if point.scenario is not None]
     variants = [Variant(points[index].label, scenario) for index, scenario in valid]
-    simulated = simulate_all(variants, progress=progress)
+    simulated = simulate_all(variants, progress=progress, runtime=runtime)
     summaries = {index: summary for (index, _), (_, summary) in zip(valid, simulated, strict=True)}
     return [Simulated(point, summaries.get(index)) for index, point in enumerate(points)]

@@ -22,10 +22,12 @@ import torch
 from asyncrl.executor.coordinator import Coordinator
 from asyncrl.executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroups, StepFinished
 from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import Action, Load, ScheduleState, Taken
+from asyncrl.simulator.costs import CostModel, MeasuredCosts
 from asyncrl.simulator.simulation import Simulation
 
-from tests.conftest import small_scenario
+from tests.conftest import profile, small_scenario
 
 Event = tuple[Any, ...]
 
@@ -148,11 +150,12 @@ def replay(trace: list[Event], sim: Simulation) -> list[tuple[int, Any]]:
             timeline.append((event[1], position, 0, event))
     timeline.sort(key=lambda item: item[:3])
     pending: list[RolloutDone] = []
-    for index, (time, position, _, what) in enumerate(timeline):
+    for index, (time, _, _, what) in enumerate(timeline):
         if isinstance(what, RolloutDone):
             pending.append(what)
             following = timeline[index + 1] if index + 1 < len(timeline) else None
-            if following is None or following[:2] != (time, position):  # one instant's report at once
+            # One instant's reports at once, every engine's (the receiver drains its queue, then dispatches).
+            if following is None or following[0] != time or not isinstance(following[3], RolloutDone):
                 coordinator.on_messages(per_engine_step(pending))
                 pending = []
         elif what[0] == "publish":
@@ -222,12 +225,18 @@ def assert_coordinator_agrees(
         schedule=schedule,
         run={"steps": steps, "seed": seed},
     )
-    sim = Simulation(scenario)
+    assert_agrees_on(scenario)
+
+
+def assert_agrees_on(scenario: Scenario, costs: CostModel | None = None) -> list[Event]:
+    """Simulate ``scenario``, replay its trace into a coordinator, compare what each decided; the trace."""
+    sim = Simulation(scenario, costs)
     sim.state = traced = TracedState(sim)
     sim.run()
     expected = [decision for event in traced.trace if event[0] == "dispatch" for decision in decisions(event[2])]
     assert len(expected) > scenario.run.steps * scenario.batch_groups / 2  # the run really started groups
     assert commanded(replay(traced.trace, sim)) == expected
+    return traced.trace
 
 
 @pytest.mark.parametrize("name", list(SCHEDULES))
@@ -255,3 +264,19 @@ def test_with_finishes_applied_ahead_the_coordinator_still_agrees(name: str, see
     # Room for 4 groups of 4 per engine: engines that were refused admission plan many quiet
     # finishes ahead; when a drop or a publish reopens admission, their loads must be current.
     assert_coordinator_agrees(3, group_size=4, sigma=1.2, schedule=WIDE[name], steps=15, seed=seed)
+
+
+def test_engines_reporting_at_the_same_instant_are_decided_for_together() -> None:
+    # Fixed lengths and flat costs: both engines finish each batch at the same moment. The coordinator
+    # drains both reports before it dispatches; the simulation must too (it decides once per instant).
+    scenario = small_scenario(
+        cluster={"generation_devices": 2, "training_devices": 2},
+        workload={"prompts_per_step": 4, "samples_per_prompt": 2, "prompt_tokens": {"kind": "fixed", "value": 16}},
+        schedule={"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 8},
+        run={"steps": 8, "seed": 0},
+    )
+    flat = profile(prefill_token_s=0.0, weight_sync_s=0.0, train_token_s=0.001)
+    trace = assert_agrees_on(scenario, MeasuredCosts(scenario, flat))
+    finishes = [(event[1], event[2]) for event in trace if event[0] == "finished"]
+    same_instant = {time for time, engine in finishes if (time, 1 - engine) in finishes}
+    assert same_instant  # the case this test is about happened

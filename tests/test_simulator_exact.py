@@ -142,3 +142,42 @@ def test_pipelined_on_two_engines_worked_out_by_hand() -> None:
     )
     assert _flat(_train_rows(result)) == pytest.approx(_flat([(1.02, 1.90), (2.04, 2.92), (3.06, 3.94)]), abs=1e-9)
     assert result.summary.staleness.histogram == {"0": 8, "1": 16}
+
+
+def test_engines_finishing_at_the_same_instant_share_the_next_batch() -> None:
+    """Both engines end each batch at the same moment; the decision comes after both reports.
+
+    2 engines × 8 slots, batches of 4 groups × 2 samples, prompts of 16 tokens, completions of 100 tokens
+    at a flat 10 ms a decode step (no prefill, no sync cost): a batch takes 1.0 s however it is split.
+    Training: 8 × (16 + 100) tokens × 1 ms / 2 devices = 0.464 s. Pipelined, N = 1: batch k ≥ 1 needs
+    exactly version k − 1, published when step k − 2 ends (T(k − 2)). Write g(k) for batch k's end.
+
+        t = 0      batches 0 and 1 (version 0) start, 2 + 2 groups per engine: g(0) = g(1) = 1.0
+        step 0     1.0 → 1.464 = T(0);  step 1: 1.464 → 1.928 = T(1)
+        t = 1.464  version 1 is out, both engines empty: batch 2 splits 2 + 2, g(2) = 2.464
+        t = 2.464  both engines report batch 2 at once; version 2 is out (1.928): both load it and
+                   batch 3 splits 2 + 2, g(3) = 3.464. Step 2: 2.464 → 2.928 = T(2)
+        k ≥ 3      batch k starts at max(g(k − 1), T(k − 2)) = g(k − 1), as T(k − 2) = g(k − 2) + 0.464:
+                   g(k) = k + 0.464, and step k trains g(k) → g(k) + 0.464
+
+    So the run ends when step 19 does: 19.464 + 0.464 = 19.928 s. Deciding after the first report
+    alone hands that engine all of batch 3 while the other, still on version 1, waits for version 3:
+    the engines then alternate and the run would end at 16.176 s, a different answer from the
+    coordinator's (which drains both reports before it dispatches).
+    """
+    scenario = small_scenario(
+        cluster={"generation_devices": 2, "training_devices": 2},
+        workload={"prompts_per_step": 4, "samples_per_prompt": 2, "prompt_tokens": {"kind": "fixed", "value": 16}},
+        schedule={"kind": "pipelined", "off_policy_steps": 1, "max_concurrency": 8},
+        run={"steps": 20, "seed": 0},
+    )
+    result = run(scenario, profile(prefill_token_s=0.0, weight_sync_s=0.0, train_token_s=0.001))
+    train_s = 8 * 116 * 0.001 / 2  # 0.464
+    ends = [1.0, 1.0] + [k + train_s for k in range(2, 20)]
+    expected = [(1.0, 1.0 + train_s), (1.0 + train_s, 1.0 + 2 * train_s)]
+    expected += [(ends[k], ends[k] + train_s) for k in range(2, 20)]
+    assert _flat(_train_rows(result)) == pytest.approx(_flat(expected), abs=1e-9)
+    assert result.summary.wall_time_s == pytest.approx(19.928, abs=1e-9)
+    rollouts = result.events.query("kind == 'generate'")
+    per_engine = rollouts.groupby("worker")["group"].nunique().to_dict()
+    assert per_engine == {"engine-0": 40, "engine-1": 40}  # every batch split 2 + 2

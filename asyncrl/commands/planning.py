@@ -96,6 +96,7 @@ def _size_parser(commands: argparse._SubParsersAction) -> None:
         help="CSV of the ranked table, a file name ending in .csv (default: runs/<scenario name>-size.csv, with a "
         "hash of the overrides before -size when there are some)",
     )
+    runtime_argument(size)
     price_argument(size)
     force_argument(size, REPLACE_HELP)
     penalty_argument(
@@ -187,9 +188,20 @@ def _sweep_parser(commands: argparse._SubParsersAction) -> None:
         "the overrides before -sweep when there are some)",
     )
     sweep.add_argument("--plot", type=Path, help="PNG of the metric (default: the CSV's path ending in .png)")
+    runtime_argument(sweep)
     price_argument(sweep)
     force_argument(sweep, "replace --out and --plot if they exist (asyncrl never replaces a file it was not asked to)")
     sweep.set_defaults(command=run_sweep)
+
+
+def runtime_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtime",
+        default="local",
+        choices=["local", "ray"],
+        help="simulations in a local process pool, or one Ray task each (on the cluster RAY_ADDRESS names, or a "
+        "local Ray instance); the same results either way",
+    )
 
 
 def run_speedup(args: argparse.Namespace) -> int:
@@ -217,7 +229,15 @@ def run_size(args: argparse.Namespace) -> int:
     bounds = args.max_staleness or [scenario.staleness_bound]
     csv_path = chosen_file(args.out, default_out(scenario.name, overrides(args), "-size.csv"), args.force)
     ranked = simulate_sizing(
-        scenario, args.devices, kinds, bounds, args.splits, progress=not args.quiet, exact=args.exact, penalty=fit
+        scenario,
+        args.devices,
+        kinds,
+        bounds,
+        args.splits,
+        progress=not args.quiet,
+        exact=args.exact,
+        penalty=fit,
+        runtime=args.runtime,
     )
     out = write_sizing_csv(csv_path, ranked, args.price_per_device_hour, with_target=fit is not None)
     if args.json:
@@ -297,7 +317,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     if plot is not None:
         chosen_file(args.plot, plot, args.force or (args.plot is None and args.out is None), "--plot")
     axes = [parse_axis(text) for text in args.vary]
-    results = simulate_grid(grid_points(args.scenario, overrides(args), axes), progress=not args.quiet)
+    points = grid_points(args.scenario, overrides(args), axes)
+    results = simulate_grid(points, progress=not args.quiet, runtime=args.runtime)
     keys = [axis.key for axis in axes]
     records = sweep_records(keys, results, args.price_per_device_hour)
     written = [write_sweep_csv(csv_path, records)]

@@ -1,0 +1,54 @@
+"""Sizing plans per minute against the cluster's device count, every size measured in one run.
+
+    python benchmarks/sizing_scale.py [--devices 64 --devices 256 --devices 1024] [--workers N] [--exact]
+
+What ``asyncrl size quickstart --kind pipelined --kind streaming --max-staleness 2 --devices D`` simulates
+(``simulate_sizing``: the sync colocated baselines and every split × engine size × schedule, each run ended
+once converged), timed at each ``D``. The batch is the same at every size, so a plan should cost about the
+same: the figure of merit is the plans per minute at each size as a ratio to the smallest size's, measured
+in the same run. By default the plans run in this process, one at a time, and the rate is per CPU-minute
+of this process (``time.process_time``), which a machine shared with other work disturbs far less than
+wall time; two cores run about twice that. ``--workers N`` runs them in a pool of N processes and
+reports wall time instead. Goal: at least 1,000 plans per minute at every size on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from asyncrl.scenarios.loading import load_scenario
+from asyncrl.simulator.sweep import simulate_sizing
+
+
+def plans_per_minute(devices: int, workers: int, exact: bool) -> tuple[int, float]:
+    """(plans simulated, seconds) for one sizing of ``devices`` devices: CPU seconds of this process with one
+    worker, wall seconds with more."""
+    scenario = load_scenario("quickstart")
+    clock = time.process_time if workers == 1 else time.perf_counter
+    start = clock()
+    results = simulate_sizing(
+        scenario, devices, ["pipelined", "streaming"], [2], progress=False, exact=exact, workers=workers
+    )
+    seconds = clock() - start
+    return sum(result.summary is not None for result in results), seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, action="append", help="device counts (default 64, 256, 1024)")
+    parser.add_argument("--workers", type=int, default=1, help="processes (default 1: this one, CPU time)")
+    parser.add_argument("--exact", action="store_true", help="simulate every step (no early stopping)")
+    args = parser.parse_args()
+    sizes = args.devices or [64, 256, 1024]
+    rates = []
+    unit = "CPU s" if args.workers == 1 else "wall s"
+    print(f"{'devices':>8} {'plans':>6} {unit:>8} {'plans/min':>10} {'vs first':>9}")
+    for devices in sizes:
+        plans, seconds = plans_per_minute(devices, args.workers, args.exact)
+        rates.append(plans / seconds * 60)
+        print(f"{devices:>8,} {plans:>6} {seconds:>8.2f} {rates[-1]:>10,.0f} {rates[-1] / rates[0]:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
