@@ -68,8 +68,10 @@ class AfterInstant(simpy.Event):
 class Simulation:
     """One simulated run: engines and the learner act on one ``ScheduleState``."""
 
-    def __init__(self, scenario: Scenario, costs: CostModel | None = None) -> None:
-        budget = plan(scenario)  # before anything is allocated: a run that does not fit is refused here
+    def __init__(self, scenario: Scenario, costs: CostModel | None = None, memory_share: int = 1) -> None:
+        """``memory_share``: simulations running at once in this machine's memory (a sweep's workers), each
+        budgeted a share of it."""
+        budget = plan(scenario, share=memory_share)  # before anything is allocated: a run that does not fit is refused
         self.env = simpy.Environment()
         self.scenario = scenario
         self.costs = costs or cost_model(scenario)
