@@ -221,12 +221,12 @@ class ScheduleState:
         if not moving:
             return []
         loading: list[tuple[int, int]] = []
-        for key, target, engines in moving:
-            loading.extend((index, target) for index in engines)
+        for key, target, members in moving:
+            loading.extend((index, target) for index in members)
             if key[1]:
-                self._load_empty(key, target, engines)
+                self._load_empty(key, target, members)
             else:
-                for index in engines:
+                for index in members:
                     self.engines[index].version = target
                     self._index(index)
         loading.sort()
