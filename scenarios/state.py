@@ -209,21 +209,48 @@ class ScheduleState:
         """The weight loads due now, in engine order: ``policy.sync_target`` once per (version, empty) class of
         the engines behind the latest version (a load changes no other engine's target, so they are decided
         together)."""
-        loading: list[tuple[int, int]] = []
+        moving: list[tuple[tuple[int, bool], int, tuple[int, ...]]] = []  # (class, target, its engines)
         latest, any_load = self.latest_version, self._in_flight_updates
-        for (version, empty), engines in self._classes.items():
+        for key, engines in self._classes.items():
+            version, empty = key
             if version >= latest or not (empty or any_load):
                 continue
             target = self.sync_target(next(iter(engines)))
             if target is not None and target in self.kept_versions:
-                loading.extend((index, target) for index in engines)
-        if not loading:
+                moving.append((key, target, tuple(engines)))
+        if not moving:
             return []
+        loading: list[tuple[int, int]] = []
+        for key, target, members in moving:
+            loading.extend((index, target) for index in members)
+            if key[1]:
+                self._load_empty(key, target, members)
+            else:
+                for index in members:
+                    self.engines[index].version = target
+                    self._index(index)
         loading.sort()
-        for index, target in loading:
-            self.engines[index].version = target
-            self._index(index)
         return [Load(index, target) for index, target in loading]
+
+    def _load_empty(self, key: tuple[int, bool], target: int, engines: tuple[int, ...]) -> None:
+        """Empty engines of class ``key`` now hold ``target``: what ``_index`` does for each of them, set by set
+        (an empty engine has room for a group, and is up)."""
+        old = self._classes[key]
+        old.difference_update(engines)
+        if not old:
+            del self._classes[key]
+        new = (target, True)
+        self._classes.setdefault(new, set()).update(engines)
+        self._class_of.update(dict.fromkeys(engines, new))
+        room = self._room.get(key[0])
+        if room is not None:
+            room.difference_update(engines)
+            if not room:
+                del self._room[key[0]]
+        self._room.setdefault(target, set()).update(engines)
+        self._filed.update(dict.fromkeys(engines, target))
+        for index in engines:
+            self.engines[index].version = target
 
     def sync_target(self, engine: int) -> int | None:
         """The version ``engine`` should load now, or None (``policy.sync_target`` on its state)."""

@@ -8,6 +8,7 @@ completions) read in the order groups start, in vectorized chunks.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -106,12 +107,13 @@ class TrainTokens:
         work of a row of length L is L + square_weight · L² (attention's share, for dealing rows to ranks)."""
         padded = padded_square = 0
         for start, stop in minibatch_bounds(len(groups), parts):
-            rows = [length for group in groups[start:stop] for length in group]
-            padded += len(rows) * max(rows)
-            padded_square += len(rows) * max(rows) ** 2
-        rows = [length for group in groups for length in group]
+            count = sum(map(len, groups[start:stop]))
+            longest = max(map(max, groups[start:stop]))
+            padded += count * longest
+            padded_square += count * longest**2
+        rows = list(itertools.chain.from_iterable(groups))
         update, forward = (1.0, 1.0) if ranks == 1 else rank_imbalance(rows, parts, ranks, square_weight)
-        return cls(sum(rows), padded, sum(length * length for length in rows), padded_square, update, forward)
+        return cls(sum(rows), padded, sum(map(operator.mul, rows, rows)), padded_square, update, forward)
 
 
 def rank_loads(work: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -144,8 +146,7 @@ def rank_imbalance(rows: Sequence[int], parts: int, ranks: int, square_weight: f
     rank, position = rank_loads(work, ranks)
     per_rank = np.bincount(rank, minlength=ranks)
     minibatch = position * parts // per_rank[rank]
-    loads = np.zeros((parts, ranks))
-    np.add.at(loads, (minibatch, rank), work)
+    loads = np.bincount(minibatch * ranks + rank, weights=work, minlength=parts * ranks).reshape(parts, ranks)
     even = work.sum() / ranks
     if even <= 0:
         return 1.0, 1.0

@@ -48,9 +48,10 @@ class Budget:
     available: int
 
 
-def plan(scenario: Scenario, available: int | None = None) -> Budget:
-    """The run's budget; MemoryBudgetError, naming the field and the most that fits, if its planned steps do not fit."""
-    available = available_bytes() if available is None else available
+def plan(scenario: Scenario, available: int | None = None, share: int = 1) -> Budget:
+    """The run's budget; MemoryBudgetError, naming the field and the most that fits, if its planned steps do not fit.
+    ``share``: runs at once in this memory (a sweep's pool), each planning on its share of it."""
+    available = (available_bytes() if available is None else available) // share
     engines, steps = scenario.cluster.engines, scenario.run.steps
     usable = available * USABLE_FRACTION - BASE_BYTES - BYTES_PER_ENGINE * engines
     per_rollout = BYTES_PER_ROW * _rows_per_rollout(scenario)

@@ -282,10 +282,10 @@ class Engine:
         )
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
         slowness = 1.0 / self.rate  # wall seconds per second of work
-        # Finishes down to ``floor`` rollouts are quiet; below 3 the look-ahead needs a landing anyway.
+        # Finishes down to ``floor`` rollouts are quiet (the last one always completes its group).
         # Without room, the finish that brings room (batch ``capacity - size + 1`` → one fewer) is seen.
         self.refused = capacity - batch >= size  # room, and the last dispatch gave it nothing more
-        floor = 2 if self.refused else max(2, capacity - size + 1)
+        floor = 1 if self.refused else max(1, capacity - size + 1)
         heappop, plan, retire_s = heapq.heappop, planned.append, self._retire_s
         while True:
             # Time to the next finish, at the decode-step time of this segment's mid context.
@@ -299,9 +299,10 @@ class Engine:
             if batch <= floor:
                 break
             group = sample // size
-            second = heap[1][0]
-            third = heap[2][0]
-            if remaining[group] == 1 or (second if second < third else third) <= mark + _EPS:
+            second = heap[1][0]  # the next finish after this one: heap[1] or heap[2]
+            if batch > 2 and heap[2][0] < second:
+                second = heap[2][0]
+            if remaining[group] == 1 or second <= mark + _EPS:
                 break
             heappop(heap)
             plan((finish_at, mark, sample))

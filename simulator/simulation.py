@@ -68,8 +68,10 @@ class AfterInstant(simpy.Event):
 class Simulation:
     """One simulated run: engines and the learner act on one ``ScheduleState``."""
 
-    def __init__(self, scenario: Scenario, costs: CostModel | None = None) -> None:
-        budget = plan(scenario)  # before anything is allocated: a run that does not fit is refused here
+    def __init__(self, scenario: Scenario, costs: CostModel | None = None, memory_share: int = 1) -> None:
+        """``memory_share``: simulations running at once in this machine's memory (a sweep's workers), each
+        budgeted a share of it."""
+        budget = plan(scenario, share=memory_share)  # before anything is allocated: a run that does not fit is refused
         self.env = simpy.Environment()
         self.scenario = scenario
         self.costs = costs or cost_model(scenario)
@@ -148,7 +150,10 @@ class Simulation:
                 self.recorder.sync(engine.index, start, loaded, action.version)
                 if ready > loaded:
                     self.recorder.switch(f"engine-{engine.index}", loaded, ready)
-            elif isinstance(action, Regenerate):
+                if engine.in_flight:
+                    engine.replan()  # (an empty engine's load is all pause: nothing to plan until it gets work)
+                continue
+            if isinstance(action, Regenerate):
                 for group in action.groups:
                     rollouts = self.rollouts
                     loads_seen = len(engine.loads)
@@ -165,8 +170,7 @@ class Simulation:
                     )
                     prefill = engine.start(group, prompt, lengths)
                     self.recorder.prefill(prefill.start, prefill.end)
-            if engine.in_flight or not isinstance(action, Load):
-                engine.replan()  # (an empty engine's load is all pause: nothing to plan until it gets work)
+            engine.replan()
 
     def _confirm_refused(self) -> None:
         """Before a change that may reopen admission (a publish, a take, a drop): engines that had room

@@ -12,6 +12,9 @@ that cannot hold one group, a split that does not divide) is skipped. A valid
 variant whose pools do not fit in device memory (``scenarios.memory``) is kept
 with no summary (None) and not simulated, so tables can say why it is missing.
 
+In a pool of N workers each simulation is budgeted 1/N of the memory available
+(``simulator.budget``), so the runs at once add up to what the machine has.
+
 Sweeps summarize each run straight from the simulation (``simulator.summary``),
 without the event table. Sizing ends each run once its step time and staleness
 have converged (``simulator.convergence``) and extrapolates it to ``run.steps``
@@ -168,10 +171,14 @@ def _try(scenario: Scenario, cluster: dict[str, Any], schedule: dict[str, Any]) 
 
 
 def _summary_of(
-    scenario: Scenario, until_converged: Tolerance | None = None, penalty: PenaltyFit | None = None
+    scenario: Scenario,
+    until_converged: Tolerance | None = None,
+    penalty: PenaltyFit | None = None,
+    memory_share: int = 1,
 ) -> RunSummary:
-    """The run's summary; with a penalty, its ``time_to_target`` too (``simulator.target``)."""
-    sim = Simulation(scenario)
+    """The run's summary; with a penalty, its ``time_to_target`` too (``simulator.target``). ``memory_share``:
+    the simulations running at once on this machine, which share its memory budget (``simulator.budget``)."""
+    sim = Simulation(scenario, memory_share=memory_share)
     sim.run(until_converged=until_converged)
     summary = run_summary(sim)
     if penalty is not None:
@@ -275,7 +282,7 @@ def simulate_all(
     bar = tqdm(total=len(variants), desc="simulating", unit="run", disable=not progress or None, leave=False)
     task = partial(_summary_of, until_converged=until_converged, penalty=penalty)
     scenarios = [v.scenario for v in variants]
-    if runtime == "ray":
+    if runtime == "ray":  # each node's memory is its own; Ray places the tasks
         from asyncrl.simulator.ray_tasks import summaries_on_ray
 
         for variant, summary in zip(variants, summaries_on_ray(task, scenarios, bar.update), strict=True):
@@ -286,9 +293,10 @@ def simulate_all(
         summaries: Iterator[RunSummary] = map(task, scenarios)
         yield from _with_bar(variants, summaries, bar)
         return
+    shared = partial(task, memory_share=workers)  # the runs at once share this machine's memory
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), **pool_options())
     with pool, stopping(pool):  # interrupted (Ctrl-C, SIGTERM): the workers stop now, not after their runs
-        yield from _with_bar(variants, pool.map(task, scenarios), bar)
+        yield from _with_bar(variants, pool.map(shared, scenarios), bar)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:

@@ -246,3 +246,15 @@ def test_the_pool_forks_unless_torch_or_ray_is_loaded(monkeypatch: pytest.Monkey
     assert sweep._pool_context().get_start_method() == "fork"
     monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
     assert sweep._pool_context().get_start_method() == "spawn"
+
+
+def test_simulations_of_a_pool_share_the_memory_budget(monkeypatch) -> None:
+    # Each of a pool's N simulations plans on 1/N of the memory available, so together they fit in it.
+    from asyncrl.simulator import budget
+    from asyncrl.simulator.simulation import Simulation
+
+    monkeypatch.setattr(budget, "available_bytes", lambda: 4 << 30)
+    scenario = small_scenario(run={"steps": 50, "seed": 0})
+    alone, shared = Simulation(scenario), Simulation(scenario, memory_share=4)
+    assert alone.rollouts.max_samples == budget.plan(scenario, 4 << 30).rollouts
+    assert shared.rollouts.max_samples == budget.plan(scenario, 1 << 30).rollouts < alone.rollouts.max_samples
