@@ -57,7 +57,7 @@ SKIPPED: tuple[tuple[str, str], ...] = (
     ("python benchmarks/simulator_memory.py", "a benchmark: peak memory of large simulations, machine-dependent"),
     ("python benchmarks/simulator_throughput.py", "a benchmark: rollouts per second, this machine's speed"),
     ("python benchmarks/early_stopping.py", "a benchmark: plans per second over 128 plans, this machine's speed"),
-    ("python benchmarks/sizing_scale.py", "a benchmark: plans per CPU-minute against device count, this machine's speed"),
+    ("python benchmarks/sizing_scale.py", "a benchmark: plans per CPU-minute by device count, this machine's speed"),
     ("python benchmarks/failure_whatif.py", "real executions: calibrates and executes cpu-pareto twice (minutes)"),
 )
 
