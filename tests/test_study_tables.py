@@ -261,3 +261,12 @@ def test_robustness_ranks_by_reaching_at_the_highest_bound_then_by_the_ratio_to_
     assert dpo["ratio"] == pytest.approx(1.0) and (dpo["reached_stale"], dpo["cells_stale"]) == (2, 3)
     assert ratio_ci([120.0], [100.0])[0] == pytest.approx(1.2) and math.isnan(ratio_ci([120.0], [100.0])[1])
     assert robustness_table(cells_table(records[:3])).empty  # sync alone: nothing to rank
+
+
+def test_the_plots_name_the_reward_they_show() -> None:
+    from asyncrl.analysis.study_plots import quality_label
+
+    trained = pd.DataFrame({"step": [1, 2], "reward_mean": [0.1, 0.2], "eval_reward": [math.nan, math.nan]})
+    assert quality_label(trained) == "training batch, mean of 10 steps"
+    assert quality_label(trained.drop(columns="eval_reward")) == "training batch, mean of 10 steps"
+    assert quality_label(trained.assign(eval_reward=[0.05, math.nan])) == "held-out evaluation, sampled"
