@@ -35,12 +35,20 @@ REWARD_LABEL = f"reward (mean of the last {WINDOW} steps)"
 
 def study_plots(curves: pd.DataFrame, summary: pd.DataFrame, target: float, title: str, out: Path) -> list[Path]:
     """Every figure of a study, written under ``out``; the paths."""
+    quality = quality_label(curves)
     return [
         save_png(reward_curves_figure(curves, target, "end", title), out / "reward_wall.png"),
         save_png(reward_curves_figure(curves, target, "step", title), out / "reward_step.png"),
-        save_png(robustness_figure(summary, target, title), out / "robustness.png"),
-        save_png(frontier_figure(summary, title), out / "frontier.png"),
+        save_png(robustness_figure(summary, target, title, quality), out / "robustness.png"),
+        save_png(frontier_figure(summary, title, quality), out / "frontier.png"),
     ]
+
+
+def quality_label(curves: pd.DataFrame) -> str:
+    """What the study's reward is: the held-out evaluation's where the runs evaluated, else the training batch's."""
+    if "eval_reward" in curves and curves["eval_reward"].notna().any():
+        return "held-out evaluation, sampled"
+    return f"training batch, mean of {WINDOW} steps"
 
 
 def mean_curve(cell_curves: pd.DataFrame, x: str) -> tuple[np.ndarray, np.ndarray]:
@@ -115,7 +123,7 @@ def reward_curves_figure(curves: pd.DataFrame, target: float, x: str, title: str
     return figure
 
 
-def robustness_figure(summary: pd.DataFrame, target: float, title: str) -> Figure:
+def robustness_figure(summary: pd.DataFrame, target: float, title: str, quality: str = "") -> Figure:
     """Steps to target against measured mean staleness, a line per loss × correction, 95% CI bars."""
     figure = new_figure(WIDTH_IN * 0.7, 5.0)
     ax = figure.subplots()
@@ -135,7 +143,7 @@ def robustness_figure(summary: pd.DataFrame, target: float, title: str) -> Figur
             label=f"{loss}, {correction}",
         )
     ax.set_xlabel("mean staleness of trained tokens (learner steps)")
-    ax.set_ylabel(f"learner steps to reward ≥ {target:g} (mean of {WINDOW} steps)")
+    ax.set_ylabel(f"learner steps to reward ≥ {target:g} ({quality or f'mean of {WINDOW} steps'})")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     _legend(ax)
@@ -143,7 +151,7 @@ def robustness_figure(summary: pd.DataFrame, target: float, title: str) -> Figur
     return figure
 
 
-def frontier_figure(summary: pd.DataFrame, title: str) -> Figure:
+def frontier_figure(summary: pd.DataFrame, title: str, quality: str = "") -> Figure:
     """Final reward (95% CI) against KL at the end: a colour per loss × correction, a marker per schedule kind."""
     figure = new_figure(WIDTH_IN * 0.7, 5.0)
     ax = figure.subplots()
@@ -170,7 +178,8 @@ def frontier_figure(summary: pd.DataFrame, title: str) -> Figure:
         ax.plot([], [], color="black", marker=marker, mfc="black", ls="", label=kind)
     ax.plot([], [], color="black", marker="^", mfc="white", ls="", label="streaming, in-flight updates")
     ax.set_xlabel(f"KL to the initial policy, mean of the last {WINDOW} steps (nats)")
-    ax.set_ylabel(f"final reward (mean of the last {WINDOW} steps)")
+    last = "the last evaluation" if quality.startswith("held-out") else f"mean of the last {WINDOW} steps"
+    ax.set_ylabel(f"final reward ({last})")
     ax.grid(alpha=0.3)
     _frontier_limits(ax, summary.dropna(subset=["kl_final", "final_reward"]))
     _legend(ax)

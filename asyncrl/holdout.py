@@ -7,7 +7,7 @@
         the other schedules' run records ──► analysis.fit.profile_from_runs ───► profile (calibrated)
         the held-out schedule's scenario + profile ──► simulate ──► step ends, staleness, dropped fraction
                                    fit.steps(staleness, dropped) steps ──► predicted wall time to target
-        the held-out cells' measured wall_to_target_s (mean over the seeds that reached the target)
+        the held-out cells' measured wall_to_target_s (mean, least and most over the seeds that reached the target)
     ──► OUT/holdout.csv, and one line per pair: predicted against measured
 
 What a user would do before a long run on a cluster, in miniature: calibrate the simulator from short
@@ -59,6 +59,8 @@ class HeldOut:
     measured_s: float  # mean over the held-out cells that reached the target (s)
     measured_steps: float
     measured_staleness: float
+    measured_low_s: float  # the seeds' spread: least and most wall time to the target among those that reached it
+    measured_high_s: float
     reached: int  # held-out cells that reached the target
     seeds: int  # held-out cells that ran
 
@@ -113,6 +115,8 @@ def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path
         measured_s=float(reached["wall_to_target_s"].mean()) if len(reached) else math.nan,
         measured_steps=float(reached["steps_to_target"].mean()) if len(reached) else math.nan,
         measured_staleness=float(held["staleness_mean"].mean()),
+        measured_low_s=float(reached["wall_to_target_s"].min()) if len(reached) else math.nan,
+        measured_high_s=float(reached["wall_to_target_s"].max()) if len(reached) else math.nan,
         reached=len(reached),
         seeds=len(held),
     )
@@ -137,7 +141,7 @@ def holdout_lines(results: list[HeldOut], target: float) -> str:
     for r in results:
         measured = (
             f"measured {r.measured_s:.2f} s ({r.measured_steps:.0f} steps at staleness {r.measured_staleness:.2f}, "
-            f"mean of {r.reached} of {r.seeds} seeds)"
+            f"mean of {r.reached} of {r.seeds} seeds{_spread(r)})"
             if r.reached
             else f"measured: not reached by any of {r.seeds} seeds"
         )
@@ -147,3 +151,10 @@ def holdout_lines(results: list[HeldOut], target: float) -> str:
             f"at staleness {r.predicted_staleness:.2f}), {measured}{error}"
         )
     return "\n".join(lines)
+
+
+def _spread(result: HeldOut) -> str:
+    """The seeds' spread (``, seeds 3.41-4.20 s``): least and most wall time to the target, when two or more reached it."""
+    if result.reached < 2:
+        return ""
+    return f", seeds {result.measured_low_s:.2f}-{result.measured_high_s:.2f} s"

@@ -261,3 +261,24 @@ def test_robustness_ranks_by_reaching_at_the_highest_bound_then_by_the_ratio_to_
     assert dpo["ratio"] == pytest.approx(1.0) and (dpo["reached_stale"], dpo["cells_stale"]) == (2, 3)
     assert ratio_ci([120.0], [100.0])[0] == pytest.approx(1.2) and math.isnan(ratio_ci([120.0], [100.0])[1])
     assert robustness_table(cells_table(records[:3])).empty  # sync alone: nothing to rank
+
+
+def test_the_plots_name_the_reward_they_show() -> None:
+    from asyncrl.analysis.study_plots import quality_label
+
+    trained = pd.DataFrame({"step": [1, 2], "reward_mean": [0.1, 0.2], "eval_reward": [math.nan, math.nan]})
+    assert quality_label(trained) == "training batch, mean of 10 steps"
+    assert quality_label(trained.drop(columns="eval_reward")) == "training batch, mean of 10 steps"
+    assert quality_label(trained.assign(eval_reward=[0.05, math.nan])) == "held-out evaluation, sampled"
+
+
+def test_the_held_out_line_shows_the_seeds_spread() -> None:
+    from asyncrl.holdout import HeldOut, holdout_lines
+
+    held = HeldOut("streaming-2", "grpo", "clip", 4.4, 125, 1.99, 4.0, 118, 1.99, 3.5, 4.6, reached=3, seeds=3)
+    assert holdout_lines([held], 0.5).splitlines()[1] == (
+        "  streaming-2 grpo/clip: predicted 4.40 s (125 steps at staleness 1.99), measured 4.00 s (118 steps at "
+        "staleness 1.99, mean of 3 of 3 seeds, seeds 3.50-4.60 s): +10%"
+    )
+    one = replace(held, reached=1, seeds=3)  # one seed: no spread to show
+    assert "mean of 1 of 3 seeds)" in holdout_lines([one], 0.5)
