@@ -59,7 +59,10 @@ def _cancel(refs: list[Any], attempts: int = 30) -> None:
 
     for _ in range(attempts):
         for ref in refs:
-            ray.cancel(ref, force=True)
+            try:
+                ray.cancel(ref, force=True)
+            except TypeError:  # "No owner found": the task ended and Ray has let its result go
+                continue
         _, refs = ray.wait(refs, num_returns=len(refs), timeout=1.0, fetch_local=False)
         if not refs:
             return

@@ -57,6 +57,9 @@ def test_stopping_early_cancels_every_task_still_queued_or_running(three_nodes: 
     scenarios = [scenario.model_copy(update={"name": name}) for name in ["first", *"abcde"]]
     results = summaries_on_ray(task, scenarios, tick=lambda: None)  # type: ignore[arg-type]
     assert next(results) == "first"  # the others are running (three CPUs) or queued
+    deadline = time.monotonic() + 60  # on a loaded machine a task's worker takes a while to start
+    while not _busy_cpus() and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert _busy_cpus() > 0
     results.close()  # what an interrupt does to the generator
     deadline = time.monotonic() + 60  # a bound for a failure, far below the tasks' ten minutes
