@@ -29,19 +29,12 @@ YAML = (".yaml", ".yml")
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     verl = commands.add_parser("from-verl", help="a scenario from the verl trainer config or launch script you use")
-    verl.add_argument(
-        "config",
-        type=Path,
-        metavar="CONFIG",
-        help="verl's resolved trainer config (Hydra YAML, .yaml), or a recipe's launch script (its `python -m verl…` "
+    config_arguments(
+        verl,
+        "CONFIG",
+        "verl's resolved trainer config (Hydra YAML, .yaml), or a recipe's launch script (its `python -m verl…` "
         "or `python3 -m recipe…` key=value lines are read, the shell variables expanded; it is never run)",
-    )
-    verl.add_argument(
-        "assignments",
-        nargs="*",
-        type=assignment,
-        metavar="KEY=VALUE",
-        help="overrides of the verl config, as verl's command line takes them (e.g. trainer.nnodes=2)",
+        "overrides of the verl config, as verl's command line takes them (e.g. trainer.nnodes=2)",
     )
     framework_arguments(verl, "verl's config")
     verl.add_argument("--name", help="scenario name (default: trainer.experiment_name)")
@@ -60,22 +53,21 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     openrlhf.add_argument("--name", help="scenario name (default: the script's name, else openrlhf)")
     openrlhf.set_defaults(command=run_from_openrlhf)
     nemo = commands.add_parser("from-nemo-rl", help="a scenario from the NeMo-RL GRPO config (recipe) you run")
-    nemo.add_argument(
-        "config",
-        type=Path,
-        metavar="CONFIG.yaml",
-        help="a NeMo-RL config or recipe: its defaults chain is merged and its ${...} filled as NeMo-RL does",
-    )
-    nemo.add_argument(
-        "assignments",
-        nargs="*",
-        type=assignment,
-        metavar="KEY=VALUE",
-        help="overrides, as NeMo-RL's command line takes them (e.g. cluster.num_nodes=4)",
+    config_arguments(
+        nemo,
+        "CONFIG.yaml",
+        "a NeMo-RL config or recipe: its defaults chain is merged and its ${...} filled as NeMo-RL does",
+        "overrides, as NeMo-RL's command line takes them (e.g. cluster.num_nodes=4)",
     )
     framework_arguments(nemo, "NeMo-RL's config")
     nemo.add_argument("--name", help="scenario name (default: logger.wandb.name, else the file's name)")
     nemo.set_defaults(command=run_from_nemo_rl)
+
+
+def config_arguments(parser: argparse.ArgumentParser, metavar: str, config_help: str, overrides_help: str) -> None:
+    """A framework's config file and its KEY=VALUE overrides, as its own command line takes them."""
+    parser.add_argument("config", type=Path, metavar=metavar, help=config_help)
+    parser.add_argument("assignments", nargs="*", type=assignment, metavar="KEY=VALUE", help=overrides_help)
 
 
 def framework_arguments(parser: argparse.ArgumentParser, config: str, out: bool = True) -> None:
