@@ -17,19 +17,12 @@ from asyncrl.scenarios.outputs import LOCK_FILE, OUT_MARK, OutputError
 from asyncrl.scenarios.writing import written
 
 from asyncrl.cli import main
+from tests.refusals import refused
 
 ROOT = Path(__file__).parents[1]
 VERL = ROOT / "tests" / "data" / "verl_ppo_trainer.yaml"
 USER_TEXT = "the user's own file\n"
 QUICK = ["--steps", "2", "--quiet"]
-
-
-def refused(capsys, *args: str) -> str:
-    status = main(list(args))
-    err = capsys.readouterr().err
-    lines = err.splitlines()
-    assert status == 2 and len(lines) == 1 and lines[0].startswith("asyncrl: error: "), (status, err)
-    return lines[0].removeprefix("asyncrl: error: ")
 
 
 def user_file(path: Path) -> Path:

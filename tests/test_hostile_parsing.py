@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from asyncrl.cli import main
+from tests.refusals import refused
 
 ROOT = Path(__file__).parents[1]
 DEPTH = 20_000  # far past Python's recursion limit
@@ -25,15 +26,6 @@ BOMB = "\n".join(
         "trainer: {experiment_name: bomb}",
     ]
 )
-
-
-def refused(capsys, *args: str) -> str:
-    """``asyncrl ARGS`` must exit 2 with one error line; the line, without its prefix."""
-    status = main(list(args))
-    err = capsys.readouterr().err
-    lines = err.splitlines()
-    assert status == 2 and len(lines) == 1 and lines[0].startswith("asyncrl: error: "), (status, err)
-    return lines[0].removeprefix("asyncrl: error: ")
 
 
 def write(path: Path, content: str | bytes) -> Path:

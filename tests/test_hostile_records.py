@@ -11,16 +11,9 @@ import pytest
 from asyncrl.cli import main
 from asyncrl.study import StudyOptions
 from asyncrl.study_cells import build_cells
+from tests.refusals import refused
 
 USER_TEXT = "the user's notes\n"
-
-
-def refused(capsys, *args: str) -> str:
-    status = main(list(args))
-    err = capsys.readouterr().err
-    lines = err.splitlines()
-    assert status == 2 and len(lines) == 1 and lines[0].startswith("asyncrl: error: "), (status, err)
-    return lines[0].removeprefix("asyncrl: error: ")
 
 
 @pytest.fixture

@@ -204,7 +204,7 @@ def openrlhf_scenario(args: argparse.Namespace, write_relative_to: Path | None) 
     from asyncrl.scenarios.openrlhf import plan_from_openrlhf
     from asyncrl.scenarios.openrlhf_flags import Flags, parse_flags
     from asyncrl.scenarios.provenance import ImportPlan
-    from asyncrl.scenarios.verl import VerlError, lengths_option
+    from asyncrl.scenarios.verl import VerlError
 
     words, origin, notes, stem = _openrlhf_words(args.source)
     name = args.name or stem
@@ -215,21 +215,30 @@ def openrlhf_scenario(args: argparse.Namespace, write_relative_to: Path | None) 
         plan_from_openrlhf(
             Flags(flags, written, plan),
             name=name,
-            device=device_option(args.device),
-            completion_tokens=lengths_option(args.lengths, "--lengths", out.parent),
-            prompt_tokens=lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent),
-            preset=args.preset,
+            **_framework_options(args, out),
         )
     except VerlError as exc:
         raise ScenarioError(str(exc)) from None
     return Imported(_settled(plan, out), plan, origin), out
 
 
+def _framework_options(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """What ``framework_arguments`` asked for, as an importer's keywords (lengths files relative to ``out``)."""
+    from asyncrl.scenarios.verl import lengths_option
+
+    return {
+        "device": device_option(args.device),
+        "completion_tokens": lengths_option(args.lengths, "--lengths", out.parent),
+        "prompt_tokens": lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent),
+        "preset": args.preset,
+    }
+
+
 def nemo_rl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
     """The scenario of a NeMo-RL GRPO config or recipe (``from-nemo-rl``)."""
     from asyncrl.scenarios.nemo_rl import plan_from_nemo_rl
     from asyncrl.scenarios.nemo_rl_config import read_nemo_rl_config
-    from asyncrl.scenarios.verl import VerlError, lengths_option
+    from asyncrl.scenarios.verl import VerlError
 
     config = read_nemo_rl_config(args.config, [str(item) for item in args.assignments])
     wandb = (config.get("logger") or {}).get("wandb") or {}
@@ -239,10 +248,7 @@ def nemo_rl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -
         plan = plan_from_nemo_rl(
             config,
             name=name,
-            device=device_option(args.device),
-            completion_tokens=lengths_option(args.lengths, "--lengths", out.parent),
-            prompt_tokens=lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent),
-            preset=args.preset,
+            **_framework_options(args, out),
         )
     except VerlError as exc:
         raise ScenarioError(str(exc)) from None
