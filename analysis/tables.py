@@ -8,8 +8,7 @@ here runs a simulation.
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asyncrl.scenarios.memory import memory_problem
@@ -17,9 +16,7 @@ from asyncrl.scenarios.record import Simulated
 
 if TYPE_CHECKING:
     import pandas as pd
-    from asyncrl.analysis.fit import FitReport
     from asyncrl.scenarios.penalty import Penalty, PenaltyFit, TimeToTarget
-    from asyncrl.scenarios.profile import CostProfile
     from asyncrl.scenarios.record import Breakdown, RunSummary
     from asyncrl.scenarios.run_summary import Restarts
     from asyncrl.scenarios.scenario import Scenario
@@ -233,25 +230,6 @@ def evaluation_line(evaluation: pd.DataFrame) -> str:
     )
 
 
-def calibration_lines(model: str, device: str, repeats: int, profile: CostProfile, noise: Mapping[str, float]) -> str:
-    """A measured cost profile as a table, and how noisy the measurements were."""
-    rows: list[list[Any]] = [[f"decode step, batch {b}", f"{t * 1e3:.3f} ms"] for b, t in profile.decode_step_s.items()]
-    rows += [
-        ["decode, per context token", f"{profile.decode_context_token_s * 1e9:.1f} ns"],
-        ["prefill, per prompt token", f"{profile.prefill_token_s * 1e6:.2f} us"],
-        ["learner, per token (one device)", f"{profile.train_token_s * 1e6:.2f} us"],
-        ["learner, per row x length^2", f"{profile.train_token_square_s * 1e9:.3f} ns"],
-        ["learner, per step", f"{profile.train_step_overhead_s * 1e3:.2f} ms"],
-        ["weight sync", f"{profile.weight_sync_s * 1e3:.3f} ms"],
-    ]
-    typical = statistics.median(noise.values()) if noise else 0.0
-    worst = max(noise.items(), key=lambda item: item[1])
-    return (
-        f"{model} on {device}, median of {repeats}\n{format_table(['figure', 'measured'], rows)}\n"
-        f"noise: spread (max - min) / median over repeats is {typical:.0%} typically, {worst[1]:.0%} at worst ({worst[0]})"
-    )
-
-
 def with_equal_quality(
     results: Sequence[Simulated[Labelled]],
 ) -> list[Simulated[Labelled]]:
@@ -358,64 +336,3 @@ def _speedup_cells(
         *equal,
         *cost_cells(variant.scenario, summary, price_per_device_hour),
     ]
-
-
-def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
-    """The profile fitted from a run, and per phase what the run spent against what it charges."""
-    table = [
-        [phase, f"{measured:.3f}", f"{charged:.3f}", f"{(charged - measured) / measured:+.1%}" if measured else "-"]
-        for phase, (measured, charged) in report.phases.items()
-    ]
-    figures = (
-        f"decode step  {profile.decode_step(1) * 1e3:.3f} ms at batch 1, "
-        f"{profile.decode_step(max(profile.decode_step_s)) * 1e3:.3f} ms at {max(profile.decode_step_s)}, "
-        f"+{profile.decode_context_token_s:.2e} s per context token\n"
-        f"prefill      {profile.join_s * 1e3:.3f} ms per request + {profile.prefill_token_s:.2e} s per prompt token\n"
-        f"retirement   {profile.retire_s * 1e3:.3f} ms per step where rollouts finish\n"
-        f"learner      {profile.train_step_overhead_s * 1e3:.1f} ms per step + {profile.train_token_s:.2e} s per "
-        f"{'token' if profile.train_padding == 'packed' else 'token padded to the longest row of its minibatch'}"
-        f" (one device), x{1 + profile.train_contention:.2f} while an engine computes\n"
-        f"cores        engines x{1 + profile.time_slicing:.2f} slower than their share while oversubscribed\n"
-        f"messages     {profile.wake_s * 1e3:.2f} ms before an idle engine acts, "
-        f"{profile.train_start_s * 1e3:.2f} ms before each learner step\n"
-        f"weight sync  {profile.weight_sync_s * 1e3:.1f} ms"
-    )
-    if profile.engine_start_s is not None:
-        figures += f"\nrestart      {profile.engine_start_s:.2f} s from an engine's death to its replacement's start"
-    header = ["phase", "run s", "profile s", "profile vs run"]
-    return f"fitted to {run}\n{figures}\n" + format_table(header, table)
-
-
-class PhaseRowLike(Protocol):
-    """One phase of a fitted log (``asyncrl.fit_log.PhaseRow``, frozen: read-only here too)."""
-
-    @property
-    def phase(self) -> str: ...
-
-    @property
-    def logged_s(self) -> float | None: ...
-
-    @property
-    def model_s(self) -> float: ...
-
-    @property
-    def term(self) -> str: ...
-
-
-def log_fit_lines(source: str, rows: Sequence[PhaseRowLike], undetermined: Sequence[str], notes: Sequence[str]) -> str:
-    """A profile fitted to a framework's metrics log: per phase, the log's seconds against the model's."""
-    table = [
-        [
-            row.phase,
-            "-" if row.logged_s is None else f"{row.logged_s:,.2f}",
-            f"{row.model_s:,.2f}",
-            f"{(row.model_s - row.logged_s) / row.logged_s:+.1%}" if row.logged_s else "-",
-            row.term,
-        ]
-        for row in rows
-    ]
-    lines = [f"fitted to {source} (seconds per step, means over the logged steps)"]
-    lines.append(format_table(["phase", "log s", "model s", "model vs log", "term"], table))
-    lines += [f"undetermined: {item}" for item in undetermined]
-    lines += [f"note: {item}" for item in notes]
-    return "\n".join(lines)

@@ -46,8 +46,8 @@ class RunCalibration:
     runs: list[Path]
 
     def lines(self) -> str:
-        """The fitted figures and the per-phase table (``analysis.tables.fit_lines``), runs named."""
-        from asyncrl.analysis.tables import fit_lines
+        """The fitted figures and the per-phase table (``analysis.fit_tables.fit_lines``), runs named."""
+        from asyncrl.analysis.fit_tables import fit_lines
 
         return fit_lines(", ".join(run.name for run in self.runs), self.profile, self.report)
 

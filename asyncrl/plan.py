@@ -111,7 +111,7 @@ def _as(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:
 
 def calibrated(scenario: Scenario, log: Path, out: Path, quiet: bool) -> tuple[Scenario, str]:
     """The scenario with ``hardware.profile`` fitted to ``log`` (OUT/profile.yaml), and the fit's table."""
-    from asyncrl.analysis.tables import log_fit_lines
+    from asyncrl.analysis.fit_tables import log_fit_lines
     from asyncrl.commands.common import progress
     from asyncrl.fit_log import fit_from_logs
     from asyncrl.scenarios.efficiency import save_efficiency

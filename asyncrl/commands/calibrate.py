@@ -119,7 +119,7 @@ def _by_running(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     """``--bench``: time micro-benchmarks of the executor's engine, learner and weight sync; print their noise."""
-    from asyncrl.analysis.tables import calibration_lines
+    from asyncrl.analysis.fit_tables import calibration_lines
     from asyncrl.executor.calibrate import calibrate, check_device
     from asyncrl.scenarios.profile import save_profile
 
@@ -144,7 +144,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _from_log(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.tables import log_fit_lines
+    from asyncrl.analysis.fit_tables import log_fit_lines
     from asyncrl.fit_log import fit_from_logs
     from asyncrl.scenarios.efficiency import save_efficiency
 
@@ -163,8 +163,8 @@ def _from_log(args: argparse.Namespace) -> int:
 
 def _from_run(args: argparse.Namespace) -> int:
     from asyncrl.analysis.fit import profile_from_runs
+    from asyncrl.analysis.fit_tables import fit_lines
     from asyncrl.analysis.phases import contention_line, run_contention
-    from asyncrl.analysis.tables import fit_lines
     from asyncrl.scenarios.profile import save_profile
 
     runs = args.from_run
