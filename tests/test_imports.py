@@ -32,6 +32,7 @@ PACKAGES = (
 PLOTTING = {
     "asyncrl.analysis.canvas",
     "asyncrl.analysis.plots",
+    "asyncrl.analysis.comparison_plot",
     "asyncrl.analysis.table_plots",
     "asyncrl.analysis.report",
     "asyncrl.analysis.study_plots",
