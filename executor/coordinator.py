@@ -39,10 +39,11 @@ from asyncrl.executor.messages import (
 )
 from asyncrl.executor.weights import send_weights
 from asyncrl.executor.work import WorkSource
+from asyncrl.scenarios.actions import Load, Regenerate
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.record import event_row
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import Load, Regenerate, ScheduleState
+from asyncrl.scenarios.state import ScheduleState
 
 WAIT_S = 0.2  # the learner re-checks the workers' health this often while it waits
 

@@ -10,7 +10,7 @@
     an engine died          ──► engine_lost ──────┤  (its unfinished groups: Regenerate actions later)
     its replacement is up   ──► engine_restored ──┘
 
-``scenarios.policy`` is the rulebook; this class applies it to one run's state
+``scenarios.policy`` is the rulebook and ``scenarios.actions`` the answers; this class applies it to one run's state
 (latest version, live groups, the queue of finished groups, each engine's
 version and load, the weight versions still needed). The simulator and the
 executor's coordinator each hold one and call the same methods, so no queue or
@@ -38,6 +38,7 @@ import heapq
 from dataclasses import dataclass
 
 from asyncrl.scenarios import failures, policy
+from asyncrl.scenarios.actions import Action, Load, Regenerate, Start, Taken
 from asyncrl.scenarios.failures import NO_VERSION
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
@@ -49,49 +50,6 @@ class EngineLoad:
 
     version: int = 0  # the weights it generates with, or has been told to load
     in_flight: int = 0  # samples started on it and not finished
-
-
-@dataclass(frozen=True)
-class Load:
-    """Tell ``engine`` to load weights ``version`` before it starts anything it is told after this.
-
-    An engine takes its commands in order, so the state counts the version as
-    the engine's from the moment the load is decided: groups started on it in
-    the same dispatch are generated with the new weights, once they are in.
-    """
-
-    engine: int
-    version: int
-
-
-@dataclass(frozen=True)
-class Start:
-    """Start these groups on ``engine``, in this order; ``batches[i]`` is the step ``groups[i]`` is for."""
-
-    engine: int
-    groups: tuple[int, ...]
-    batches: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Regenerate:
-    """Start again on ``engine`` these groups, lost with the engine that held them; ``batches[i]`` is the
-    step ``groups[i]`` is for (as when it first started)."""
-
-    engine: int
-    groups: tuple[int, ...]
-    batches: tuple[int, ...]
-
-
-Action = Load | Start | Regenerate
-
-
-@dataclass(frozen=True)
-class Taken:
-    """The learner's answer for one step: the batch (empty: keep waiting) and what was dropped."""
-
-    batch: tuple[FinishedGroup, ...] = ()
-    dropped: tuple[FinishedGroup, ...] = ()
 
 
 class ScheduleState:

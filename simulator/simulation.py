@@ -33,11 +33,12 @@ from collections.abc import Callable, Generator, Sequence
 import pandas as pd
 import simpy
 from asyncrl.scenarios import policy
+from asyncrl.scenarios.actions import Load, Regenerate
 from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.record import RunRecord
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import Load, Regenerate, ScheduleState
+from asyncrl.scenarios.state import ScheduleState
 from asyncrl.scenarios.workload import LengthStream
 from asyncrl.simulator.budget import plan
 from asyncrl.simulator.convergence import Tolerance, steady_span

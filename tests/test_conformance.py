@@ -21,9 +21,10 @@ import pytest
 import torch
 from asyncrl.executor.coordinator import Coordinator
 from asyncrl.executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroups, StepFinished
+from asyncrl.scenarios.actions import Action, Load, Taken
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import Action, Load, ScheduleState, Taken
+from asyncrl.scenarios.state import ScheduleState
 from asyncrl.simulator.costs import CostModel, MeasuredCosts
 from asyncrl.simulator.simulation import Simulation
 

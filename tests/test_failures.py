@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from asyncrl.analysis.exactly_once import exactly_once_violations
+from asyncrl.scenarios.actions import Load, Regenerate, Start
 from asyncrl.scenarios.failures import (
     NO_VERSION,
     Failure,
@@ -16,7 +17,7 @@ from asyncrl.scenarios.failures import (
     regeneration_version,
 )
 from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
-from asyncrl.scenarios.state import Load, Regenerate, ScheduleState, Start
+from asyncrl.scenarios.state import ScheduleState
 from asyncrl.simulator.simulation import simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st

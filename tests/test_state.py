@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from asyncrl.scenarios import policy
+from asyncrl.scenarios.actions import Load, Start
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import Load, ScheduleState, Start
+from asyncrl.scenarios.state import ScheduleState
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
