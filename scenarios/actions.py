@@ -1,12 +1,14 @@
 """What the schedule state tells a backend (``ScheduleState.dispatch``, ``take``): plain values, no behaviour.
 
 dispatch() ─► [Load(engine, version), Start(engine, groups, batches), Regenerate(engine, groups, batches)]
+dispatch_grouped() ─► Dispatch: the same, with the loads of engines that hold nothing as one LoadEmpty per version
 take(k)    ─► Taken(batch, dropped)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from asyncrl.scenarios.policy import FinishedGroup
 
@@ -44,6 +46,33 @@ class Regenerate:
 
 
 Action = Load | Start | Regenerate
+
+
+@dataclass(frozen=True)
+class LoadEmpty:
+    """Tell each of ``engines``, none with anything in flight, to load weights ``version``: one ``Load`` each.
+
+    On a large cluster most engines may be idle, and every one of them loads each new version; a backend
+    that can apply those loads together (the simulator does, ``simulator.dormant``) takes them as one.
+    """
+
+    engines: tuple[int, ...]
+    version: int
+
+
+class Dispatch(NamedTuple):
+    """One dispatch's answer in parts, in the order a backend applies them."""
+
+    regenerate: list[Load | Regenerate]  # lost groups started again, each after the Load it needs
+    loads: list[Load]  # engines with samples in flight (in-flight updates), in engine order
+    load_empty: list[LoadEmpty]  # engines with nothing in flight, by the version they load
+    starts: list[Start]
+
+    def actions(self) -> list[Action]:
+        """The same as a list of single actions: regenerations, every Load in engine order, then starts."""
+        loads = self.loads + [Load(engine, load.version) for load in self.load_empty for engine in load.engines]
+        loads.sort(key=lambda load: load.engine)
+        return [*self.regenerate, *loads, *self.starts]
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import heapq
 from dataclasses import dataclass
 
 from asyncrl.scenarios import failures, policy
-from asyncrl.scenarios.actions import Action, Load, Regenerate, Start, Taken
+from asyncrl.scenarios.actions import Action, Dispatch, Load, LoadEmpty, Regenerate, Start, Taken
 from asyncrl.scenarios.failures import NO_VERSION
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
@@ -157,16 +157,20 @@ class ScheduleState:
 
     def dispatch(self) -> list[Action]:
         """Lost groups first (with the loads they need), then loads for engines whose weights should
-        change, then starts for the admissible groups."""
-        actions: list[Action] = self._regenerate() if self.lost else []
-        actions.extend(self._loads())
-        actions.extend(self._split())
-        return actions
+        change, in engine order, then starts for the admissible groups."""
+        return self.dispatch_grouped().actions()
 
-    def _loads(self) -> list[Load]:
-        """The weight loads due now, in engine order: ``policy.sync_target`` once per (version, empty) class of
-        the engines behind the latest version (a load changes no other engine's target, so they are decided
-        together)."""
+    def dispatch_grouped(self) -> Dispatch:
+        """``dispatch``'s decision with the loads of engines holding nothing grouped by version (``LoadEmpty``):
+        on a large cluster most engines may be idle, and a publish moves them all."""
+        regenerate = self._regenerate() if self.lost else []
+        loads, load_empty = self._loads()
+        return Dispatch(regenerate, loads, load_empty, self._split())
+
+    def _loads(self) -> tuple[list[Load], list[LoadEmpty]]:
+        """The weight loads due now: ``policy.sync_target`` once per (version, empty) class of the engines behind
+        the latest version (a load changes no other engine's target, so they are decided together). Engines
+        with samples in flight load one by one, in engine order; the empty ones of a class together."""
         moving: list[tuple[tuple[int, bool], int, tuple[int, ...]]] = []  # (class, target, its engines)
         latest, any_load = self.latest_version, self._in_flight_updates
         for key, engines in self._classes.items():
@@ -175,20 +179,20 @@ class ScheduleState:
                 continue
             target = self.sync_target(next(iter(engines)))
             if target is not None and target in self.kept_versions:
-                moving.append((key, target, tuple(engines)))
-        if not moving:
-            return []
-        loading: list[tuple[int, int]] = []
+                moving.append((key, target, tuple(sorted(engines))))
+        loads: list[Load] = []
+        load_empty: list[LoadEmpty] = []
         for key, target, members in moving:
-            loading.extend((index, target) for index in members)
             if key[1]:
                 self._load_empty(key, target, members)
-            else:
-                for index in members:
-                    self.engines[index].version = target
-                    self._index(index)
-        loading.sort()
-        return [Load(index, target) for index, target in loading]
+                load_empty.append(LoadEmpty(members, target))
+                continue
+            for index in members:
+                self.engines[index].version = target
+                self._index(index)
+                loads.append(Load(index, target))
+        loads.sort(key=lambda load: load.engine)
+        return loads, load_empty
 
     def _load_empty(self, key: tuple[int, bool], target: int, engines: tuple[int, ...]) -> None:
         """Empty engines of class ``key`` now hold ``target``: what ``_index`` does for each of them, set by set
@@ -294,10 +298,10 @@ class ScheduleState:
             self._index(index)
         return starts
 
-    def _regenerate(self) -> list[Action]:
+    def _regenerate(self) -> list[Load | Regenerate]:
         """Hand lost groups, oldest first, to the least-loaded engine that may generate them again
         (``failures.may_regenerate``), loading an idle engine when none may; the rest wait."""
-        actions: list[Action] = []
+        actions: list[Load | Regenerate] = []
         waiting = []
         for group in self.lost:
             batch = self._batch_of_group[group]
@@ -315,7 +319,7 @@ class ScheduleState:
         self.lost = waiting
         return actions
 
-    def _regenerator(self, batch: int, actions: list[Action]) -> int | None:
+    def _regenerator(self, batch: int, actions: list[Load | Regenerate]) -> int | None:
         """The engine to generate a lost group of ``batch`` again, after a Load appended to ``actions`` if
         it needs one; None while none can."""
         bound, exact, size = self.scenario.staleness_bound, self._exact, self._group_size

@@ -104,7 +104,7 @@ class Engine:
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._decode_step = costs.decode_step_table(self._capacity)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
-        self._sync_s, self._switch_s = costs.weight_sync(index), costs.switch_to_generation()  # each load's
+        self.sync_s, self.switch_s = costs.weight_sync(index), costs.switch_to_generation()  # each load's (s)
         self.host = host
         self.rate = 1.0  # speed, 0-1: below 1 while the host's cores are oversubscribed
         self.is_engine = True
@@ -134,7 +134,7 @@ class Engine:
         self.advance(now)
         slowness = 1.0 / self.rate
         start = now + self._pause * slowness
-        sync_s, switch_s = self._sync_s, self._switch_s
+        sync_s, switch_s = self.sync_s, self.switch_s
         loaded = start + sync_s * slowness
         ready = loaded + switch_s * slowness
         self._pause += sync_s + switch_s
@@ -142,6 +142,15 @@ class Engine:
         self.version = version
         self.loads.append(WeightLoad(self.progress, ready, version))
         return start, loaded, ready
+
+    def dormant_state(self) -> tuple[float, float, float, int]:
+        """(clock, pause still due, when its last load ends, version): all that changes while it holds
+        nothing and loads weights (``simulator.dormant`` keeps them meanwhile)."""
+        return self._clock, self._pause, self._ready_at, self.version
+
+    def restore(self, clock: float, pause: float, ready_at: float, version: int) -> None:
+        """Take back the state ``dormant_state`` gave, after the loads applied to it meanwhile."""
+        self._clock, self._pause, self._ready_at, self.version = clock, pause, ready_at, version
 
     def start(self, group: int, prompt: int, lengths: list[int]) -> Prefill:
         """Prefill ``group``'s prompt, then decode its samples alongside the others; when the prefill runs."""

@@ -126,7 +126,7 @@ class EngineFailures:
         if index in sim.state.down:
             return
         sim._confirm_refused()  # the state must see every engine's finishes up to now before it re-plans
-        running = dict(sim.engines[index].fail(now))
+        running = dict(sim.dormant.wake(sim.engines[index]).fail(now))
         rollouts, size = sim.rollouts, sim.rollouts.group_size
         groups = sorted({sample // size for sample in running})
         for group in groups:

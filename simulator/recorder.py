@@ -5,7 +5,9 @@
       switches, trains, drops  ─┘
 
 During the run the recorder only appends (cheap per event); ``events`` builds
-the table once, with numpy. It reads the engines' final progress and weight
+the table once, with numpy. Weight loads and phase switches arrive one by one or as a block (dormant
+engines, ``simulator.dormant``); each carries its decision's number and its rank in it (loads in engine
+order), so their rows come out in the order the decisions took them. It reads the engines' final progress and weight
 loads as plain lists, so it knows nothing of the engine or the simulation.
 
 A rollout row's ``comm_s`` is its share of its engine's tensor-parallel
@@ -35,21 +37,46 @@ class Drop(NamedTuple):
     time: float  # (s)
 
 
-class SyncSpan(NamedTuple):
-    """An engine loading new weights."""
+class Spans(NamedTuple):
+    """Sync or switch spans as columns, in the order they were decided; ``engine`` −1 for the learner."""
 
-    engine: int
-    start: float  # (s)
-    end: float  # (s)
-    version: int  # loaded
+    engine: np.ndarray
+    start: np.ndarray  # (s)
+    end: np.ndarray  # (s)
+    version: np.ndarray  # loaded (syncs), −1 (switches)
 
 
-class SwitchSpan(NamedTuple):
-    """Colocated devices changing phase: ``worker`` an engine (back to generation) or the learner."""
+class _Block(NamedTuple):
+    """Spans appended together: their decision's number, then the columns (ranked by engine index)."""
 
-    worker: str
-    start: float  # (s)
-    end: float  # (s)
+    decision: int
+    engine: np.ndarray
+    start: np.ndarray  # (s)
+    end: np.ndarray  # (s)
+    version: int
+
+
+_Row = tuple[int, int, int, float, float, int]  # one span: decision, rank in it, engine, start, end, version
+
+
+class _SpanLog:
+    """Spans appended one by one (a tuple each: cheap) or as blocks; read back as columns, in order."""
+
+    def __init__(self) -> None:
+        self.rows: list[_Row] = []
+        self.blocks: list[_Block] = []
+
+    def columns(self) -> Spans:
+        """Ordered by decision, then rank (stable: as appended within a rank)."""
+        rows = np.asarray(self.rows, dtype=np.float64).reshape(-1, 6)
+        decision = np.concatenate([rows[:, 0], *(np.full(len(b.engine), b.decision) for b in self.blocks)])
+        rank = np.concatenate([rows[:, 1], *(b.engine for b in self.blocks)])
+        order = np.lexsort((rank, decision))
+        engine = np.concatenate([rows[:, 2], *(b.engine for b in self.blocks)]).astype(np.int64)
+        start = np.concatenate([rows[:, 3], *(b.start for b in self.blocks)])
+        end = np.concatenate([rows[:, 4], *(b.end for b in self.blocks)])
+        version = np.concatenate([rows[:, 5], *(np.full(len(b.engine), b.version) for b in self.blocks)])
+        return Spans(engine[order], start[order], end[order], version.astype(np.int64)[order])
 
 
 class TrainSpan(NamedTuple):
@@ -68,19 +95,29 @@ class Recorder:
         self.group_size = rollouts.group_size
         self._ranks, self._square_weight = ranks, square_weight  # how the learner's rows fall on its ranks
         self._drops: list[Drop] = []
-        self._syncs: list[SyncSpan] = []
+        self._syncs = _SpanLog()
+        self.decision = 0  # numbers the backend's decisions, so syncs and switches keep their order
         # Each group's prefill span, by group id (groups are numbered in start order). Plain floats, not
         # tuples: one per group, and floats are no work for the garbage collector.
         self._prefill_start: list[float] = []
         self._prefill_end: list[float] = []
-        self._switches: list[SwitchSpan] = []
+        self._switches = _SpanLog()
         self._trains: list[TrainSpan] = []
 
     def dropped(self, group: int, now: float) -> None:
         self._drops.append(Drop(group, now))
 
-    def sync(self, engine: int, start: float, end: float, version: int) -> None:
-        self._syncs.append(SyncSpan(engine, start, end, version))
+    def decide(self) -> None:
+        """A new decision begins: what is appended from now on comes after what came before."""
+        self.decision += 1
+
+    def sync(self, engine: int, start: float, end: float, version: int, rank: int) -> None:
+        """``engine`` loads ``version``; ``rank`` orders it within this decision."""
+        self._syncs.rows.append((self.decision, rank, engine, start, end, version))
+
+    def syncs_of(self, engines: np.ndarray, start: np.ndarray, end: np.ndarray, version: int) -> None:
+        """Each of ``engines`` loads ``version`` (ranked by engine index)."""
+        self._syncs.blocks.append(_Block(self.decision, engines, start, end, version))
 
     def prefill(self, start: float, end: float) -> None:
         """The prefill of the group started last."""
@@ -91,8 +128,12 @@ class Recorder:
         """The prefill of ``group``, started again after its engine was lost."""
         self._prefill_start[group], self._prefill_end[group] = start, end
 
-    def switch(self, worker: str, start: float, end: float) -> None:
-        self._switches.append(SwitchSpan(worker, start, end))
+    def switch(self, engine: int, start: float, end: float, rank: int = 0) -> None:
+        """Colocated devices change phase: ``engine`` back to generation, or −1, the learner to training."""
+        self._switches.rows.append((self.decision, rank, engine, start, end, -1))
+
+    def switches_of(self, engines: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        self._switches.blocks.append(_Block(self.decision, engines, start, end, -1))
 
     def train(self, step: int, start: float, end: float, tokens: int, comm_s: float) -> None:
         self._trains.append(TrainSpan(step, start, end, tokens, comm_s))
@@ -103,9 +144,9 @@ class Recorder:
         return self._trains
 
     @property
-    def syncs(self) -> list[SyncSpan]:
-        """Each weight load, as appended."""
-        return self._syncs
+    def syncs(self) -> Spans:
+        """Each weight load, in the order decided."""
+        return self._syncs.columns()
 
     @property
     def prefills(self) -> tuple[list[float], list[float]]:
@@ -113,9 +154,9 @@ class Recorder:
         return self._prefill_start, self._prefill_end
 
     @property
-    def switches(self) -> list[SwitchSpan]:
-        """Each phase switch, as appended."""
-        return self._switches
+    def switches(self) -> Spans:
+        """Each phase switch, in the order decided."""
+        return self._switches.columns()
 
     @property
     def drops(self) -> list[Drop]:
@@ -137,12 +178,13 @@ class Recorder:
     ) -> pd.DataFrame:
         """The event table; ``progress`` and ``loads`` are each engine's at the end of the run,
         ``tensor_parallel`` the all-reduce time of one decode step (none: no rollout pays any)."""
+        names = np.asarray([f"engine-{i}" for i in range(len(progress))] or [""])
         frames = [
             self._rollout_rows(progress, loads, wall_time, tensor_parallel or AllReduceCost()),
             self._drop_rows(),
-            self._sync_rows(),
-            self._prefill_rows(np.asarray([f"engine-{i}" for i in range(len(progress))])),
-            self._switch_rows(),
+            self._sync_rows(names),
+            self._prefill_rows(names),
+            self._switch_rows(names),
             self._train_rows(),
         ]
         table = pd.concat([frame for frame in frames if len(frame)], ignore_index=True)
@@ -236,11 +278,11 @@ class Recorder:
             }
         )
 
-    def _sync_rows(self) -> pd.DataFrame:
-        engine, start, end, version = zip(*self._syncs, strict=True) if self._syncs else ((), (), (), ())
+    def _sync_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
+        engine, start, end, version = self.syncs
         return pd.DataFrame(
             {
-                "worker": [f"engine-{i}" for i in engine],
+                "worker": engine_names[engine],
                 "role": "generation",
                 "kind": "sync",
                 "start": start,
@@ -272,12 +314,13 @@ class Recorder:
             }
         )
 
-    def _switch_rows(self) -> pd.DataFrame:
-        worker, start, end = zip(*self._switches, strict=True) if self._switches else ((), (), ())
+    def _switch_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
+        engine, start, end, _ = self.switches
+        learner = engine < 0
         return pd.DataFrame(
             {
-                "worker": worker,
-                "role": ["training" if name == "learner" else "generation" for name in worker],
+                "worker": np.where(learner, "learner", engine_names[np.where(learner, 0, engine)]),
+                "role": np.where(learner, "training", "generation"),
                 "kind": "switch",
                 "start": start,
                 "end": end,

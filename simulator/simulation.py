@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 
+import numpy as np
 import pandas as pd
 import simpy
 from asyncrl.scenarios import policy
-from asyncrl.scenarios.actions import Load, Regenerate
+from asyncrl.scenarios.actions import Load, LoadEmpty, Regenerate, Start
 from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.record import RunRecord
@@ -43,6 +44,7 @@ from asyncrl.scenarios.workload import LengthStream
 from asyncrl.simulator.budget import plan
 from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import CostModel, cost_model
+from asyncrl.simulator.dormant import Dormant
 from asyncrl.simulator.engine import Engine
 from asyncrl.simulator.failures import EngineFailures
 from asyncrl.simulator.host import Computation, Host
@@ -52,6 +54,8 @@ from asyncrl.simulator.rollouts import Rollouts
 from simpy.events import EventPriority
 
 StepCallback = Callable[[int, float], None]
+
+DORMANT_AT_LEAST = 8  # engines loading together that go dormant: fewer load one by one (numpy has a fixed cost)
 
 LATE = EventPriority(2)  # after SimPy's URGENT (0) and NORMAL (1): once everything else due at an instant
 
@@ -88,6 +92,7 @@ class Simulation:
         ]
         self.learner = Computation(self.env, self.host, scenario.training_devices)
         self._wake_s = self.costs.engine_wake()  # an idle engine's delay to act on work (constant per run)
+        self.dormant = Dormant(self.engines, self._wake_s)  # engines holding nothing, loading weights together
         self.learner_wake: simpy.Event | None = None
         self.deciding: AfterInstant | None = None  # the decision due at the end of this instant, if deferred
         self._groups_in = False  # groups completed since the last decision: the learner may take
@@ -139,39 +144,73 @@ class Simulation:
     # Decisions applied.
 
     def dispatch(self) -> None:
-        """Apply what the state says to do now: weight loads, then group starts (in that order)."""
-        now, wake_s = self.env.now, self._wake_s
-        for action in self.state.dispatch():
-            engine = self.engines[action.engine]
-            engine.prepare(now)
-            if wake_s and engine.idle(now):
-                engine.wake_up(wake_s)
+        """Apply what the state says to do now: lost groups again, weight loads, then group starts (in that
+        order). Engines with nothing in flight load together, as dormant engines (``simulator.dormant``)."""
+        decision = self.state.dispatch_grouped()
+        self.recorder.decide()
+        for rank, action in enumerate(decision.regenerate, start=-len(decision.regenerate)):
             if isinstance(action, Load):
-                start, loaded, ready = engine.load(action.version)
-                self.recorder.sync(engine.index, start, loaded, action.version)
-                if ready > loaded:
-                    self.recorder.switch(f"engine-{engine.index}", loaded, ready)
-                if engine.in_flight:
-                    engine.replan()  # (an empty engine's load is all pause: nothing to plan until it gets work)
-                continue
-            if isinstance(action, Regenerate):
-                for group in action.groups:
-                    rollouts = self.rollouts
-                    loads_seen = len(engine.loads)
-                    lengths = rollouts.restart_group(
-                        group, engine.index, now, engine.version, engine.progress, loads_seen
-                    )
-                    prefill = engine.start(group, rollouts.prompt[group], lengths)
-                    self.recorder.prefill_again(group, prefill.start, prefill.end)
+                self._load(action.engine, action.version, rank)
             else:
-                for group in action.groups:
-                    prompt, lengths = self.lengths.next_group()
-                    self.rollouts.start_group(
-                        engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
-                    )
-                    prefill = engine.start(group, prompt, lengths)
-                    self.recorder.prefill(prefill.start, prefill.end)
-            engine.replan()
+                self._regenerate(action)
+        for load in decision.loads:
+            self._load(load.engine, load.version, load.engine)
+        for group in decision.load_empty:
+            self._load_dormant(group)
+        for start in decision.starts:
+            self._start(start)
+
+    def engine(self, index: int) -> Engine:
+        """Engine ``index``, awake: its own state in it (``simulator.dormant``), brought to now."""
+        engine = self.dormant.wake(self.engines[index])
+        engine.prepare(self.env.now)
+        if self._wake_s and engine.idle(self.env.now):
+            engine.wake_up(self._wake_s)  # work handed to an idle engine reaches it this much later
+        return engine
+
+    def _load(self, index: int, version: int, rank: int) -> None:
+        engine = self.engine(index)
+        start, loaded, ready = engine.load(version)
+        self.recorder.sync(index, start, loaded, version, rank)
+        if ready > loaded:
+            self.recorder.switch(index, loaded, ready, rank)
+        if engine.in_flight:
+            engine.replan()  # (an empty engine's load is all pause: nothing to plan until it gets work)
+
+    def _load_dormant(self, group: LoadEmpty) -> None:
+        if len(group.engines) < DORMANT_AT_LEAST:
+            for index in group.engines:
+                self._load(index, group.version, index)
+            return
+        engines = np.asarray(group.engines, dtype=np.int64)
+        done = self.dormant.load(engines, group.version, self.env.now)
+        self.recorder.syncs_of(engines, done.start, done.loaded, group.version)
+        switching = done.ready > done.loaded
+        if switching.any():
+            self.recorder.switches_of(engines[switching], done.loaded[switching], done.ready[switching])
+
+    def _regenerate(self, action: Regenerate) -> None:
+        now, rollouts = self.env.now, self.rollouts
+        engine = self.engine(action.engine)
+        for group in action.groups:
+            lengths = rollouts.restart_group(
+                group, engine.index, now, engine.version, engine.progress, len(engine.loads)
+            )
+            prefill = engine.start(group, rollouts.prompt[group], lengths)
+            self.recorder.prefill_again(group, prefill.start, prefill.end)
+        engine.replan()
+
+    def _start(self, action: Start) -> None:
+        now = self.env.now
+        engine = self.engine(action.engine)
+        for group in action.groups:
+            prompt, lengths = self.lengths.next_group()
+            self.rollouts.start_group(
+                engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
+            )
+            prefill = engine.start(group, prompt, lengths)
+            self.recorder.prefill(prefill.start, prefill.end)
+        engine.replan()
 
     def _confirm_refused(self) -> None:
         """Before a change that may reopen admission (a publish, a take, a drop): engines that had room
@@ -219,7 +258,8 @@ class Simulation:
         """Colocated: the devices bring the learner state back before the step (no time when it stayed)."""
         duration = self.costs.switch_to_training()
         if duration > 0:
-            self.recorder.switch("learner", self.env.now, self.env.now + duration)
+            self.recorder.decide()
+            self.recorder.switch(-1, self.env.now, self.env.now + duration)
             yield self.env.timeout(duration)
 
     def _check_convergence(self, step: int, batch: list[int], tolerance: Tolerance) -> None:
@@ -269,6 +309,7 @@ class Simulation:
             until_converged = None
         self.env.process(self._learner(on_step, until_converged))
         self.env.run(until=self.done)
+        self.dormant.wake_all()
         for engine in self.engines:
             engine.settle(self.env.now)
 

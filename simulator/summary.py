@@ -85,9 +85,9 @@ def records(sim: Simulation) -> RolloutArrays:
         mean_version=mean_version,
         train_start=np.asarray([t.start for t in trains], dtype=np.float64),
         train_end=np.asarray([t.end for t in trains], dtype=np.float64),
-        sync_engine=np.asarray([s.engine for s in syncs], dtype=np.int64),
-        sync_start=np.asarray([s.start for s in syncs], dtype=np.float64),
-        sync_end=np.asarray([s.end for s in syncs], dtype=np.float64),
+        sync_engine=syncs.engine,
+        sync_start=syncs.start,
+        sync_end=syncs.end,
         **_pauses(sim),
         drop_times=np.repeat(np.asarray([d.time for d in drops], dtype=np.float64), size),
         engines=len(sim.engines),
@@ -112,13 +112,12 @@ def _pauses(sim: Simulation) -> dict[str, np.ndarray]:
     while it ran (its span is timed at the rate it started with), so it is counted like the events count it.
     """
     prefill_start, prefill_end = sim.recorder.prefills
-    switches = [span for span in sim.recorder.switches if span.worker != "learner"]
+    switches = sim.recorder.switches
+    engines = switches.engine >= 0  # not the learner's
     return {
-        "pause_engine": np.concatenate(
-            [np.asarray(sim.rollouts.engine, dtype=np.int64), [int(s.worker.removeprefix("engine-")) for s in switches]]
-        ).astype(np.int64),
-        "pause_start": np.concatenate([np.asarray(prefill_start, dtype=np.float64), [s.start for s in switches]]),
-        "pause_end": np.concatenate([np.asarray(prefill_end, dtype=np.float64), [s.end for s in switches]]),
+        "pause_engine": np.concatenate([np.asarray(sim.rollouts.engine, dtype=np.int64), switches.engine[engines]]),
+        "pause_start": np.concatenate([np.asarray(prefill_start, dtype=np.float64), switches.start[engines]]),
+        "pause_end": np.concatenate([np.asarray(prefill_end, dtype=np.float64), switches.end[engines]]),
     }
 
 

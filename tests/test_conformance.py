@@ -21,7 +21,7 @@ import pytest
 import torch
 from asyncrl.executor.coordinator import Coordinator
 from asyncrl.executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroups, StepFinished
-from asyncrl.scenarios.actions import Action, Load, Taken
+from asyncrl.scenarios.actions import Action, Dispatch, Load, Taken
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import ScheduleState
@@ -66,10 +66,10 @@ class TracedState(ScheduleState):
         self.trace.append(("take", self.sim.env.now, step))
         return super().take(step)
 
-    def dispatch(self) -> list[Action]:
-        actions = super().dispatch()
-        self.trace.append(("dispatch", self.sim.env.now, actions))
-        return actions
+    def dispatch_grouped(self) -> Dispatch:
+        decision = super().dispatch_grouped()  # what the simulation applies: traced as the coordinator gets it
+        self.trace.append(("dispatch", self.sim.env.now, decision.actions()))
+        return decision
 
 
 @dataclass
