@@ -30,53 +30,12 @@ from asyncrl.scenarios.record import EVENT_COLUMNS
 from asyncrl.scenarios.workload import TrainTokens
 from asyncrl.simulator.costs import AllReduceCost
 from asyncrl.simulator.rollouts import Rollouts, WeightLoad, cut_at_loads
+from asyncrl.simulator.spans import Block, SpanLog, Spans
 
 
 class Drop(NamedTuple):
     group: int
     time: float  # (s)
-
-
-class Spans(NamedTuple):
-    """Sync or switch spans as columns, in the order they were decided; ``engine`` −1 for the learner."""
-
-    engine: np.ndarray
-    start: np.ndarray  # (s)
-    end: np.ndarray  # (s)
-    version: np.ndarray  # loaded (syncs), −1 (switches)
-
-
-class _Block(NamedTuple):
-    """Spans appended together: their decision's number, then the columns (ranked by engine index)."""
-
-    decision: int
-    engine: np.ndarray
-    start: np.ndarray  # (s)
-    end: np.ndarray  # (s)
-    version: int
-
-
-_Row = tuple[int, int, int, float, float, int]  # one span: decision, rank in it, engine, start, end, version
-
-
-class _SpanLog:
-    """Spans appended one by one (a tuple each: cheap) or as blocks; read back as columns, in order."""
-
-    def __init__(self) -> None:
-        self.rows: list[_Row] = []
-        self.blocks: list[_Block] = []
-
-    def columns(self) -> Spans:
-        """Ordered by decision, then rank (stable: as appended within a rank)."""
-        rows = np.asarray(self.rows, dtype=np.float64).reshape(-1, 6)
-        decision = np.concatenate([rows[:, 0], *(np.full(len(b.engine), b.decision) for b in self.blocks)])
-        rank = np.concatenate([rows[:, 1], *(b.engine for b in self.blocks)])
-        order = np.lexsort((rank, decision))
-        engine = np.concatenate([rows[:, 2], *(b.engine for b in self.blocks)]).astype(np.int64)
-        start = np.concatenate([rows[:, 3], *(b.start for b in self.blocks)])
-        end = np.concatenate([rows[:, 4], *(b.end for b in self.blocks)])
-        version = np.concatenate([rows[:, 5], *(np.full(len(b.engine), b.version) for b in self.blocks)])
-        return Spans(engine[order], start[order], end[order], version.astype(np.int64)[order])
 
 
 class TrainSpan(NamedTuple):
@@ -95,13 +54,13 @@ class Recorder:
         self.group_size = rollouts.group_size
         self._ranks, self._square_weight = ranks, square_weight  # how the learner's rows fall on its ranks
         self._drops: list[Drop] = []
-        self._syncs = _SpanLog()
+        self._syncs = SpanLog()
         self.decision = 0  # numbers the backend's decisions, so syncs and switches keep their order
         # Each group's prefill span, by group id (groups are numbered in start order). Plain floats, not
         # tuples: one per group, and floats are no work for the garbage collector.
         self._prefill_start: list[float] = []
         self._prefill_end: list[float] = []
-        self._switches = _SpanLog()
+        self._switches = SpanLog()
         self._trains: list[TrainSpan] = []
 
     def dropped(self, group: int, now: float) -> None:
@@ -117,7 +76,7 @@ class Recorder:
 
     def syncs_of(self, engines: np.ndarray, start: np.ndarray, end: np.ndarray, version: int) -> None:
         """Each of ``engines`` loads ``version`` (ranked by engine index)."""
-        self._syncs.blocks.append(_Block(self.decision, engines, start, end, version))
+        self._syncs.blocks.append(Block(self.decision, engines, start, end, version))
 
     def prefill(self, start: float, end: float) -> None:
         """The prefill of the group started last."""
@@ -133,7 +92,7 @@ class Recorder:
         self._switches.rows.append((self.decision, rank, engine, start, end, -1))
 
     def switches_of(self, engines: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
-        self._switches.blocks.append(_Block(self.decision, engines, start, end, -1))
+        self._switches.blocks.append(Block(self.decision, engines, start, end, -1))
 
     def train(self, step: int, start: float, end: float, tokens: int, comm_s: float) -> None:
         self._trains.append(TrainSpan(step, start, end, tokens, comm_s))
