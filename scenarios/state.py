@@ -241,13 +241,20 @@ class ScheduleState:
     def _split(self) -> list[Start]:
         """Hand admissible groups one at a time to the least-loaded engine that can take one."""
         limits = self._limits()  # fixed while groups start
-        live = self.live_groups
-        takers = [
-            (self.engines[index].in_flight, index)
-            for version, engines in self._room.items()
-            if limits[version] > live
-            for index in engines
-        ]
+        live, engines_of = self.live_groups, self.engines
+        takers: list[tuple[int, int]] = []
+        for version, engines in self._room.items():
+            room = limits[version] - live  # groups engines of this version may still take
+            if room <= 0:
+                continue
+            empty = self._classes.get((version, True))
+            if empty is not None and len(empty) > room:
+                # Empty engines all carry load 0 and are taken lowest index first, each once before any twice:
+                # at most ``room`` of them can get a group (most engines of a large cluster are empty).
+                takers.extend((engines_of[index].in_flight, index) for index in engines - empty)
+                takers.extend((0, index) for index in heapq.nsmallest(room, empty))
+            else:
+                takers.extend((engines_of[index].in_flight, index) for index in engines)
         if not takers:
             return []
         heapq.heapify(takers)
