@@ -89,8 +89,7 @@ class ScheduleState:
         self._limit_cache: dict[int, int] = {}  # version -> policy.admission_limit
         self.down: set[int] = set()  # engines lost and not restored yet
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
-        for engine in range(engines):
-            self._index(engine)
+        self._index_all(engines)
 
     # What happened.
 
@@ -384,6 +383,16 @@ class ScheduleState:
         if not down and state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
             self._room.setdefault(state.version, set()).add(engine)
             self._filed[engine] = state.version
+
+    def _index_all(self, engines: int) -> None:
+        """``_index`` of every engine at the start, set by set: all are up, empty and hold the first version."""
+        everyone = range(engines)
+        key = (self.first_version, True)
+        self._classes = {key: set(everyone)} if engines else {}
+        self._class_of = dict.fromkeys(everyone, key)
+        if engines and self.first_version != NO_VERSION and self._capacity >= self._group_size:
+            self._room = {self.first_version: set(everyone)}
+            self._filed = dict.fromkeys(everyone, self.first_version)
 
     def may_be_ready(self, step: int) -> bool:
         """Cheap precondition for ``select_batch`` (``take`` does nothing without it)."""

@@ -21,6 +21,11 @@ of its work (pauses and decode steps alike). When the host changes the rate,
 the engine first settles at the old one, then replans. An idle engine given
 work acts on it ``wake_s`` later (``wake_up``: the command's delivery).
 
+An engine holding nothing that is told to load weights may go *dormant*
+(``simulator.dormant``): the simulation applies its loads together with
+other idle engines' and hands its state back (``restore``) before it next
+gets work.
+
 The engine decides nothing about the schedule. It tells its ``Listener`` (the
 simulation) when samples finish; the simulation asks ``ScheduleState.dispatch``
 and hands the engine weights to load (``load``) and groups to start
@@ -93,7 +98,10 @@ class Engine:
         self._step_s = 0.0  # decode-step time of the current segment
         self._context_offset = 0.0  # context tokens in flight = b · progress + offset
         self.loads: list[WeightLoad] = []  # each weight load, in order
-        self.wake: simpy.Event | None = None  # set while idle, or waiting for its instant's decision
+        # Set while idle, or waiting for its instant's decision. An engine starts idle, and its SimPy process
+        # starts with its first work (``replan``), waiting for this wake as an idle one would: on a large
+        # cluster many engines never get any.
+        self.wake: simpy.Event | None = env.event()
         self._interrupted = False
         self.refused = False  # planning with room left after a dispatch: finishes that add room are quiet
         self._group_size = scenario.workload.samples_per_prompt
@@ -109,7 +117,7 @@ class Engine:
         self.rate = 1.0  # speed, 0-1: below 1 while the host's cores are oversubscribed
         self.is_engine = True
         self._threads = scenario.cluster.devices_per_engine
-        self.process = env.process(self._run())
+        self.process: simpy.Process | None = None
 
     # What the simulation tells it.
 
@@ -194,12 +202,14 @@ class Engine:
 
     def replan(self) -> None:
         """Re-evaluate now: the simulation changed this engine's weights, work or state."""
-        if self.process is self.env.active_process:
+        if self.process is not None and self.process is self.env.active_process:
             return  # already running: it plans again before it next waits
         if self.wake is not None:
             if not self.wake.triggered:
                 self.wake.succeed()
-        elif not self._interrupted:
+            if self.process is None:
+                self.process = self.env.process(self._run())
+        elif not self._interrupted and self.process is not None:
             self._interrupted = True
             self.process.interrupt()
 
@@ -220,6 +230,10 @@ class Engine:
             self.rollouts.join,
         )
         heappop, timeout = heapq.heappop, env.timeout
+        if self.wake is not None:  # started by its first work: the wake that work gave it
+            yield self.wake
+            self.wake = None
+            self.advance(env.now)
         while True:
             if not heap:
                 self.wake = env.event()

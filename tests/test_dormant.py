@@ -1,11 +1,13 @@
-"""Dormant engines (``simulator.dormant``): idle engines loading weights together change no record.
+"""What keeps a plan's cost from growing with the cluster changes no record.
 
-The same run is simulated with every idle engine's load applied as a dormant group (even a group of one)
-and with none (each through ``Engine.load``); the event tables must be equal to the last bit.
+Dormant engines (``simulator.dormant``): the same run is simulated with every idle engine's load applied as a
+dormant group (even a group of one) and with none (each through ``Engine.load``); the event tables must be
+equal to the last bit. The summary's busy time, merged for all engines at once, equals worker by worker.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from asyncrl.scenarios.actions import Load, LoadEmpty
@@ -13,10 +15,13 @@ from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.profile import CostProfile
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import ScheduleState
+from asyncrl.scenarios.summarize import union_length
 from asyncrl.simulator import simulation
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import Simulation
+from asyncrl.simulator.summary import busy_seconds
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import profile, small_scenario
 from tests.test_simulator_invariants import costs, scenarios
@@ -96,3 +101,23 @@ def test_the_state_groups_the_loads_of_empty_engines() -> None:
     # One group per version held (engines 0 and 1 hold 0, engine 2 holds 1); as single actions, in engine order.
     assert sorted(grouped.load_empty, key=lambda load: load.engines) == [LoadEmpty((0, 1), 2), LoadEmpty((2,), 2)]
     assert grouped.actions()[:3] == [Load(0, 2), Load(1, 2), Load(2, 2)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.floats(0, 100, allow_nan=False), st.floats(0, 10, allow_nan=False)),
+        max_size=60,
+    )
+)
+def test_busy_seconds_of_all_workers_at_once_add_up_as_worker_by_worker(spans: list) -> None:
+    # The summary merges every engine's spans in one pass (a large cluster has thousands); it must give the
+    # same double as union_length worker by worker, added in worker order.
+    workers = np.asarray([worker for worker, _, _ in spans], dtype=np.int64)
+    starts = np.asarray([start for _, start, _ in spans], dtype=np.float64)
+    ends = starts + np.asarray([length for _, _, length in spans], dtype=np.float64)
+    expected = 0.0
+    for worker in sorted(set(workers.tolist())):
+        mine = workers == worker
+        expected += union_length(starts[mine], ends[mine])
+    assert busy_seconds(workers, starts, ends) == expected
