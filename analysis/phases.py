@@ -14,14 +14,16 @@ learner's they add up to (engines + 1) × wall time:
     prefill          admitting rollouts: their prompt's prefill and the merge into the batch cache
     retirements      what steps in which rollouts finish took beyond their decode (compacting the cache)
     weight sync      loading new weights (the sync spans)
-    engine overhead  executor only: time with work in flight spent outside engine steps and loads
-                     (the actor's loop, its messages); the simulator has none
+    engine overhead  executor only: time with work in flight spent outside engine cycles and loads
+                     (acting on new work after idling, the loop after a load); the simulator has none
     engine waiting   engine-time with nothing in flight and nothing loading
     learner          the train spans
     learner waiting  the rest of the wall time
 
-**Executor.** One step often does several things at once (admits, decodes,
-retires). Its decode part is what the run's own decode line gives for its
+**Executor.** Each step counts as its cycle (``analysis.fit.engine_cycles``):
+up to the next step's start while rows stay in flight, so the actor's reports
+and loop between steps belong to the step, as calibration fits them. One step
+often does several things at once (admits, decodes, retires). Its decode part is what the run's own decode line gives for its
 batch and context (least squares on the steps that only decode,
 ``analysis.fit.fit_decode``), at most the step's time; the rest of the step is
 prefill if it admitted, else retirement. A step that only admitted is prefill.
@@ -51,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import format_relative, relative_error
-from asyncrl.analysis.fit import ENGINE_STEPS_FILE, fit_decode
+from asyncrl.analysis.fit import ENGINE_STEPS_FILE, engine_cycles, fit_decode
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.profile import CostProfile
@@ -120,6 +122,7 @@ def run_phases(run: Path) -> Phases:
 
 def executor_phases(steps: pd.DataFrame, events: pd.DataFrame, engines: int, wall: float) -> Phases:
     """Phases of an executor run from what each engine step did and the run's spans (see the module docstring)."""
+    steps = engine_cycles(steps, events)
     steps = steps[steps["start"] < wall].copy()
     steps["seconds"] = steps["end"].clip(upper=wall) - steps["start"]
     decoding = steps[steps["batch"] > 0]

@@ -129,3 +129,69 @@ def test_one_straggling_learner_step_does_not_move_the_fit() -> None:
     # Contended spans 20% slower are no stragglers.
     spans.loc[[1, 3, 5], "seconds"] *= 1.2
     assert len(without_stragglers(spans)) == 7
+
+
+# The actor's work between two engine steps (its reports, its loop), in seconds: after every step, and more
+# after a step in which rows finished (it reports them).
+LOOP, REPORT = 5e-5, 6e-4
+
+
+def run_with_work_between_steps(path: Path, seed: int = 0) -> Path:
+    """synthetic_run's costs, each step followed by LOOP (+ REPORT where rows finished) before the next starts;
+    rows always stay in flight, so every gap is the engine's."""
+    rng = np.random.default_rng(seed)
+    rows, clock = [], 0.0
+    for _ in range(400):
+        batch = int(rng.integers(3, 17))
+        context = batch * int(rng.integers(20, 200))
+        joins = int(rng.integers(1, 5)) if rng.random() < 0.2 else 0
+        prefill = joins * int(rng.integers(8, 64))
+        retired = int(rng.integers(1, 3)) if rng.random() < 0.2 and not joins else 0
+        seconds = DECODE_BASE + DECODE_PER_ROW * batch + PER_CONTEXT * context
+        seconds += JOIN * joins + PER_PROMPT_TOKEN * prefill + (RETIRE if retired else 0.0)
+        rows.append(("engine-0", clock, clock + seconds, batch, context, joins, prefill, retired))
+        clock += seconds + LOOP + (REPORT if retired else 0.0)
+    events = []
+    for step in range(12):
+        tokens = int(rng.integers(500, 3000))
+        seconds = TRAIN_OVERHEAD + TRAIN_PER_TOKEN * tokens
+        events.append(("learner", "training", "train", step, step + seconds, step, step, -1, -1, tokens, 0.0))
+    return _write_record(path, rows, events)
+
+
+def test_the_fit_charges_the_actors_work_between_steps_to_the_step_before_it(tmp_path: Path) -> None:
+    # The run's last step has no next step to end at, so it alone lacks its LOOP: the figures hold to 1e-3
+    # (LOOP is 2% of the decode step at batch 1, REPORT most of retire_s).
+    profile, report = profile_from_runs([run_with_work_between_steps(tmp_path / "run")], small_scenario())
+    assert profile.decode_step(1) == pytest.approx(DECODE_BASE + LOOP + DECODE_PER_ROW, rel=1e-3)
+    assert profile.decode_step(16) == pytest.approx(DECODE_BASE + LOOP + 16 * DECODE_PER_ROW, rel=1e-3)
+    assert profile.decode_context_token_s == pytest.approx(PER_CONTEXT, rel=1e-3)
+    assert profile.join_s == pytest.approx(JOIN, rel=1e-3)
+    assert profile.prefill_token_s == pytest.approx(PER_PROMPT_TOKEN, rel=1e-3)
+    assert profile.retire_s == pytest.approx(RETIRE + REPORT, rel=1e-3)
+    measured, charged = report.phases["engine steps"]
+    assert charged == pytest.approx(measured, rel=1e-3)
+
+
+def test_an_engine_cycle_ends_at_its_next_step_unless_the_engine_emptied_or_loaded_weights() -> None:
+    from asyncrl.analysis.fit import engine_cycles
+
+    columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
+    steps = pd.DataFrame(
+        [
+            ("engine-0", 0.5, 0.51, 2, 20, 0, 0, 0),  # a weight load starts at 0.511: the cycle ends there
+            ("engine-0", 0.0, 0.01, 2, 20, 0, 0, 0),  # rows in flight: up to the next step, 0.0101
+            ("engine-1", 0.005, 0.015, 1, 10, 0, 0, 0),  # engine-1's next step starts at 0.02
+            ("engine-0", 0.0101, 0.02, 2, 20, 0, 0, 1),  # one of two finished: up to 0.0206
+            ("engine-0", 0.0206, 0.03, 1, 10, 0, 0, 1),  # the last row finished: idle after it, the end stays
+            ("engine-1", 0.02, 0.03, 1, 10, 0, 0, 0),  # its engine's last step: the end stays
+            ("engine-0", 0.601, 0.61, 2, 20, 0, 0, 0),  # the last step: the end stays
+        ],
+        columns=columns,
+    )
+    events = pd.DataFrame(
+        [("engine-0", "generation", "sync", 0.511, 0.6, -1, 1, -1, -1, 0, 0.0)], columns=list(EVENT_COLUMNS)
+    ).astype(EVENT_COLUMNS)
+    cycles = engine_cycles(steps, events)
+    assert cycles["end"].tolist() == pytest.approx([0.511, 0.0101, 0.02, 0.0206, 0.03, 0.03, 0.61], abs=1e-12)
+    assert cycles.drop(columns="end").equals(steps.drop(columns="end"))
