@@ -1,6 +1,6 @@
 """Sizing plans per minute against the cluster's device count, every size measured in one run.
 
-    python benchmarks/sizing_scale.py [--devices 64 --devices 256 --devices 1024] [--workers N] [--exact]
+    python benchmarks/sizing_scale.py [--devices 64 --devices 256 --devices 1024 --devices 4096] [--workers N] [--exact]
 
 What ``asyncrl size quickstart --kind pipelined --kind streaming --max-staleness 2 --devices D`` simulates
 (``simulate_sizing``: the sync colocated baselines and every split × engine size × schedule, each run ended
@@ -37,11 +37,11 @@ def plans_per_minute(devices: int, workers: int, exact: bool) -> tuple[int, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--devices", type=int, action="append", help="device counts (default 64, 256, 1024)")
+    parser.add_argument("--devices", type=int, action="append", help="device counts (default 64, 256, 1024, 4096)")
     parser.add_argument("--workers", type=int, default=1, help="processes (default 1: this one, CPU time)")
     parser.add_argument("--exact", action="store_true", help="simulate every step (no early stopping)")
     args = parser.parse_args()
-    sizes = args.devices or [64, 256, 1024]
+    sizes = args.devices or [64, 256, 1024, 4096]
     rates = []
     unit = "CPU s" if args.workers == 1 else "wall s"
     print(f"{'devices':>8} {'plans':>6} {unit:>8} {'plans/min':>10} {'vs first':>9}")
