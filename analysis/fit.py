@@ -358,15 +358,29 @@ def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "
 def _fit_contention(
     spans: pd.DataFrame, overhead: float, per_token: float, padding: Literal["packed", "longest"]
 ) -> float:
-    """κ ≥ 0 in seconds = (overhead + per token · tokens) · (1 + κ · contended), least squares over the
-    spans an engine overlapped, given the line fitted to the spans it did not (0 without both kinds)."""
+    """κ ≥ 0 in seconds = (overhead + per token · tokens) · (1 + κ · contended), given the line fitted to the
+    spans no engine overlapped (0 without both kinds): the κ for which the spans an engine overlapped
+    are charged, in total, the seconds they took (``total_preserving_excess``).
+
+    A run's wall time is the sum of its learner steps, so the total is what must hold. Least squares on
+    each span's relative excess (the earlier fit) weighs a short span's ratio as much as a long one's and
+    left cpu-timing's streaming calibration run's learner 17% short of its own measurement."""
     alone = spans["contended"] < ALONE
     if alone.sum() < 3 or alone.all():
         return 0.0
     shared = spans[~alone]
     line = overhead + per_token * shared[padding].to_numpy()
-    excess, share = shared["seconds"].to_numpy() / line - 1, shared["contended"].to_numpy()
-    return max(0.0, float((share * excess).sum() / (share * share).sum()))
+    return total_preserving_excess(shared["seconds"].to_numpy(), line, shared["contended"].to_numpy())
+
+
+def total_preserving_excess(seconds: np.ndarray, charged: np.ndarray, share: np.ndarray) -> float:
+    """κ ≥ 0 with Σ charged · (1 + κ · share) = Σ seconds: the slowdown, while contended, that charges spans
+    (``charged``: what each costs alone; ``share``: 0-1, the part of it contended) the seconds they took
+    in total (0 where they took no longer than charged, or none was contended)."""
+    weight = float((charged * share).sum())
+    if weight <= 0:
+        return 0.0
+    return max(0.0, float((seconds.sum() - charged.sum()) / weight))
 
 
 def train_start_delays(events: pd.DataFrame) -> np.ndarray:

@@ -195,3 +195,26 @@ def test_an_engine_cycle_ends_at_its_next_step_unless_the_engine_emptied_or_load
     cycles = engine_cycles(steps, events)
     assert cycles["end"].tolist() == pytest.approx([0.511, 0.0101, 0.02, 0.0206, 0.03, 0.03, 0.61], abs=1e-12)
     assert cycles.drop(columns="end").equals(steps.drop(columns="end"))
+
+
+def test_the_learners_contention_charges_the_overlapped_spans_the_seconds_they_took_in_total() -> None:
+    # Four spans alone on the line 0.01 s + 1e-4 s per token; two an engine overlapped throughout (share 1):
+    # a short one of 500 tokens (line 0.06 s) that took 0.12 s, twice its line, and a long one of 2900
+    # tokens (line 0.30 s) that took 0.33 s, 1.1 times. Together they took 0.45 s for 0.36 s of line, so
+    # κ = 0.09 / 0.36 = 0.25 charges them 0.45 s. Least squares on each span's excess (the earlier fit)
+    # gave (1 + 0.1) / 2 = 0.55 and charged 0.36 · 1.55 = 0.558 s, 24% more than they took.
+    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+
+    rows, steps = [], []
+    alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]
+    for step, (tokens, seconds, overlapped) in enumerate([*alone, (500, 0.12, True), (2900, 0.33, True)]):
+        rows.append({"kind": "train", "start": float(step), "end": step + seconds, "step": step, "tokens": tokens})
+        if overlapped:
+            steps.append({"worker": "engine-0", "start": float(step), "end": step + seconds})
+    spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
+    overhead, per_token, padding = _fit_learner(spans)
+    assert (overhead, per_token) == (pytest.approx(0.01), pytest.approx(1e-4))
+    kappa = _fit_contention(spans, overhead, per_token, padding)
+    assert kappa == pytest.approx(0.25)
+    charged = (overhead + per_token * spans["packed"]) * (1 + kappa * spans["contended"])
+    assert charged.sum() == pytest.approx(spans["seconds"].sum())
