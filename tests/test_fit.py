@@ -218,3 +218,50 @@ def test_the_learners_contention_charges_the_overlapped_spans_the_seconds_they_t
     assert kappa == pytest.approx(0.25)
     charged = (overhead + per_token * spans["packed"]) * (1 + kappa * spans["contended"])
     assert charged.sum() == pytest.approx(spans["seconds"].sum())
+
+
+def test_the_engines_contention_charges_the_steps_the_learner_overlapped_the_seconds_they_took() -> None:
+    # Engine steps on the costs above; in each of 12 learner steps, 30 steps alone, then a train span during
+    # which 20 steps run (1 + 0.8) times slower, the span ending with the last of them (each overlapped
+    # throughout). The costs come from the steps apart and engine_contention is 0.8: every step's seconds
+    # are charged. One line through all of them (the earlier fit) put the slowdown into the decode line.
+    rng = np.random.default_rng(1)
+    rows, events, clock = [], [], 0.0
+
+    def engine_step(slower: float) -> None:
+        nonlocal clock
+        batch, joins = int(rng.integers(1, 17)), int(rng.integers(1, 5)) if rng.random() < 0.2 else 0
+        context, prefill = batch * int(rng.integers(20, 200)), joins * int(rng.integers(8, 64))
+        retired = int(rng.integers(1, 3)) if rng.random() < 0.2 and not joins else 0
+        seconds = DECODE_BASE + DECODE_PER_ROW * batch + PER_CONTEXT * context
+        seconds += JOIN * joins + PER_PROMPT_TOKEN * prefill + (RETIRE if retired else 0.0)
+        rows.append(("engine-0", clock, clock + seconds * slower, batch, context, joins, prefill, retired))
+        clock += seconds * slower
+
+    for step in range(12):
+        for _ in range(30):
+            engine_step(1.0)
+        start = clock
+        for _ in range(20):
+            engine_step(1.8)
+        events.append(("learner", "training", "train", start, clock, step, step, -1, -1, 1000 + 50 * step, 0.0))
+    from asyncrl.analysis.fit import ALONE, engine_charges, fit_engine, training_share
+
+    steps = pd.DataFrame(
+        rows, columns=["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
+    )
+    table = pd.DataFrame(events, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+    steps = steps.assign(trained=training_share(steps, table), seconds=steps["end"] - steps["start"])
+    assert sorted(set(steps["trained"].round(12))) == [0.0, 1.0]
+    costs, slower = fit_engine(steps)
+    (a, b, c), join_s, prefill_token_s, retire_s = costs
+    assert (a, b, c) == (pytest.approx(DECODE_BASE), pytest.approx(DECODE_PER_ROW), pytest.approx(PER_CONTEXT))
+    assert (join_s, prefill_token_s, retire_s) == (
+        pytest.approx(JOIN),
+        pytest.approx(PER_PROMPT_TOKEN),
+        pytest.approx(RETIRE),
+    )
+    assert slower == pytest.approx(0.8)
+    charged = engine_charges(steps, *costs) * (1 + slower * steps["trained"].to_numpy())
+    assert charged.sum() == pytest.approx(steps["seconds"].sum())
+    assert (steps["trained"] >= ALONE).sum() == 240
