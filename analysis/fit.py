@@ -92,6 +92,8 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     steady = without_stragglers(spans)
     overhead, per_token, padding = _fit_learner(steady)
     contention = _fit_contention(steady, overhead, per_token, padding)
+    if contention == 0:  # the overlapped spans ran no slower than the line (or there were none): one line through all
+        overhead, per_token, padding = _fit_learner(steady, pooled=True)
     syncs = events[events["kind"] == "sync"]
     largest = int(steps["batch"].max())
     profile = CostProfile(
@@ -392,21 +394,21 @@ def without_stragglers(spans: pd.DataFrame) -> pd.DataFrame:
     return spans[keep].reset_index(drop=True) if keep.sum() >= 3 else spans
 
 
-def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "longest"]]:
+def _fit_learner(spans: pd.DataFrame, pooled: bool = False) -> tuple[float, float, Literal["packed", "longest"]]:
     """(overhead s, s per token, padding) of the learner's train spans.
 
     Tokens are counted padded (``longest``): the executor's learner pads each minibatch to its longest
     row (``executor.learner.collate``) and computes on every position. Real tokens (``packed``) are
     used only where no rollout rows were recorded (then the two columns are equal). The line is
     fitted to the spans no engine overlapped (a sync run's) where there are at least three, so that
-    ``_fit_contention`` explains the rest, else to all; where the token counts barely vary (a long
+    ``_fit_contention`` explains the rest, else (or ``pooled``) to all; where the token counts barely vary (a long
     tail's batches often all reach the cap) an intercept is not determined, and the line goes through 0.
     """
     if spans.empty:
         raise ScenarioError("from_run: the run trained no step")
     padding: Literal["packed", "longest"] = "longest" if (spans["longest"] != spans["packed"]).any() else "packed"
     alone = spans[spans["contended"] < ALONE]
-    fitted = alone if len(alone) >= 3 else spans
+    fitted = alone if len(alone) >= 3 and not pooled else spans
     seconds, tokens = fitted["seconds"].to_numpy(), fitted[padding].to_numpy()
     if len(fitted) >= 3 and tokens.std() > MIN_SPREAD * tokens.mean():
         overhead, per_token = _least_squares([np.ones(len(fitted)), tokens], seconds)

@@ -265,3 +265,22 @@ def test_the_engines_contention_charges_the_steps_the_learner_overlapped_the_sec
     charged = engine_charges(steps, *costs) * (1 + slower * steps["trained"].to_numpy())
     assert charged.sum() == pytest.approx(steps["seconds"].sum())
     assert (steps["trained"] >= ALONE).sum() == 240
+
+
+def test_overlapped_spans_that_ran_faster_than_the_line_get_one_line_through_every_span() -> None:
+    # The spans alone as above (0.01 s + 1e-4 s per token); two overlapped ones of 500 and 2900 tokens that
+    # took 0.05 s and 0.28 s, less than their line (a machine that sped up between runs). κ would be
+    # negative: it is 0, and the line goes through all six spans (least squares with an intercept), which
+    # charges them, in total, the 1.03 s they took.
+    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+
+    rows, steps = [], []
+    alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]
+    for step, (tokens, seconds, overlapped) in enumerate([*alone, (500, 0.05, True), (2900, 0.28, True)]):
+        rows.append({"kind": "train", "start": float(step), "end": step + seconds, "step": step, "tokens": tokens})
+        if overlapped:
+            steps.append({"worker": "engine-0", "start": float(step), "end": step + seconds})
+    spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
+    assert _fit_contention(spans, *_fit_learner(spans)) == 0.0
+    overhead, per_token, _ = _fit_learner(spans, pooled=True)
+    assert (overhead + per_token * spans["packed"]).sum() == pytest.approx(1.03)
