@@ -1,14 +1,17 @@
 """A cost profile fitted from a recorded executor run: how a GPU user calibrates from a short real run.
 
     engine_steps.parquet ──► each step up to its engine's next one while rows stay in flight (engine_cycles)
-    (one row per step:     ──► decode: least squares on steps that only decode
+    (one row per step:     ──► on the steps no train span overlapped (fit_engine), where enough:
+                             decode: least squares on steps that only decode
      its span on the clock,   step time = a + b · batch + c · context
      batch, context, joins,   prefill: on steps that admit requests, the time beyond that decode
      prefill tokens,          = join_s · requests + prefill_token_s · prompt tokens
      retired)                 retire: on steps where rows finish, the time beyond the decode
+                             engine contention: how much longer the overlapped steps took, in total
     events.parquet ────────► learner: least squares over train spans, time = overhead + per token · tokens,
                              tokens padded to each minibatch's longest row (longest), as the learner
-                             computes them; then how much longer spans an engine overlapped took
+                             computes them; then how much longer spans an engine overlapped took,
+                             in total (total_preserving_excess)
                              weight sync: mean of the sync spans
                              engine start: mean of the engines' restart spans (runs with run.failures)
     both, on the wall clock ► messages: an idle engine's delay from the decision that gave it work
@@ -81,17 +84,16 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     recorded = as_run if share is None else [at_full_speed(steps, events, share) for steps, events in as_run]
     minibatches = scenario.algorithm.updates_per_step
     spans = pd.concat([train_spans(events, minibatches, steps) for steps, events in recorded], ignore_index=True)
-    steps = pd.concat([steps for steps, _ in recorded], ignore_index=True)
+    steps = pd.concat([steps.assign(trained=training_share(steps, events)) for steps, events in recorded])
+    steps = steps.reset_index(drop=True)
     events = pd.concat([events for _, events in recorded], ignore_index=True)
     steps["seconds"] = steps["end"] - steps["start"]
-    decode = fit_decode(steps)
-    predicted_decode = decode[0] + decode[1] * steps["batch"] + decode[2] * steps["context"]
-    excess = (steps["seconds"] - predicted_decode).clip(lower=0)
-    join_s, prefill_token_s = _fit_joins(steps, excess)
-    retire_s = _fit_retire(steps, excess)
+    (decode, join_s, prefill_token_s, retire_s), engine_contention = fit_engine(steps)
     steady = without_stragglers(spans)
     overhead, per_token, padding = _fit_learner(steady)
     contention = _fit_contention(steady, overhead, per_token, padding)
+    if contention == 0:  # the overlapped spans ran no slower than the line (or there were none): one line through all
+        overhead, per_token, padding = _fit_learner(steady, pooled=True)
     syncs = events[events["kind"] == "sync"]
     largest = int(steps["batch"].max())
     profile = CostProfile(
@@ -105,6 +107,7 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
         train_step_overhead_s=overhead,
         train_padding=padding,
         train_contention=contention,
+        engine_contention=engine_contention,
         time_slicing=share.slicing if share is not None else 0.0,
         wake_s=float(wakes.mean()) if len(wakes) else 0.0,
         train_start_s=float(starts.mean()) if len(starts) else 0.0,
@@ -124,19 +127,21 @@ def fit_report(
     steps: pd.DataFrame, events: pd.DataFrame, spans: pd.DataFrame, profile: CostProfile, devices: int
 ) -> FitReport:
     """What the run spent per phase against what ``profile`` charges for the same steps and spans
-    (``spans``: ``train_spans``)."""
+    (``steps``: with ``seconds`` and, for the engine's contention, ``trained``; ``spans``: ``train_spans``)."""
     decoding = np.array([profile.decode_step(int(b)) for b in steps["batch"]]) + (
         profile.decode_context_token_s * steps["context"].to_numpy()
     )
     joins = steps["joins"].to_numpy()
-    charged_prefill = (joins * profile.join_s + steps["prefill_tokens"].to_numpy() * profile.prefill_token_s).sum()
-    charged_retire = (steps["retired"].to_numpy() > 0).sum() * profile.retire_s
+    charged_retire = (steps["retired"].to_numpy() > 0) * profile.retire_s
+    prefill = joins * profile.join_s + steps["prefill_tokens"].to_numpy() * profile.prefill_token_s
+    trained = steps["trained"].to_numpy() if "trained" in steps else np.zeros(len(steps))
+    charged_engine = (decoding + prefill + charged_retire) * (1 + profile.engine_contention * trained)
     alone = spans[profile.train_padding] * profile.train_token_s / devices + profile.train_step_overhead_s
     charged_train = (alone * (1 + profile.train_contention * spans["contended"])).sum()
     syncs = events[events["kind"] == "sync"]
     return FitReport(
         {
-            "engine steps": (float(steps["seconds"].sum()), float(decoding.sum() + charged_prefill + charged_retire)),
+            "engine steps": (float(steps["seconds"].sum()), float(charged_engine.sum())),
             "learner": (float(spans["seconds"].sum()), float(charged_train)),
             "weight sync": (float((syncs["end"] - syncs["start"]).sum()), len(syncs) * profile.weight_sync_s),
         }
@@ -260,6 +265,63 @@ def fit_decode(steps: pd.DataFrame) -> tuple[float, float, float]:
     return float(a), float(b), float(c)
 
 
+EngineCosts = tuple[tuple[float, float, float], float, float, float]  # decode line, join_s, prefill_token_s, retire_s
+
+
+def fit_engine(steps: pd.DataFrame) -> tuple[EngineCosts, float]:
+    """The engine's own costs and ``engine_contention``, from steps with their seconds and the share of each
+    the learner trained during (``trained``, ``training_share``).
+
+    The costs are fitted to the steps no train span overlapped (a sync run's, an asynchronous run's between
+    train spans), and the contention is the slowdown for which the overlapped steps are charged, in total,
+    the seconds they took (``total_preserving_excess``). One line through every step (the earlier fit, kept
+    where too few steps ran apart from the learner or the overlapped ones ran no slower) averages the two
+    kinds: in cpu-timing's calibrations the decode steps inside train spans took 2.3x those outside at the
+    same batch sizes, and the pooled line overcharged the sync run's engine and undercharged the streaming
+    run's, which also left its learner less overlapped in simulation than it was.
+    """
+    apart = steps[steps["trained"] < ALONE]
+    if len(apart) < len(steps) and _decode_only(apart) >= MIN_STEPS:
+        costs = _engine_costs(apart)
+        overlapped = steps[steps["trained"] >= ALONE]
+        charged = engine_charges(overlapped, *costs)
+        slower = total_preserving_excess(overlapped["seconds"].to_numpy(), charged, overlapped["trained"].to_numpy())
+        if slower > 0:
+            return costs, slower
+    return _engine_costs(steps), 0.0
+
+
+def _decode_only(steps: pd.DataFrame) -> int:
+    return int(((steps["joins"] == 0) & (steps["retired"] == 0)).sum())
+
+
+def _engine_costs(steps: pd.DataFrame) -> EngineCosts:
+    decode = fit_decode(steps)
+    predicted_decode = decode[0] + decode[1] * steps["batch"] + decode[2] * steps["context"]
+    excess = (steps["seconds"] - predicted_decode).clip(lower=0)
+    return (decode, *_fit_joins(steps, excess), _fit_retire(steps, excess))
+
+
+def engine_charges(
+    steps: pd.DataFrame, decode: tuple[float, float, float], join_s: float, prefill_token_s: float, retire_s: float
+) -> np.ndarray:
+    """Seconds each step costs alone: its decode on the line, its prefills, its retirement."""
+    charged = decode[0] + decode[1] * steps["batch"].to_numpy(float) + decode[2] * steps["context"].to_numpy(float)
+    charged = (
+        charged + join_s * steps["joins"].to_numpy(float) + prefill_token_s * steps["prefill_tokens"].to_numpy(float)
+    )
+    return charged + retire_s * (steps["retired"].to_numpy() > 0)
+
+
+def training_share(steps: pd.DataFrame, events: pd.DataFrame) -> np.ndarray:
+    """Per engine step, 0-1: the share of it during which the learner trained (its train spans)."""
+    train = events.loc[events["kind"] == "train", ["start", "end"]].to_numpy(float)
+    bounds = steps[["start", "end"]].to_numpy(float)
+    if not len(train) or not len(bounds):
+        return np.zeros(len(bounds))
+    return busy_seconds(bounds, [train]) / np.maximum(bounds[:, 1] - bounds[:, 0], 1e-12)
+
+
 def _fit_joins(steps: pd.DataFrame, excess: pd.Series) -> tuple[float, float]:
     """(join_s, prefill_token_s) from the time admitting steps took beyond their decode; both ≥ 0."""
     admitting = steps["joins"] > 0
@@ -332,21 +394,21 @@ def without_stragglers(spans: pd.DataFrame) -> pd.DataFrame:
     return spans[keep].reset_index(drop=True) if keep.sum() >= 3 else spans
 
 
-def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "longest"]]:
+def _fit_learner(spans: pd.DataFrame, pooled: bool = False) -> tuple[float, float, Literal["packed", "longest"]]:
     """(overhead s, s per token, padding) of the learner's train spans.
 
     Tokens are counted padded (``longest``): the executor's learner pads each minibatch to its longest
     row (``executor.learner.collate``) and computes on every position. Real tokens (``packed``) are
     used only where no rollout rows were recorded (then the two columns are equal). The line is
     fitted to the spans no engine overlapped (a sync run's) where there are at least three, so that
-    ``_fit_contention`` explains the rest, else to all; where the token counts barely vary (a long
+    ``_fit_contention`` explains the rest, else (or ``pooled``) to all; where the token counts barely vary (a long
     tail's batches often all reach the cap) an intercept is not determined, and the line goes through 0.
     """
     if spans.empty:
         raise ScenarioError("from_run: the run trained no step")
     padding: Literal["packed", "longest"] = "longest" if (spans["longest"] != spans["packed"]).any() else "packed"
     alone = spans[spans["contended"] < ALONE]
-    fitted = alone if len(alone) >= 3 else spans
+    fitted = alone if len(alone) >= 3 and not pooled else spans
     seconds, tokens = fitted["seconds"].to_numpy(), fitted[padding].to_numpy()
     if len(fitted) >= 3 and tokens.std() > MIN_SPREAD * tokens.mean():
         overhead, per_token = _least_squares([np.ones(len(fitted)), tokens], seconds)
@@ -358,15 +420,29 @@ def _fit_learner(spans: pd.DataFrame) -> tuple[float, float, Literal["packed", "
 def _fit_contention(
     spans: pd.DataFrame, overhead: float, per_token: float, padding: Literal["packed", "longest"]
 ) -> float:
-    """κ ≥ 0 in seconds = (overhead + per token · tokens) · (1 + κ · contended), least squares over the
-    spans an engine overlapped, given the line fitted to the spans it did not (0 without both kinds)."""
+    """κ ≥ 0 in seconds = (overhead + per token · tokens) · (1 + κ · contended), given the line fitted to the
+    spans no engine overlapped (0 without both kinds): the κ for which the spans an engine overlapped
+    are charged, in total, the seconds they took (``total_preserving_excess``).
+
+    A run's wall time is the sum of its learner steps, so the total is what must hold. Least squares on
+    each span's relative excess (the earlier fit) weighs a short span's ratio as much as a long one's and
+    left cpu-timing's streaming calibration run's learner 17% short of its own measurement."""
     alone = spans["contended"] < ALONE
     if alone.sum() < 3 or alone.all():
         return 0.0
     shared = spans[~alone]
     line = overhead + per_token * shared[padding].to_numpy()
-    excess, share = shared["seconds"].to_numpy() / line - 1, shared["contended"].to_numpy()
-    return max(0.0, float((share * excess).sum() / (share * share).sum()))
+    return total_preserving_excess(shared["seconds"].to_numpy(), line, shared["contended"].to_numpy())
+
+
+def total_preserving_excess(seconds: np.ndarray, charged: np.ndarray, share: np.ndarray) -> float:
+    """κ ≥ 0 with Σ charged · (1 + κ · share) = Σ seconds: the slowdown, while contended, that charges spans
+    (``charged``: what each costs alone; ``share``: 0-1, the part of it contended) the seconds they took
+    in total (0 where they took no longer than charged, or none was contended)."""
+    weight = float((charged * share).sum())
+    if weight <= 0:
+        return 0.0
+    return max(0.0, float((seconds.sum() - charged.sum()) / weight))
 
 
 def train_start_delays(events: pd.DataFrame) -> np.ndarray:

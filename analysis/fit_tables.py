@@ -52,6 +52,7 @@ def fit_lines(run: object, profile: CostProfile, report: FitReport) -> str:
         f"learner      {profile.train_step_overhead_s * 1e3:.1f} ms per step + {profile.train_token_s:.2e} s per "
         f"{'token' if profile.train_padding == 'packed' else 'token padded to the longest row of its minibatch'}"
         f" (one device), x{1 + profile.train_contention:.2f} while an engine computes\n"
+        f"engines      x{1 + profile.engine_contention:.2f} while the learner computes\n"
         f"cores        engines x{1 + profile.time_slicing:.2f} slower than their share while oversubscribed\n"
         f"messages     {profile.wake_s * 1e3:.2f} ms before an idle engine acts, "
         f"{profile.train_start_s * 1e3:.2f} ms before each learner step\n"

@@ -15,7 +15,8 @@ full speed; otherwise at full speed. An engine, whose decode steps last a
 millisecond or two and which waits on messages between them, loses more than
 its share: it runs ``1 + time_slicing`` times slower still (a measured
 profile's figure; on two cores its oversubscribed steps took 10-54% longer than
-their share). The learner's own excess is the profile's ``train_contention``.
+their share). The learner's own excess is the profile's ``train_contention``, and an
+engine's while the learner computes its ``engine_contention`` (``simulator.host``).
 That is the whole rule: it says nothing of caches or memory bandwidth, which
 the measurements did not show to matter consistently (docs/validation.md).
 

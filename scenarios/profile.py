@@ -14,6 +14,7 @@
     train_step_overhead_s: 0.0    # optional: fixed learner time per step (optimizer update, launches)
     train_padding: packed         # optional: packed (cost per real token) | longest (per token once padded)
     train_contention: 0.0         # optional: the learner's step takes (1 + this) as long while an engine computes
+    engine_contention: 0.0        # optional: an engine's work takes (1 + this) as long while the learner computes
     time_slicing: 0.0             # optional: with host_cores, an oversubscribed engine runs (1 + this) slower than its share
     wake_s: 0.0                   # optional: an idle engine's delay before it acts on work handed to it (messages)
     train_start_s: 0.0            # optional: delay between a batch being ready (learner free) and its step starting
@@ -74,6 +75,11 @@ class CostProfile(BaseModel):
     train_contention: NonNegativeFloat = Field(
         0.0,
         description="learner steps take (1 + this) as long while an engine computes on the same host (caches, memory)",
+    )
+    engine_contention: NonNegativeFloat = Field(
+        0.0,
+        description="an engine's work (decode steps, prefills, retirements) takes (1 + this) as long while the "
+        "learner computes on the same host (caches, memory bandwidth, the learner's threads)",
     )
     time_slicing: NonNegativeFloat = Field(
         0.0,

@@ -19,6 +19,8 @@
     learner contention (a learner step while an engine computes on the same host)
         analytic: none                                  measured: × (1 + train_contention)
                   (simulator.host applies it, with the sharing of hardware.host_cores)
+    engine contention (an engine's work while the learner computes on the same host)
+        analytic: none                                  measured: × (1 + engine_contention)
     time slicing (an engine while the busy threads outnumber hardware.host_cores)
         analytic: none                                  measured: share / (1 + time_slicing)
     learner step (the batch's tokens, real and padded, and how they fall on the data-parallel ranks)
@@ -135,6 +137,7 @@ class CostModel(Protocol):
     def switch_to_training(self) -> float: ...
     def switch_to_generation(self) -> float: ...
     def learner_contention(self) -> float: ...
+    def engine_contention(self) -> float: ...
     def time_slicing(self) -> float: ...
     def engine_wake(self) -> float: ...
     def train_start(self) -> float: ...
@@ -221,6 +224,9 @@ class AnalyticCosts:
 
     def learner_contention(self) -> float:
         return 0.0  # separate devices: none assumed
+
+    def engine_contention(self) -> float:
+        return 0.0
 
     def time_slicing(self) -> float:
         return 0.0
@@ -334,6 +340,9 @@ class MeasuredCosts:
 
     def learner_contention(self) -> float:
         return self._profile.train_contention
+
+    def engine_contention(self) -> float:
+        return self._profile.engine_contention
 
     def time_slicing(self) -> float:
         return self._profile.time_slicing

@@ -1,7 +1,7 @@
 """The host's cores, shared by the busy engines and the learner of a CPU run (``scenarios.cores``).
 
-    engine-0 ──busy(2 threads)──►┐                    engine:  min(1, cores / d / (1 + time_slicing))
-    engine-1 ──busy(1 thread)───►├─ Host: demand d ─► learner: min(1, cores / d) / (1 + contention)
+    engine-0 ──busy(2 threads)──►┐                    engine:  min(1, cores / d / (1 + time_slicing)) / (1 + ε)
+    engine-1 ──busy(1 thread)───►├─ Host: demand d ─► learner: min(1, cores / d) / (1 + κ)
     learner  ──busy(1 thread)───►┘                    ─► rate_changed(rate) to every busy worker
 
 A worker tells the host when it starts and stops computing. When that changes
@@ -10,7 +10,10 @@ rate, then goes on at the new one (an engine replans its next finish, the
 learner its step's end). While the cores are oversubscribed an engine runs
 ``1 + time_slicing`` times slower than its share (``scenarios.cores``). Besides the sharing, the learner computes
 ``1 + train_contention`` times slower while an engine computes (a measured
-profile's figure: on one CPU the two share caches and memory bandwidth).
+profile's figure: on one CPU the two share caches and memory bandwidth), κ
+above; and an engine computes ``1 + engine_contention`` times slower while the
+learner computes (ε above; on two cores cpu-timing's decode steps took about
+twice as long inside the learner's train spans as outside them).
 Without ``hardware.host_cores`` and contention the host does nothing and every
 rate stays 1: every device is its own.
 """
@@ -35,21 +38,26 @@ class Worker(Protocol):
 
 
 class Host:
-    """Processor sharing among the workers busy at each moment, and the learner's contention with engines."""
+    """Processor sharing among the workers busy at each moment, and the contention of the learner and the engines."""
 
-    def __init__(self, share: CoreShare | None, learner_contention: float = 0.0) -> None:
+    def __init__(
+        self, share: CoreShare | None, learner_contention: float = 0.0, engine_contention: float = 0.0
+    ) -> None:
         self.share = share
         self.learner_contention = learner_contention
-        self.active = share is not None or learner_contention > 0
+        self.engine_contention = engine_contention
+        self.active = share is not None or learner_contention > 0 or engine_contention > 0
         self._demand = 0  # threads of the busy workers
         self._engines = 0  # busy engines
+        self._learners = 0  # busy workers that are not engines (the learner)
         self._busy: dict[Worker, int] = {}
 
     def rate(self, worker: Worker) -> float:
         """The speed ``worker`` computes at now: its share of the cores, less contention for a learner
-        while an engine computes."""
+        while an engine computes and for an engine while the learner computes."""
         if worker.is_engine:
-            return self.share.engine_rate(self._demand) if self.share is not None else 1.0
+            shared = self.share.engine_rate(self._demand) if self.share is not None else 1.0
+            return shared / (1 + self.engine_contention) if self._learners else shared
         shared = self.share.rate(self._demand) if self.share is not None else 1.0
         return shared / (1 + self.learner_contention) if self._engines else shared
 
@@ -61,6 +69,8 @@ class Host:
         self._demand += threads - previous
         if worker.is_engine:
             self._engines += bool(threads) - bool(previous)
+        else:
+            self._learners += bool(threads) - bool(previous)
         if threads:
             self._busy[worker] = threads
         for member in list(self._busy):

@@ -84,7 +84,11 @@ class Simulation:
         self.lengths = LengthStream(scenario)
         self.rollouts = Rollouts(scenario.workload.samples_per_prompt, max_samples=budget.rollouts)
         self.recorder = Recorder(self.rollouts, data_parallel_ranks(scenario), attention_weight(scenario))
-        self.host = Host(core_share(scenario, self.costs.time_slicing()), self.costs.learner_contention())
+        self.host = Host(
+            core_share(scenario, self.costs.time_slicing()),
+            self.costs.learner_contention(),
+            self.costs.engine_contention(),
+        )
         self.ahead: set[Engine] = set()  # engines refused admission with quiet finishes planned ahead
         self.engines = [
             Engine(self.env, index, scenario, self.costs, self.rollouts, self, self.host, self.ahead)

@@ -274,3 +274,25 @@ def test_the_fit_measures_the_orchestration_delays() -> None:
     )
     assert wake_delays(steps, events).tolist() == pytest.approx([0.3])
     assert train_start_delays(events).tolist() == pytest.approx([0.2])
+
+
+def test_an_engine_slows_by_the_profiles_engine_contention_while_the_learner_computes() -> None:
+    # No core sharing, engine_contention 1.0: the engine's 1 s of work from t = 0; the learner's 0.5 s from
+    # t = 0.25. The engine does 0.25 alone, then half speed while the learner computes (0.25-0.75, the learner
+    # unslowed: train_contention 0): 0.25 more; the last 0.5 alone, ending at 1.25.
+    env = simpy.Environment()
+    host = Host(None, learner_contention=0.0, engine_contention=1.0)
+    ends = {}
+
+    class EngineWork(Computation):
+        is_engine = True
+
+    def work(name: str, worker: Computation, delay: float, seconds: float) -> simpy.events.ProcessGenerator:
+        yield env.timeout(delay)
+        yield from worker.run(seconds)
+        ends[name] = env.now
+
+    env.process(work("engine", EngineWork(env, host, threads=1), 0.0, 1.0))
+    env.process(work("learner", Computation(env, host, threads=1), 0.25, 0.5))
+    env.run()
+    assert ends == {"engine": pytest.approx(1.25), "learner": pytest.approx(0.75)}

@@ -195,3 +195,92 @@ def test_an_engine_cycle_ends_at_its_next_step_unless_the_engine_emptied_or_load
     cycles = engine_cycles(steps, events)
     assert cycles["end"].tolist() == pytest.approx([0.511, 0.0101, 0.02, 0.0206, 0.03, 0.03, 0.61], abs=1e-12)
     assert cycles.drop(columns="end").equals(steps.drop(columns="end"))
+
+
+def test_the_learners_contention_charges_the_overlapped_spans_the_seconds_they_took_in_total() -> None:
+    # Four spans alone on the line 0.01 s + 1e-4 s per token; two an engine overlapped throughout (share 1):
+    # a short one of 500 tokens (line 0.06 s) that took 0.12 s, twice its line, and a long one of 2900
+    # tokens (line 0.30 s) that took 0.33 s, 1.1 times. Together they took 0.45 s for 0.36 s of line, so
+    # κ = 0.09 / 0.36 = 0.25 charges them 0.45 s. Least squares on each span's excess (the earlier fit)
+    # gave (1 + 0.1) / 2 = 0.55 and charged 0.36 · 1.55 = 0.558 s, 24% more than they took.
+    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+
+    rows, steps = [], []
+    alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]
+    for step, (tokens, seconds, overlapped) in enumerate([*alone, (500, 0.12, True), (2900, 0.33, True)]):
+        rows.append({"kind": "train", "start": float(step), "end": step + seconds, "step": step, "tokens": tokens})
+        if overlapped:
+            steps.append({"worker": "engine-0", "start": float(step), "end": step + seconds})
+    spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
+    overhead, per_token, padding = _fit_learner(spans)
+    assert (overhead, per_token) == (pytest.approx(0.01), pytest.approx(1e-4))
+    kappa = _fit_contention(spans, overhead, per_token, padding)
+    assert kappa == pytest.approx(0.25)
+    charged = (overhead + per_token * spans["packed"]) * (1 + kappa * spans["contended"])
+    assert charged.sum() == pytest.approx(spans["seconds"].sum())
+
+
+def test_the_engines_contention_charges_the_steps_the_learner_overlapped_the_seconds_they_took() -> None:
+    # Engine steps on the costs above; in each of 12 learner steps, 30 steps alone, then a train span during
+    # which 20 steps run (1 + 0.8) times slower, the span ending with the last of them (each overlapped
+    # throughout). The costs come from the steps apart and engine_contention is 0.8: every step's seconds
+    # are charged. One line through all of them (the earlier fit) put the slowdown into the decode line.
+    rng = np.random.default_rng(1)
+    rows, events, clock = [], [], 0.0
+
+    def engine_step(slower: float) -> None:
+        nonlocal clock
+        batch, joins = int(rng.integers(1, 17)), int(rng.integers(1, 5)) if rng.random() < 0.2 else 0
+        context, prefill = batch * int(rng.integers(20, 200)), joins * int(rng.integers(8, 64))
+        retired = int(rng.integers(1, 3)) if rng.random() < 0.2 and not joins else 0
+        seconds = DECODE_BASE + DECODE_PER_ROW * batch + PER_CONTEXT * context
+        seconds += JOIN * joins + PER_PROMPT_TOKEN * prefill + (RETIRE if retired else 0.0)
+        rows.append(("engine-0", clock, clock + seconds * slower, batch, context, joins, prefill, retired))
+        clock += seconds * slower
+
+    for step in range(12):
+        for _ in range(30):
+            engine_step(1.0)
+        start = clock
+        for _ in range(20):
+            engine_step(1.8)
+        events.append(("learner", "training", "train", start, clock, step, step, -1, -1, 1000 + 50 * step, 0.0))
+    from asyncrl.analysis.fit import ALONE, engine_charges, fit_engine, training_share
+
+    steps = pd.DataFrame(
+        rows, columns=["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
+    )
+    table = pd.DataFrame(events, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+    steps = steps.assign(trained=training_share(steps, table), seconds=steps["end"] - steps["start"])
+    assert sorted(set(steps["trained"].round(12))) == [0.0, 1.0]
+    costs, slower = fit_engine(steps)
+    (a, b, c), join_s, prefill_token_s, retire_s = costs
+    assert (a, b, c) == (pytest.approx(DECODE_BASE), pytest.approx(DECODE_PER_ROW), pytest.approx(PER_CONTEXT))
+    assert (join_s, prefill_token_s, retire_s) == (
+        pytest.approx(JOIN),
+        pytest.approx(PER_PROMPT_TOKEN),
+        pytest.approx(RETIRE),
+    )
+    assert slower == pytest.approx(0.8)
+    charged = engine_charges(steps, *costs) * (1 + slower * steps["trained"].to_numpy())
+    assert charged.sum() == pytest.approx(steps["seconds"].sum())
+    assert (steps["trained"] >= ALONE).sum() == 240
+
+
+def test_overlapped_spans_that_ran_faster_than_the_line_get_one_line_through_every_span() -> None:
+    # The spans alone as above (0.01 s + 1e-4 s per token); two overlapped ones of 500 and 2900 tokens that
+    # took 0.05 s and 0.28 s, less than their line (a machine that sped up between runs). κ would be
+    # negative: it is 0, and the line goes through all six spans (least squares with an intercept), which
+    # charges them, in total, the 1.03 s they took.
+    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+
+    rows, steps = [], []
+    alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]
+    for step, (tokens, seconds, overlapped) in enumerate([*alone, (500, 0.05, True), (2900, 0.28, True)]):
+        rows.append({"kind": "train", "start": float(step), "end": step + seconds, "step": step, "tokens": tokens})
+        if overlapped:
+            steps.append({"worker": "engine-0", "start": float(step), "end": step + seconds})
+    spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
+    assert _fit_contention(spans, *_fit_learner(spans)) == 0.0
+    overhead, per_token, _ = _fit_learner(spans, pooled=True)
+    assert (overhead + per_token * spans["packed"]).sum() == pytest.approx(1.03)

@@ -65,12 +65,13 @@ def scenarios(draw: st.DrawFn) -> Any:
 
 
 costs = st.builds(
-    lambda d1, d8, p, t, s, c, w, slicing: profile(
+    lambda d1, d8, p, t, s, c, e, w, slicing: profile(
         decode_step_s={1: d1, 8: d1 + d8},
         prefill_token_s=p,
         train_token_s=t,
         weight_sync_s=s,
         train_contention=c,
+        engine_contention=e,
         wake_s=w,
         train_start_s=w,
         time_slicing=slicing,
@@ -81,6 +82,7 @@ costs = st.builds(
     st.floats(0.0001, 0.01),
     st.floats(0.0, 0.3),
     st.sampled_from([0.0, 0.0, 0.25]),  # the learner's contention with engines, mostly none
+    st.sampled_from([0.0, 0.0, 1.0]),  # the engines' contention with the learner, mostly none
     st.sampled_from([0.0, 0.0, 0.003]),  # messages' delays (wake_s, train_start_s), mostly none
     st.sampled_from([0.0, 0.0, 0.4]),  # engines' time slicing on oversubscribed cores, mostly none
 )
