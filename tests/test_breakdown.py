@@ -167,10 +167,12 @@ def test_breakdown_adds_up_to_wall_time_times_devices(name: str, overrides: list
 def test_breakdown_adds_up_on_random_runs_and_all_reduces_match_the_decode_steps(scenario, cost_profile) -> None:
     # A flat decode step d plus an all-reduce A + B·b: decoding takes steps · d outside the all-reduces, so
     # the all-reduces must come to (decode / d) · A + B · tokens decoded, split rows (in-flight updates) included.
-    # Tensor-parallel engines are GPUs': without shared host cores (which stretch a decode step's wall time).
+    # Tensor-parallel engines are GPUs': without shared host cores or engine contention (which stretch a decode
+    # step's wall time).
     scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"host_cores": None})})
     d = cost_profile.decode_step_s[1]
-    flat = cost_profile.model_copy(update={"decode_step_s": {1: d}, "wake_s": 0.0})  # a wake counts as busy
+    # (a wake counts as busy)
+    flat = cost_profile.model_copy(update={"decode_step_s": {1: d}, "wake_s": 0.0, "engine_contention": 0.0})
     cost = AllReduceCost(per_step=0.002, per_rollout=0.0003)
     result = simulate(scenario, costs=WithAllReduces(scenario, flat, cost))
     summary, events = result.summary, result.events
