@@ -171,7 +171,7 @@ def test_breakdown_adds_up_on_random_runs_and_all_reduces_match_the_decode_steps
     # step's wall time).
     scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"host_cores": None})})
     d = cost_profile.decode_step_s[1]
-    # (a wake counts as busy)
+    # no wake (a wake counts as busy) and no engine contention:
     flat = cost_profile.model_copy(update={"decode_step_s": {1: d}, "wake_s": 0.0, "engine_contention": 0.0})
     cost = AllReduceCost(per_step=0.002, per_rollout=0.0003)
     result = simulate(scenario, costs=WithAllReduces(scenario, flat, cost))
