@@ -20,7 +20,7 @@ learner's they add up to (engines + 1) × wall time:
     learner          the train spans
     learner waiting  the rest of the wall time
 
-**Executor.** Each step counts as its cycle (``analysis.fit.engine_cycles``):
+**Executor.** Each step counts as its cycle (``analysis.fit_timing.engine_cycles``):
 up to the next step's start while rows stay in flight, so the actor's reports
 and loop between steps belong to the step, as calibration fits them. One step
 often does several things at once (admits, decodes, retires). Its decode part is what the run's own decode line gives for its
@@ -53,7 +53,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import format_relative, relative_error
-from asyncrl.analysis.fit import ENGINE_STEPS_FILE, engine_cycles, fit_decode
+from asyncrl.analysis.fit import ENGINE_STEPS_FILE, fit_decode
+from asyncrl.analysis.fit_timing import engine_cycles
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.profile import CostProfile

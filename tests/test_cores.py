@@ -252,7 +252,7 @@ def test_the_fit_measures_the_orchestration_delays() -> None:
     # One engine: step 0 retires everything at 1.0; the learner publishes at 1.5 (train 1.2-1.5, batch ready
     # at 1.0, so it started 0.2 s late); the engine loads 1.6-1.8 and resumes at 2.0: 0.5 s after the
     # publish, less the 0.2 s load, is a 0.3 s wake.
-    from asyncrl.analysis.fit import train_start_delays, wake_delays
+    from asyncrl.analysis.fit_timing import train_start_delays, wake_delays
 
     steps = pd.DataFrame(
         {

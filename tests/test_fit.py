@@ -174,7 +174,7 @@ def test_the_fit_charges_the_actors_work_between_steps_to_the_step_before_it(tmp
 
 
 def test_an_engine_cycle_ends_at_its_next_step_unless_the_engine_emptied_or_loaded_weights() -> None:
-    from asyncrl.analysis.fit import engine_cycles
+    from asyncrl.analysis.fit_timing import engine_cycles
 
     columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
     steps = pd.DataFrame(
