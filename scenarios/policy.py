@@ -117,6 +117,21 @@ def admission_limit(
     return min(window_end, run_end)
 
 
+def admission_key(scenario: Scenario, *, live_groups: int, queued_groups: int, latest_version: int) -> tuple[int, ...]:
+    """All that ``admission_limit`` reads besides the engine's version: where two states' keys are equal, so
+    are their limits at every version, so a dispatcher keeps the limits it worked out until the key changes.
+
+    Exact schedules read the live groups (the next group's prescribed version). Streaming reads only whether
+    the queue blocks and the latest version, and the live groups where admission is closed (a full queue,
+    or ``refresh: drain``, whose closed limit is the live count itself).
+    """
+    schedule = scenario.schedule
+    if schedule.exact_versions:
+        return (live_groups,)
+    closed = schedule.blocks(queued_groups, scenario.queue_capacity)
+    return (int(closed), latest_version, live_groups if closed or schedule.may_drain else -1)
+
+
 def reaches_engines(scenario: Scenario, version: int, first_version: int = 0) -> bool:
     """Whether a newly published version is synced to the engines: every ``sync_every`` steps (and the
     first weights of a run, always)."""

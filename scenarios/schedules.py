@@ -94,6 +94,11 @@ class _ScheduleBase(Section):
         """An engine this far behind the learner starts nothing more until it has loaded."""
         return False
 
+    @property
+    def may_drain(self) -> bool:
+        """Whether ``draining`` can ever hold."""
+        return False
+
     def reaches_engines(self, version: int, first_version: int = 0) -> bool:
         """Whether a newly published version is synced to the engines."""
         return True
@@ -203,6 +208,10 @@ class StreamingSchedule(_ScheduleBase):
     def draining(self, engine_version: int, latest_version: int) -> bool:
         """``refresh: drain``: ``refresh_every`` versions behind, an engine starts nothing more; once empty it loads."""
         return self.refresh == "drain" and latest_version - engine_version >= self.refresh_every
+
+    @property
+    def may_drain(self) -> bool:
+        return self.refresh == "drain"
 
     def reaches_engines(self, version: int, first_version: int = 0) -> bool:
         """Every ``sync_every`` steps (and the first weights of a run, always)."""

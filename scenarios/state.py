@@ -85,7 +85,7 @@ class ScheduleState:
         self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
         self._classes: dict[tuple[int, bool], set[int]] = {}  # (version, empty) -> the engines up
         self._class_of: dict[int, tuple[int, bool]] = {}  # engine -> its key in _classes
-        self._limit_inputs: tuple[int, int, int, Scenario] | None = None  # what the cached limits were for
+        self._limit_inputs: tuple[tuple[int, ...], Scenario] | None = None  # what the cached limits were for
         self._limit_cache: dict[int, int] = {}  # version -> policy.admission_limit
         self.down: set[int] = set()  # engines lost and not restored yet
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
@@ -276,9 +276,15 @@ class ScheduleState:
 
     def _limits(self) -> dict[int, int]:
         """``_limit_at`` of every version an engine with room holds. ``policy.admission_limit`` is a pure function
-        of the version, the live and queued groups, the latest version and the scenario, so the limits are kept
-        until one of those changes (most dispatches follow a finish that changed none of them)."""
-        inputs = (self.live_groups, len(self.queue), self.latest_version, self.scenario)
+        of the version, the scenario and what ``policy.admission_key`` names, so the limits are kept until one
+        of those changes (most dispatches follow a finish that changed neither)."""
+        key = policy.admission_key(
+            self.scenario,
+            live_groups=self.live_groups,
+            queued_groups=len(self.queue),
+            latest_version=self.latest_version,
+        )
+        inputs = (key, self.scenario)
         if inputs != self._limit_inputs:
             self._limit_inputs, self._limit_cache = inputs, {}
         cache = self._limit_cache

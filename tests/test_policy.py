@@ -6,6 +6,8 @@ from typing import Any
 
 from asyncrl.scenarios import policy
 from asyncrl.scenarios.policy import FinishedGroup
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import small_scenario
 
@@ -146,3 +148,47 @@ def test_versions_reach_the_engines_every_sync_every_steps() -> None:
     assert state.latest_version == 2
     resumed = ScheduleState(verl, engines=1, first_version=3)
     assert resumed.publish(3) == []  # a resumed run's first weights always reach the engines
+
+
+SCHEDULES_FOR_KEYS = [
+    {"kind": "sync"},
+    {"kind": "pipelined", "off_policy_steps": 2},
+    {"kind": "streaming", "max_staleness": 2, "queue_capacity": 3},
+    {"kind": "streaming", "max_staleness": 1, "queue_capacity": 2, "queue_policy": "drop_oldest"},
+    {"kind": "streaming", "max_staleness": 3, "queue_capacity": 2, "refresh": "drain", "refresh_every": 2},
+    {"kind": "streaming", "max_staleness": 2, "sync_every": 2, "staleness_threshold": 0.5},
+]
+STATES = st.tuples(st.integers(0, 24), st.integers(0, 5), st.integers(0, 8))  # live, queued, latest version
+
+
+@given(st.sampled_from(SCHEDULES_FOR_KEYS), STATES, STATES)
+@settings(max_examples=300, deadline=None)
+def test_equal_admission_keys_mean_equal_limits_at_every_version(
+    schedule: dict[str, Any], first: tuple[int, int, int], second: tuple[int, int, int]
+) -> None:
+    # What lets ScheduleState keep its admission limits between dispatches: the key names every input.
+    sc = scenario(schedule)
+
+    def key(state: tuple[int, int, int]) -> tuple[int, ...]:
+        live, queued, latest = state
+        return policy.admission_key(sc, live_groups=live, queued_groups=queued, latest_version=latest)
+
+    def limits(state: tuple[int, int, int]) -> list[int]:
+        live, queued, latest = state
+        return [
+            policy.admission_limit(
+                sc, engine_version=version, live_groups=live, queued_groups=queued, latest_version=latest
+            )
+            for version in range(10)
+        ]
+
+    if key(first) == key(second):
+        assert limits(first) == limits(second)
+
+
+def test_the_admission_key_of_streaming_ignores_the_live_groups_while_admission_is_open() -> None:
+    sc = scenario({"kind": "streaming", "max_staleness": 2, "queue_capacity": 3})
+    open_at = [policy.admission_key(sc, live_groups=live, queued_groups=1, latest_version=4) for live in (3, 9)]
+    assert open_at[0] == open_at[1]  # the window's end depends on the engine's version alone
+    full = [policy.admission_key(sc, live_groups=live, queued_groups=3, latest_version=4) for live in (3, 9)]
+    assert full[0] != full[1]  # a full queue closes admission at the live count itself
