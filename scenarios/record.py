@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
 
 import pandas as pd
+from asyncrl.scenarios.busy import union_length
 from asyncrl.scenarios.loading import dump_scenario, load_scenario
 from asyncrl.scenarios.run_summary import (
     SUMMARY_FILE,
@@ -46,7 +47,6 @@ from asyncrl.scenarios.summarize import (
     event_row,
     summarize,
     summary_of,
-    union_length,
 )
 from asyncrl.scenarios.textfile import dumps, parse_json
 from asyncrl.scenarios.writing import write_text, written

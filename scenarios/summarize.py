@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from asyncrl.scenarios.busy import busy_seconds
 from asyncrl.scenarios.run_summary import (
     Breakdown,
     DeviceCounts,
@@ -344,24 +345,10 @@ def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def _busy_seconds(events: pd.DataFrame, role: str) -> float:
-    """Seconds each worker of ``role`` had any span open, added over workers."""
+    """Seconds each worker of ``role`` had any span open, added over workers in the order they first appear."""
     spans = events[(events["role"] == role) & events["kind"].isin(BUSY_KINDS[role])]
-    total = 0.0
-    for _, worker in spans.groupby("worker", sort=False):
-        total += union_length(worker["start"].to_numpy(), worker["end"].to_numpy())
-    return total
-
-
-def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Length of the union of intervals [starts[i], ends[i]]."""
-    if len(starts) == 0:
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    opens_block = np.concatenate([[True], starts[1:] > reach[:-1]])
-    block_end = np.maximum.reduceat(ends, np.flatnonzero(opens_block))
-    return float((block_end - starts[opens_block]).sum())
+    workers, _ = pd.factorize(spans["worker"])  # numbered by first appearance
+    return busy_seconds(workers, spans["start"].to_numpy(dtype=np.float64), spans["end"].to_numpy(dtype=np.float64))
 
 
 def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...]) -> float:

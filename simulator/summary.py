@@ -16,12 +16,12 @@ skipped, each worth one step of the steady span (``extrapolated_summary``).
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from asyncrl.scenarios.busy import busy_seconds
 from asyncrl.scenarios.run_summary import RunSummary
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.summarize import Labels, Tally, summary_of
@@ -175,39 +175,6 @@ def tally(run: RolloutArrays, first: int, last: int) -> Tally:
         sync_s=float((sync_stop - sync_start).sum()),
         dropped=float(((run.drop_times > (begin if first > 0 else -math.inf)) & (run.drop_times <= end)).sum()),
     )
-
-
-def busy_seconds(workers: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> float:
-    """Seconds each worker had any span open, added over workers (``union_length`` of each worker's spans,
-    the intervals merged for all workers at once: a plan on a large cluster has thousands of engines)."""
-    order = np.lexsort((starts, workers))
-    workers, starts, ends = workers[order], starts[order], ends[order]
-    if len(workers) == 0:
-        return 0.0
-    first = np.concatenate([[True], workers[1:] != workers[:-1]])  # each worker's first span
-    reach = running_max(ends, first)  # the latest end so far, within each worker
-    opens = first.copy()
-    opens[1:] |= starts[1:] > reach[:-1]
-    blocks = np.flatnonzero(opens)
-    lengths = np.maximum.reduceat(ends, blocks) - starts[blocks]
-    bounds = [*np.flatnonzero(first[blocks]).tolist(), len(blocks)]  # each worker's blocks
-    total = 0.0
-    for lo, hi in itertools.pairwise(bounds):
-        total += float(lengths[lo:hi].sum())  # per worker, then over workers: as union_length adds them
-    return total
-
-
-def running_max(values: np.ndarray, restart: np.ndarray) -> np.ndarray:
-    """The maximum of ``values`` so far, starting afresh where ``restart`` is set (doubling: exact, log n passes)."""
-    index = np.arange(len(values))
-    segment = np.maximum.accumulate(np.where(restart, index, 0))  # where each value's run began
-    result, shift = values.copy(), 1
-    while shift < len(values):
-        earlier = index - shift
-        inside = earlier >= segment
-        result = np.where(inside, np.maximum(result, result[np.maximum(earlier, 0)]), result)
-        shift *= 2
-    return result
 
 
 def extended(whole: Tally, steady: Tally, steps: int) -> Tally:

@@ -11,15 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from asyncrl.scenarios.actions import Load, LoadEmpty
+from asyncrl.scenarios.busy import busy_seconds, union_length
 from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.profile import CostProfile
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.state import ScheduleState
-from asyncrl.scenarios.summarize import union_length
 from asyncrl.simulator import simulation
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import Simulation
-from asyncrl.simulator.summary import busy_seconds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
