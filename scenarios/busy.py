@@ -46,13 +46,12 @@ def busy_seconds(workers: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> f
 
 
 def running_max(values: np.ndarray, restart: np.ndarray) -> np.ndarray:
-    """The maximum of ``values`` so far, starting afresh where ``restart`` is set (doubling: exact, log n passes)."""
-    index = np.arange(len(values))
-    segment = np.maximum.accumulate(np.where(restart, index, 0))  # where each value's run began
-    result, shift = values.copy(), 1
-    while shift < len(values):
-        earlier = index - shift
-        inside = earlier >= segment
-        result = np.where(inside, np.maximum(result, result[np.maximum(earlier, 0)]), result)
-        shift *= 2
-    return result
+    """The maximum of ``values`` so far, starting afresh where ``restart`` is set: exact, in one pass. Each value
+    is replaced by its rank among all of them, offset by its segment's number times their count, so a running
+    maximum of those keys never reaches back across a restart; the ranks then map back to the values."""
+    count = len(values)
+    segment = np.cumsum(restart, dtype=np.int64) * count
+    order = np.argsort(values, kind="stable")
+    rank = np.empty(count, dtype=np.int64)
+    rank[order] = np.arange(count)
+    return values[order][np.maximum.accumulate(segment + rank) - segment]

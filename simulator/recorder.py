@@ -137,7 +137,7 @@ class Recorder:
     ) -> pd.DataFrame:
         """The event table; ``progress`` and ``loads`` are each engine's at the end of the run,
         ``tensor_parallel`` the all-reduce time of one decode step (none: no rollout pays any)."""
-        names = np.asarray([f"engine-{i}" for i in range(len(progress))] or [""])
+        names = np.asarray(engine_names(len(progress)) or [""])
         frames = [
             self._rollout_rows(progress, loads, wall_time, tensor_parallel or AllReduceCost()),
             self._drop_rows(),
@@ -168,9 +168,9 @@ class Recorder:
         shares = DecodeShares(group_engine[group], joins, tokens, tensor_parallel)
         rows = pd.DataFrame(
             {
-                "worker": np.asarray([f"engine-{i}" for i in range(len(progress))])[group_engine[group]],
-                "role": "generation",
-                "kind": np.where(finished, "generate", "unfinished"),
+                "worker": labels(engine_names(len(progress)), group_engine[group]),
+                "role": labels(["generation"], np.zeros(len(group), dtype=np.int64)),
+                "kind": labels(["unfinished", "generate"], finished.astype(np.int64)),
                 "start": np.asarray(rollouts.start)[group],
                 "end": end,
                 "step": np.where(finished, trained_step, -1),
@@ -181,16 +181,17 @@ class Recorder:
                 "comm_s": shares.of_rollouts(),
             }
         )
-        return self._split_by_version(rows, loads, shares)
+        return self._split_by_version(
+            rows, loads, shares, finished & (first_load_after(rollouts, loads) < joins + tokens)
+        )
 
     def _split_by_version(
-        self, rows: pd.DataFrame, loads: list[list[WeightLoad]], shares: DecodeShares
+        self, rows: pd.DataFrame, loads: list[list[WeightLoad]], shares: DecodeShares, saw_loads: np.ndarray
     ) -> pd.DataFrame:
-        """With in-flight updates, one row per (rollout, version) instead of one per rollout."""
+        """With in-flight updates, one row per (rollout, version) instead of one per rollout: those rows that
+        ``saw_loads`` (finished, and their engine loaded weights before they did)."""
         rollouts, size = self.rollouts, self.group_size
-        finished = ~np.isnan(np.asarray(rollouts.end, dtype=np.float64))
-        finish = np.repeat(np.asarray(rollouts.join, dtype=np.float64), size) + np.asarray(rollouts.tokens)
-        split_rows = np.flatnonzero(finished & (first_load_after(rollouts, loads) < finish)).tolist()
+        split_rows = np.flatnonzero(saw_loads).tolist()
         if not split_rows:
             return rows
         pieces: list[dict] = []
@@ -259,7 +260,7 @@ class Recorder:
         rollouts = self.rollouts
         return pd.DataFrame(
             {
-                "worker": engine_names[np.asarray(rollouts.engine, dtype=np.int64)],
+                "worker": labels(list(engine_names), np.asarray(rollouts.engine, dtype=np.int64)),
                 "role": "generation",
                 "kind": "prefill",
                 "start": np.asarray(self._prefill_start, dtype=np.float64),
@@ -309,6 +310,19 @@ class Recorder:
                 "comm_s": comm,
             }
         )
+
+
+def engine_names(engines: int) -> list[str]:
+    """The event table's ``worker`` of each engine."""
+    return [f"engine-{index}" for index in range(engines)]
+
+
+def labels(names: list[str], codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """``names[codes]`` as a column of the event table's string type, built by Arrow: a Python string per row
+    would cost more than the rest of the table."""
+    import pyarrow as pa
+
+    return pd.array(pa.array(names, type=pa.string()).take(pa.array(codes)), dtype="string")
 
 
 class DecodeShares:

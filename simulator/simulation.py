@@ -97,7 +97,8 @@ class Simulation:
         self.learner = Computation(self.env, self.host, scenario.training_devices)
         self._wake_s = self.costs.engine_wake()  # an idle engine's delay to act on work (constant per run)
         self.dormant = Dormant(self.engines, self._wake_s)  # engines holding nothing, loading weights together
-        self.learner_wake: simpy.Event | None = None
+        self.learner_wake: simpy.Event | None = None  # set while the learner waits for step ``waiting_for``'s batch
+        self.waiting_for = 0
         self.deciding: AfterInstant | None = None  # the decision due at the end of this instant, if deferred
         self._groups_in = False  # groups completed since the last decision: the learner may take
         self.done = self.env.event()
@@ -138,8 +139,9 @@ class Simulation:
         self.deciding = None
         if self._groups_in:
             self._groups_in = False
-            if self.learner_wake is not None and not self.learner_wake.triggered:
-                self.learner_wake.succeed()
+            wake = self.learner_wake
+            if wake is not None and not wake.triggered and self.state.may_be_ready(self.waiting_for):
+                wake.succeed()  # (not ready: the learner would find nothing to take, so it sleeps on)
         self.dispatch()
 
     def retired(self, engine: Engine, samples: int) -> None:
@@ -301,7 +303,7 @@ class Simulation:
                 self.dispatch()  # the queue shrank, or fewer groups are live
             if taken.batch:
                 return [item.group for item in taken.batch]
-            self.learner_wake = self.env.event()
+            self.learner_wake, self.waiting_for = self.env.event(), step
             yield self.learner_wake
             self.learner_wake = None
 

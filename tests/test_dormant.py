@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from asyncrl.scenarios.actions import Load, LoadEmpty
-from asyncrl.scenarios.busy import busy_seconds, union_length
+from asyncrl.scenarios.busy import busy_seconds, running_max, union_length
 from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.profile import CostProfile
 from asyncrl.scenarios.scenario import Scenario
@@ -120,3 +120,15 @@ def test_busy_seconds_of_all_workers_at_once_add_up_as_worker_by_worker(spans: l
         mine = workers == worker
         expected += union_length(starts[mine], ends[mine])
     assert busy_seconds(workers, starts, ends) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), st.booleans()), min_size=1, max_size=40))
+def test_running_max_restarts_where_told(points: list) -> None:
+    values = np.asarray([value for value, _ in points])
+    restart = np.asarray([index == 0 or again for index, (_, again) in enumerate(points)])
+    expected, best = [], -np.inf
+    for value, again in zip(values.tolist(), restart.tolist(), strict=True):
+        best = value if again else max(best, value)
+        expected.append(best)
+    assert running_max(values, restart).tolist() == expected
