@@ -221,7 +221,7 @@ def summarize(
     """Every summary figure, from the event table of one run; the device-time breakdown and device-hours
     need ``devices`` (without them they are left out)."""
     labels = Labels(backend, scenario_name, engines, concurrency)
-    train = events[events["kind"] == "train"].sort_values("step")
+    train = events.loc[events["kind"] == "train", ["step", "end"]].sort_values("step")
     wall = float(train["end"].max()) if len(train) else 0.0
     events = events.assign(start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall))
     if "comm_s" not in events:  # a record from before the column existed
@@ -244,7 +244,7 @@ def summarize(
 def _tally(events: pd.DataFrame, train: pd.DataFrame, wall: float) -> Tally:
     """The sums of a whole run, from events already cut at ``wall``."""
     per_sample = _trained_samples(events)
-    syncs = events[events["kind"] == "sync"]
+    syncs = events.loc[events["kind"] == "sync", ["start", "end"]]
     return Tally(
         steps=len(train),
         wall_s=wall,
@@ -279,7 +279,14 @@ def _breakdown(events: pd.DataFrame, devices: DevicePools, wall: float, generati
     """Device-seconds per role and category, from events already cut at ``wall`` (see the module docstring);
     ``generation_busy`` is the engines' busy seconds, added over engines."""
     tp, trainers = devices.devices_per_engine, devices.training
-    totals = events.assign(seconds=events["end"] - events["start"], comm_s=events["comm_s"].fillna(0.0))
+    totals = pd.DataFrame(
+        {
+            "role": events["role"],
+            "kind": events["kind"],
+            "seconds": events["end"] - events["start"],
+            "comm_s": events["comm_s"].fillna(0.0),
+        }
+    )
     by_kind = totals.groupby(["role", "kind"], observed=True)[["seconds", "comm_s"]].sum()
 
     def total(role: str, kind: str, column: str = "seconds") -> float:
@@ -330,7 +337,9 @@ def _device_hours(device_seconds: float, *, steps: int, trained: float) -> Devic
 
 def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
     """One row per trained rollout: staleness (oldest version) and token-mean staleness."""
-    rows = events[(events["kind"] == "generate") & (events["step"] >= 0)]
+    rows = events.loc[
+        (events["kind"] == "generate") & (events["step"] >= 0), ["group", "sample", "version", "tokens", "step"]
+    ]
     if rows.empty:
         return pd.DataFrame({"tokens": [], "staleness": [], "token_staleness": []})
     weighted = rows.assign(weight=rows["version"] * rows["tokens"])
@@ -346,13 +355,13 @@ def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
 
 def _busy_seconds(events: pd.DataFrame, role: str) -> float:
     """Seconds each worker of ``role`` had any span open, added over workers in the order they first appear."""
-    spans = events[(events["role"] == role) & events["kind"].isin(BUSY_KINDS[role])]
+    spans = events.loc[(events["role"] == role) & events["kind"].isin(BUSY_KINDS[role]), ["worker", "start", "end"]]
     workers, _ = pd.factorize(spans["worker"])  # numbered by first appearance
     return busy_seconds(workers, spans["start"].to_numpy(dtype=np.float64), spans["end"].to_numpy(dtype=np.float64))
 
 
 def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...]) -> float:
-    spans = events[events["kind"].isin(kinds)]
+    spans = events.loc[events["kind"].isin(kinds), ["start", "end"]]
     return float((spans["end"] - spans["start"]).sum())
 
 
