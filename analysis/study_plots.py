@@ -105,12 +105,13 @@ def reward_curves_figure(curves: pd.DataFrame, target: float, x: str, title: str
                 ax.plot(*evaluated, lw=0.8, marker="o", ms=3, color=styles[schedule]["color"])
         ax.axhline(target, color="grey", lw=1, ls=":")
         ax.set_title(f"{loss}, {correction}", fontsize=10)
-        ax.set_xlabel("wall time (s, from the start of generation)" if x == "end" else "learner step")
         ax.grid(alpha=0.3)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
     for ax in axes[::columns]:
         ax.set_ylabel(REWARD_LABEL)
+    # One label for the figure: under each of four panels the long label ran into its neighbours'.
+    figure.supxlabel("wall time (s, from the start of generation)" if x == "end" else "learner step")
     handles = [Line2D([], [], lw=1.4, **style) for style in styles.values()]
     handles.append(Line2D([], [], color="grey", lw=1, ls=":"))
     labels = [*styles, f"target {target:g}"]
