@@ -1,8 +1,8 @@
 """`asyncrl size` with runs ended once converged, against every step simulated, in one sitting.
 
-    python benchmarks/early_stopping.py [--devices 64] [--splits 8]
+    python benchmarks/early_stopping.py [--devices 64] [--splits 8] [--bounds 1,2]
 
-Runs the sizing sweep of the quickstart scenario (pipelined and streaming, bounds 1 and 2) twice,
+Runs the sizing sweep of the quickstart scenario (pipelined and streaming, bounds 1 and 2 unless told) twice,
 alternating: as ``asyncrl size`` runs it (each run ended once its step time and staleness have
 converged, the rest extrapolated) and with ``exact=True`` (every step). Prints plans (simulated
 runs) per second of each and their ratio, the steps simulated, and how far each early-stopped row's
@@ -18,23 +18,25 @@ import numpy as np
 from asyncrl.scenarios.loading import load_scenario
 from asyncrl.simulator.sweep import simulate_sizing, sizing_variants
 
-KINDS, BOUNDS = ["pipelined", "streaming"], [1, 2]
+KINDS = ["pipelined", "streaming"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=64)
     parser.add_argument("--splits", type=int, default=8)
+    parser.add_argument("--bounds", default="1,2", help="staleness bounds, comma-separated (default 1,2)")
     args = parser.parse_args()
+    bounds = [int(bound) for bound in args.bounds.split(",")]
     scenario = load_scenario("quickstart")
-    baselines, candidates = sizing_variants(scenario, args.devices, KINDS, BOUNDS, args.splits)
+    baselines, candidates = sizing_variants(scenario, args.devices, KINDS, bounds, args.splits)
     plans = len(baselines) + len(candidates)
     seconds: dict[bool, list[float]] = {False: [], True: []}
     results = {}
     for exact in (True, False, True, False):  # alternated, so a change in the machine's load hits both
         start = time.perf_counter()
         results[exact] = simulate_sizing(
-            scenario, args.devices, KINDS, BOUNDS, args.splits, progress=False, exact=exact
+            scenario, args.devices, KINDS, bounds, args.splits, progress=False, exact=exact
         )
         seconds[exact].append(time.perf_counter() - start)
     rate = {exact: plans / min(times) for exact, times in seconds.items()}

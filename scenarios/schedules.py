@@ -73,6 +73,13 @@ class _ScheduleBase(Section):
         """``sync``, ``pipelined-N``, ``streaming-η`` or ``streaming-η-inflight`` (see the module docstring)."""
         return schedule_label(self.kind, self.staleness_bound, self.in_flight_updates)  # type: ignore[attr-defined]
 
+    @property
+    def step_period(self) -> int:
+        """Learner steps after which the run's step times can repeat: exact schedules generate batch k
+        with version k − η, so once generation outruns training the batches come in waves of η + 1 (a
+        pipelined-2 run takes one long step and two short ones, over and over)."""
+        return self.staleness_bound + 1
+
     def queue_groups(self, batch_groups: int) -> int:
         """Finished groups the queue holds before its policy applies: one batch."""
         return batch_groups
@@ -212,6 +219,11 @@ class StreamingSchedule(_ScheduleBase):
     @property
     def may_drain(self) -> bool:
         return self.refresh == "drain"
+
+    @property
+    def step_period(self) -> int:
+        """The versions reach the engines every ``sync_every`` steps (admission does not come in waves)."""
+        return self.sync_every
 
     def reaches_engines(self, version: int, first_version: int = 0) -> bool:
         """Every ``sync_every`` steps (and the first weights of a run, always)."""

@@ -20,7 +20,11 @@ on a chance agreement; the second makes a noisy run go on until its mean is
 pinned down well enough for what is left to extrapolate. Window means, not
 single steps, carry the noise estimate, because the step times of an
 asynchronous schedule are strongly correlated from one step to the next (a
-long step is often followed by a short one).
+long step is often followed by a short one). A schedule whose step times
+repeat every p steps (a pipelined-2 run generating in waves of three batches:
+one long step, two short) is judged on windows of whole periods
+(``Tolerance.in_periods_of``): a window of 10 steps cuts a period of 3, so
+its mean depends on where it starts, and such a run never converged.
 
 Pure functions on plain sequences: the learner loop in ``simulator.simulation``
 asks ``steady_span`` after every step.
@@ -29,7 +33,7 @@ asks ``steady_span`` after every step.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -48,6 +52,13 @@ class Tolerance:
     def __post_init__(self) -> None:
         if self.warmup < 0 or self.window < 1 or self.step_time <= 0 or self.staleness <= 0:
             raise ValueError(f"not a usable tolerance: {self}")
+
+    def in_periods_of(self, period: int) -> Tolerance:
+        """This tolerance with windows of whole periods (the window rounded up to a multiple of ``period``):
+        the step times of a schedule that repeats every ``period`` steps (``Schedule.step_period``) have
+        window means that differ by phase, so windows that cut a period never agree."""
+        window = -(-self.window // period) * period
+        return self if window == self.window else replace(self, window=window)
 
     @property
     def min_steps(self) -> int:

@@ -313,6 +313,8 @@ class Simulation:
         if self.failures is not None:
             self.env.process(self.failures.process())
             until_converged = None
+        if until_converged is not None:
+            until_converged = until_converged.in_periods_of(self.scenario.schedule.step_period)
         self.env.process(self._learner(on_step, until_converged))
         self.env.run(until=self.done)
         self.dormant.wake_all()

@@ -72,6 +72,53 @@ def test_fewer_steps_left_allow_more_noise() -> None:
     assert steady_span(noisy, stale, HAND, steps=9) == 2
 
 
+def test_a_periodic_series_converges_on_windows_of_whole_periods() -> None:
+    # one long step and two short ones, over and over (a pipelined-2 run generating in waves of three):
+    # windows of 2 steps have means 2, 1, 2, 2, 1, ... and the last two never agree; windows of 3 all
+    # have the mean 5/3, whichever step they start at
+    times, stale = [5.0, 3.0] + [3.0, 1.0, 1.0] * 6, [0.0, 1.0] + [2.0] * 18
+    whole = HAND.in_periods_of(3)
+    assert whole.window == 3 and whole.min_steps == 11
+    for done in range(11, 21):
+        assert steady_span(times[:done], stale[:done], HAND, steps=100) is None
+        assert steady_span(times[:done], stale[:done], whole, steps=100) == 2 + (done - 2) % 3
+
+
+def test_windows_round_up_to_whole_periods() -> None:
+    assert Tolerance().in_periods_of(3).window == 12  # pipelined-2
+    assert Tolerance().in_periods_of(2) == Tolerance() == Tolerance().in_periods_of(1)  # 10 holds whole periods
+    assert Tolerance().in_periods_of(5).window == 10 and Tolerance().in_periods_of(7).window == 14
+
+
+def test_step_period_of_each_schedule() -> None:
+    def period(*overrides: str) -> int:
+        return load_scenario("quickstart", list(overrides)).schedule.step_period
+
+    assert period("schedule.kind=sync") == 1
+    assert period("schedule.kind=pipelined", "schedule.off_policy_steps=2") == 3
+    assert period() == 1  # streaming syncs every step
+    assert period("schedule.sync_every=4") == 4
+
+
+def test_a_pipelined_run_in_waves_ends_early() -> None:
+    """pipelined-2 with generation to spare takes one long step and two short ones; judged on windows of
+    10 steps it never converged and ran all 100 steps."""
+    scenario = load_scenario(
+        "quickstart",
+        [
+            "cluster.generation_devices=48",
+            "cluster.training_devices=16",
+            "cluster.devices_per_engine=4",
+            "schedule.kind=pipelined",
+            "schedule.off_policy_steps=2",
+        ],
+    )
+    sim = Simulation(scenario)
+    sim.run(until_converged=Tolerance())
+    assert sim.steady is not None and sim.steps < scenario.run.steps
+    assert (sim.steady[1] - sim.steady[0]) % 12 == 0  # whole windows of 12 steps: four periods each
+
+
 def test_tolerance_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
         Tolerance(window=0)
