@@ -51,7 +51,7 @@ SKIPPED: tuple[tuple[str, str], ...] = (
     ("asyncrl study", "real executions: a grid of training runs (minutes to hours)"),
     ("asyncrl calibrate cpu-timing", "executes short runs of the scenario on this machine (no --from-log)"),
     ("asyncrl compare runs/demo/", "compares the run directories that `asyncrl demo` writes"),
-    ("asyncrl speedup cpu-study", "reads the profile and penalty `asyncrl study` writes (runs/study-sort/)"),
+    ("asyncrl speedup cpu-study", "reads the profile and penalty `asyncrl study` writes (runs/study-sort5/)"),
     ("python -m tests.tiny_checkpoint", "writes the checkpoint for an `asyncrl execute` in the same block"),
     ("python benchmarks/published.py --steps", "simulates every published case (minutes)"),
     ("python benchmarks/simulator_memory.py", "a benchmark: peak memory of large simulations, machine-dependent"),
