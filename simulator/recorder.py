@@ -125,8 +125,9 @@ class Recorder:
     def batch_tokens(self, groups: list[int], minibatches: int) -> TrainTokens:
         """Prompt plus completion tokens the learner trains on for these groups, real and padded."""
         size, prompts, tokens = self.group_size, self.rollouts.prompt, self.rollouts.tokens
-        rows = [[prompts[g] + n for n in tokens[g * size : (g + 1) * size]] for g in groups]
-        return TrainTokens.of(rows, minibatches, self._ranks, self._square_weight)
+        completions = np.array([tokens[g * size : (g + 1) * size] for g in groups], dtype=np.int64)
+        rows = completions + np.array([prompts[g] for g in groups], dtype=np.int64)[:, None]
+        return TrainTokens.of_array(rows, minibatches, self._ranks, self._square_weight)
 
     def events(
         self,

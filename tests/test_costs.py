@@ -10,6 +10,8 @@ from asyncrl.scenarios.workload import TrainTokens, forward_passes, start_of_ste
 from asyncrl.simulator.costs import AnalyticCosts, MeasuredCosts, learner_communication_s, learner_layout
 from asyncrl.simulator.simulation import Simulation
 from asyncrl.simulator.topology import Placement
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import profile, small_scenario
 
@@ -237,6 +239,20 @@ def test_padded_tokens_count_each_minibatch_at_its_longest_row() -> None:
     assert TrainTokens.of(groups, parts=1) == TrainTokens(135, 6 * 50, squares, 6 * 50**2)
     # Two minibatches of whole groups: [g0] and [g1, g2] -> 2 rows at 30, 4 rows at 50.
     assert TrainTokens.of(groups, parts=2) == TrainTokens(135, 2 * 30 + 4 * 50, squares, 2 * 30**2 + 4 * 50**2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.tuples(st.integers(1, 40), st.integers(1, 8)),
+    parts=st.integers(1, 5),
+    ranks=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+)
+def test_equal_groups_as_an_array_count_what_the_lists_count(
+    shape: tuple[int, int], parts: int, ranks: int, seed: int
+) -> None:
+    rows = np.random.default_rng(seed).integers(1, 30, shape).astype(np.int64)  # small lengths: many ties
+    assert TrainTokens.of_array(rows, parts, ranks, 0.01) == TrainTokens.of(rows.tolist(), parts, ranks, 0.01)
 
 
 def test_decode_tables_agree_with_the_formulas() -> None:
