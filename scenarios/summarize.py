@@ -342,6 +342,16 @@ def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
     ]
     if rows.empty:
         return pd.DataFrame({"tokens": [], "staleness": [], "token_staleness": []})
+    if _one_piece_each(rows["group"].to_numpy(), rows["sample"].to_numpy()):
+        # No rollout was cut by a weight load: each row is a sample, its oldest and token-mean version its own.
+        staleness = rows["step"].to_numpy() - rows["version"].to_numpy()
+        return pd.DataFrame(
+            {
+                "tokens": rows["tokens"].to_numpy(),
+                "staleness": staleness,
+                "token_staleness": staleness.astype(np.float64),
+            }
+        )
     weighted = rows.assign(weight=rows["version"] * rows["tokens"])
     by_sample = weighted.groupby(["group", "sample"], sort=False)
     tokens = by_sample["tokens"].sum()
@@ -351,6 +361,15 @@ def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {"tokens": tokens, "staleness": (step - oldest).astype(np.int64), "token_staleness": step - mean_version}
     )
+
+
+def _one_piece_each(groups: np.ndarray, samples: np.ndarray) -> bool:
+    """Each (group, sample) appears once, in increasing order (the simulator's table, with no in-flight update
+    cutting a rollout): then the rows are already the samples, in the order a group-by would give them."""
+    if len(groups) < 2:
+        return True
+    key = groups.astype(np.int64) * (int(samples.max()) + 1) + samples
+    return bool((key[1:] > key[:-1]).all())
 
 
 def _busy_seconds(events: pd.DataFrame, role: str) -> float:

@@ -51,3 +51,27 @@ def test_token_mean_counts_each_token_once() -> None:
     assert staleness.token_mean == pytest.approx(38 / 40)
     assert staleness.mean == pytest.approx(1.5)  # per rollout, oldest version: (1 + 2)/2
     assert staleness.histogram == {"1": 1, "2": 1}
+
+
+def test_rows_of_one_piece_each_give_the_grouped_answer() -> None:
+    # The same three rollouts, each in one piece: as listed (sorted by group, sample: no group-by needed) and
+    # in another order (the group-by path). Staleness 1, 2, 0 and token staleness the same, weighted 30, 10, 5.
+    rows = [
+        ("train", 0.0, 1.0, 0, 0, -1, -1, 0),
+        ("train", 1.0, 2.0, 1, 1, -1, -1, 0),
+        ("generate", 1.0, 2.5, 2, 1, 0, 0, 30),
+        ("generate", 0.5, 1.2, 2, 0, 0, 1, 10),
+        ("generate", 1.2, 2.6, 2, 2, 1, 0, 5),
+        ("train", 3.0, 4.0, 2, 2, -1, -1, 0),
+    ]
+    sorted_rows = summarize(event_table(*rows), backend="executor", scenario_name="hand", engines=1, concurrency=2)
+    shuffled = summarize(
+        event_table(*rows[:2], rows[4], rows[2], rows[3], rows[5]),
+        backend="executor",
+        scenario_name="hand",
+        engines=1,
+        concurrency=2,
+    )
+    assert sorted_rows.staleness.token_mean == pytest.approx((30 * 1 + 10 * 2 + 5 * 0) / 45)
+    assert sorted_rows.staleness.histogram == {"0": 1, "1": 1, "2": 1}
+    assert sorted_rows.staleness == shuffled.staleness
