@@ -8,7 +8,8 @@
      prefill tokens,          = join_s · requests + prefill_token_s · prompt tokens
      retired)                 retire: on steps where rows finish, the time beyond the decode
                              engine contention: how much longer the overlapped steps took, in total
-    events.parquet ────────► learner: least squares over train spans, time = overhead + per token · tokens,
+    events.parquet ────────► learner (analysis.fit_learner): least squares over train spans,
+                             time = overhead + per token · tokens,
                              tokens padded to each minibatch's longest row (longest), as the learner
                              computes them; then how much longer spans an engine overlapped took,
                              in total (total_preserving_excess)
@@ -40,23 +41,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
+from asyncrl.analysis.fit_learner import (
+    ALONE,
+    fit_contention,
+    fit_learner,
+    least_squares,
+    total_preserving_excess,
+    train_spans,
+    without_stragglers,
+)
 from asyncrl.analysis.fit_timing import engine_cycles, engine_start_seconds, train_start_delays, wake_delays
 from asyncrl.scenarios.cores import CoreShare, busy_seconds, core_share, full_speed_seconds, unshared_seconds
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.profile import CostProfile, running_maximum
 from asyncrl.scenarios.record import read_events
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.workload import TrainTokens
 
 ENGINE_STEPS_FILE = "engine_steps.parquet"
 MIN_STEPS = 20  # decode-only steps needed to fit the decode line
-ALONE = 0.05  # a train span with engines computing for less than this share of it ran alone
-MIN_SPREAD = 0.1  # the learner's token counts must vary by this much (std / mean) to fix an intercept
-STRAGGLER_MADS = 6  # a train span this many scaled MADs slower per token than the median is a straggler
 
 
 @dataclass(frozen=True)
@@ -90,10 +95,10 @@ def profile_from_runs(runs: list[Path], scenario: Scenario) -> tuple[CostProfile
     steps["seconds"] = steps["end"] - steps["start"]
     (decode, join_s, prefill_token_s, retire_s), engine_contention = fit_engine(steps)
     steady = without_stragglers(spans)
-    overhead, per_token, padding = _fit_learner(steady)
-    contention = _fit_contention(steady, overhead, per_token, padding)
+    overhead, per_token, padding = fit_learner(steady)
+    contention = fit_contention(steady, overhead, per_token, padding)
     if contention == 0:  # the overlapped spans ran no slower than the line (or there were none): one line through all
-        overhead, per_token, padding = _fit_learner(steady, pooled=True)
+        overhead, per_token, padding = fit_learner(steady, pooled=True)
     syncs = events[events["kind"] == "sync"]
     largest = int(steps["batch"].max())
     profile = CostProfile(
@@ -208,12 +213,6 @@ def _engine_steps(run: Path) -> pd.DataFrame:
     return steps[steps["batch"] > 0].reset_index(drop=True)
 
 
-def _least_squares(columns: list[np.ndarray], target: np.ndarray) -> np.ndarray:
-    matrix = np.column_stack(columns)
-    solution, *_ = np.linalg.lstsq(matrix, target, rcond=None)
-    return solution
-
-
 def fit_decode(steps: pd.DataFrame) -> tuple[float, float, float]:
     """(a, b, c) of step time = a + b · batch + c · context on steps that only decode; c ≥ 0, b ≥ 0."""
     plain = steps[(steps["joins"] == 0) & (steps["retired"] == 0)]
@@ -221,9 +220,9 @@ def fit_decode(steps: pd.DataFrame) -> tuple[float, float, float]:
         plain = steps[steps["joins"] == 0]
     seconds, ones = plain["seconds"].to_numpy(), np.ones(len(plain))
     batch, context = plain["batch"].to_numpy(float), plain["context"].to_numpy(float)
-    a, b, c = _least_squares([ones, batch, context], seconds)
+    a, b, c = least_squares([ones, batch, context], seconds)
     if c < 0:  # the context term is not supported by this run: drop it
-        (a, b), c = _least_squares([ones, batch], seconds), 0.0
+        (a, b), c = least_squares([ones, batch], seconds), 0.0
     if b < 0:
         a, b, c = float(seconds.mean()), 0.0, 0.0
     return float(a), float(b), float(c)
@@ -294,7 +293,7 @@ def _fit_joins(steps: pd.DataFrame, excess: pd.Series) -> tuple[float, float]:
     joins = steps.loc[admitting, "joins"].to_numpy(float)
     tokens = steps.loc[admitting, "prefill_tokens"].to_numpy(float)
     spent = excess[admitting].to_numpy()
-    join_s, per_token = _least_squares([joins, tokens], spent)
+    join_s, per_token = least_squares([joins, tokens], spent)
     if join_s < 0:
         return 0.0, float(spent.sum() / tokens.sum())
     if per_token < 0:
@@ -306,107 +305,6 @@ def _fit_retire(steps: pd.DataFrame, excess: pd.Series) -> float:
     """Mean time beyond the decode of steps where rows finished and none joined."""
     retiring = (steps["retired"] > 0) & (steps["joins"] == 0)
     return float(excess[retiring].mean()) if retiring.any() else 0.0
-
-
-def train_spans(events: pd.DataFrame, minibatches: int, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per learner step: its seconds, the tokens it trained, real (``packed``) and padded (``longest``), and
-    the share of it during which an engine computed (``contended``, 0-1; 0 without ``steps``).
-
-    The learner pads each minibatch to its longest row (``executor.learner``): ``minibatches`` runs of
-    whole groups in the order they finished (the queue's), each row prompt + completion. The record
-    keeps completion tokens per rollout and the step's total; each row is given the step's mean prompt
-    (exact for fixed prompts). A step without rollout rows (none recorded) counts its real tokens.
-    """
-    train = events[events["kind"] == "train"]
-    rollouts = events[events["kind"] == "generate"]
-    by_step = {step: rows for step, rows in rollouts.groupby("step")}
-    padded = []
-    for step, total in zip(train["step"], train["tokens"], strict=True):
-        rows = by_step.get(step)
-        if rows is None or rows.empty:
-            padded.append(int(total))
-            continue
-        prompt = round((total - rows["tokens"].sum()) / len(rows))
-        order = rows.groupby("group")["end"].max().sort_values().index
-        groups = [[prompt + int(n) for n in rows.loc[rows["group"] == group, "tokens"]] for group in order]
-        padded.append(TrainTokens.of(groups, minibatches).padded)
-    bounds = train[["start", "end"]].to_numpy(float)
-    seconds = bounds[:, 1] - bounds[:, 0]
-    contended = np.zeros(len(train))
-    if steps is not None and len(train):
-        engines = [rows[["start", "end"]].to_numpy(float) for _, rows in steps.groupby("worker")]
-        contended = busy_seconds(bounds, engines) / np.maximum(seconds, 1e-12)
-    return pd.DataFrame(
-        {
-            "seconds": seconds,
-            "packed": train["tokens"].to_numpy(float),
-            "longest": np.asarray(padded, float),
-            "contended": contended,
-        }
-    )
-
-
-def without_stragglers(spans: pd.DataFrame) -> pd.DataFrame:
-    """The train spans less stragglers: seconds per padded token above the median by more than
-    ``STRAGGLER_MADS`` scaled median absolute deviations (a 6x step, one in a few hundred, would move an
-    8-step calibration's mean by 60%; a 30-step run seldom meets one). Overlapped spans, slower by the
-    contention, stay: it is a tenth or so, far inside the cut."""
-    rate = spans["seconds"] / spans["longest"].clip(lower=1)
-    median = rate.median()
-    spread = 1.4826 * (rate - median).abs().median()
-    keep = rate <= median + STRAGGLER_MADS * max(spread, 0.01 * median)
-    return spans[keep].reset_index(drop=True) if keep.sum() >= 3 else spans
-
-
-def _fit_learner(spans: pd.DataFrame, pooled: bool = False) -> tuple[float, float, Literal["packed", "longest"]]:
-    """(overhead s, s per token, padding) of the learner's train spans.
-
-    Tokens are counted padded (``longest``): the executor's learner pads each minibatch to its longest
-    row (``executor.learner.collate``) and computes on every position. Real tokens (``packed``) are
-    used only where no rollout rows were recorded (then the two columns are equal). The line is
-    fitted to the spans no engine overlapped (a sync run's) where there are at least three, so that
-    ``_fit_contention`` explains the rest, else (or ``pooled``) to all; where the token counts barely vary (a long
-    tail's batches often all reach the cap) an intercept is not determined, and the line goes through 0.
-    """
-    if spans.empty:
-        raise ScenarioError("from_run: the run trained no step")
-    padding: Literal["packed", "longest"] = "longest" if (spans["longest"] != spans["packed"]).any() else "packed"
-    alone = spans[spans["contended"] < ALONE]
-    fitted = alone if len(alone) >= 3 and not pooled else spans
-    seconds, tokens = fitted["seconds"].to_numpy(), fitted[padding].to_numpy()
-    if len(fitted) >= 3 and tokens.std() > MIN_SPREAD * tokens.mean():
-        overhead, per_token = _least_squares([np.ones(len(fitted)), tokens], seconds)
-        if overhead >= 0 and per_token > 0:
-            return float(overhead), float(per_token), padding
-    return 0.0, float(seconds.sum() / tokens.sum()), padding
-
-
-def _fit_contention(
-    spans: pd.DataFrame, overhead: float, per_token: float, padding: Literal["packed", "longest"]
-) -> float:
-    """κ ≥ 0 in seconds = (overhead + per token · tokens) · (1 + κ · contended), given the line fitted to the
-    spans no engine overlapped (0 without both kinds): the κ for which the spans an engine overlapped
-    are charged, in total, the seconds they took (``total_preserving_excess``).
-
-    A run's wall time is the sum of its learner steps, so the total is what must hold. Least squares on
-    each span's relative excess (the earlier fit) weighs a short span's ratio as much as a long one's and
-    left cpu-timing's streaming calibration run's learner 17% short of its own measurement."""
-    alone = spans["contended"] < ALONE
-    if alone.sum() < 3 or alone.all():
-        return 0.0
-    shared = spans[~alone]
-    line = overhead + per_token * shared[padding].to_numpy()
-    return total_preserving_excess(shared["seconds"].to_numpy(), line, shared["contended"].to_numpy())
-
-
-def total_preserving_excess(seconds: np.ndarray, charged: np.ndarray, share: np.ndarray) -> float:
-    """κ ≥ 0 with Σ charged · (1 + κ · share) = Σ seconds: the slowdown, while contended, that charges spans
-    (``charged``: what each costs alone; ``share``: 0-1, the part of it contended) the seconds they took
-    in total (0 where they took no longer than charged, or none was contended)."""
-    weight = float((charged * share).sum())
-    if weight <= 0:
-        return 0.0
-    return max(0.0, float((seconds.sum() - charged.sum()) / weight))
 
 
 def _table_sizes(largest: int) -> list[int]:

@@ -3,8 +3,8 @@
     python benchmarks/run_to_run.py [--scenario cpu-timing] [--count 6] [--steps 12] [--set KEY=VALUE ...]
 
 Executes the scenario ``--count`` times in this process, one after the other,
-and prints per run the learner's seconds per padded token (``analysis.fit.
-train_spans``), the mean decode-only engine step and the wall time, then each
+and prints per run the learner's seconds per padded token
+(``analysis.fit_learner.train_spans``), the mean decode-only engine step and the wall time, then each
 figure's max/min. Every run computes the same thing (same seed, same lengths),
 so the spread is the machine's: it bounds how closely any prediction from
 another run (a calibration) can match one execution. ``asyncrl validate
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from asyncrl.analysis.fit import train_spans
+from asyncrl.analysis.fit_learner import train_spans
 from asyncrl.analysis.tables import format_table
 from asyncrl.executor.runtime import execute
 from asyncrl.scenarios.loading import load_scenario

@@ -191,7 +191,7 @@ def test_the_learner_slows_by_the_profiles_contention_while_the_engine_computes(
 def test_the_fit_separates_contention_from_the_learners_own_cost() -> None:
     # Train spans of 0.01 s + 1e-4 s per token; every other one half overlapped by an engine step and
     # slowed by κ = 0.3 over that half: × (1 + 0.3 · 0.5).
-    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+    from asyncrl.analysis.fit_learner import fit_contention, fit_learner, train_spans
 
     rows, steps, clock = [], [], 0.0
     for step in range(8):
@@ -203,9 +203,9 @@ def test_the_fit_separates_contention_from_the_learners_own_cost() -> None:
         clock += 1.0
     spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
     assert spans["contended"].tolist() == pytest.approx([0, 0.5] * 4)
-    overhead, per_token, padding = _fit_learner(spans)
+    overhead, per_token, padding = fit_learner(spans)
     assert (overhead, per_token, padding) == (pytest.approx(0.01), pytest.approx(1e-4), "packed")
-    assert _fit_contention(spans, overhead, per_token, padding) == pytest.approx(0.3)
+    assert fit_contention(spans, overhead, per_token, padding) == pytest.approx(0.3)
 
 
 def test_a_rate_change_on_a_finish_leaves_no_negative_wait() -> None:

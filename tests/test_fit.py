@@ -116,7 +116,7 @@ def test_calibrate_from_run_writes_the_profile_and_rejects_a_directory_without_s
 
 def test_one_straggling_learner_step_does_not_move_the_fit() -> None:
     # Eight steps of 1e-4 s per token, one of them 6x as long (an operating-system hiccup): the line keeps 1e-4.
-    from asyncrl.analysis.fit import _fit_learner, without_stragglers
+    from asyncrl.analysis.fit_learner import fit_learner, without_stragglers
 
     tokens = np.array([1000.0, 1200, 900, 1100, 1000, 1300, 950, 1050])
     seconds = 1e-4 * tokens
@@ -124,7 +124,7 @@ def test_one_straggling_learner_step_does_not_move_the_fit() -> None:
     spans = pd.DataFrame({"seconds": seconds, "packed": tokens, "longest": tokens, "contended": 0.0})
     steady = without_stragglers(spans)
     assert len(steady) == 7
-    overhead, per_token, _ = _fit_learner(steady)
+    overhead, per_token, _ = fit_learner(steady)
     assert (overhead, per_token) == (pytest.approx(0.0, abs=1e-9), pytest.approx(1e-4))
     # Contended spans 20% slower are no stragglers.
     spans.loc[[1, 3, 5], "seconds"] *= 1.2
@@ -203,7 +203,7 @@ def test_the_learners_contention_charges_the_overlapped_spans_the_seconds_they_t
     # tokens (line 0.30 s) that took 0.33 s, 1.1 times. Together they took 0.45 s for 0.36 s of line, so
     # κ = 0.09 / 0.36 = 0.25 charges them 0.45 s. Least squares on each span's excess (the earlier fit)
     # gave (1 + 0.1) / 2 = 0.55 and charged 0.36 · 1.55 = 0.558 s, 24% more than they took.
-    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+    from asyncrl.analysis.fit_learner import fit_contention, fit_learner, train_spans
 
     rows, steps = [], []
     alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]
@@ -212,9 +212,9 @@ def test_the_learners_contention_charges_the_overlapped_spans_the_seconds_they_t
         if overlapped:
             steps.append({"worker": "engine-0", "start": float(step), "end": step + seconds})
     spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
-    overhead, per_token, padding = _fit_learner(spans)
+    overhead, per_token, padding = fit_learner(spans)
     assert (overhead, per_token) == (pytest.approx(0.01), pytest.approx(1e-4))
-    kappa = _fit_contention(spans, overhead, per_token, padding)
+    kappa = fit_contention(spans, overhead, per_token, padding)
     assert kappa == pytest.approx(0.25)
     charged = (overhead + per_token * spans["packed"]) * (1 + kappa * spans["contended"])
     assert charged.sum() == pytest.approx(spans["seconds"].sum())
@@ -272,7 +272,7 @@ def test_overlapped_spans_that_ran_faster_than_the_line_get_one_line_through_eve
     # took 0.05 s and 0.28 s, less than their line (a machine that sped up between runs). κ would be
     # negative: it is 0, and the line goes through all six spans (least squares with an intercept), which
     # charges them, in total, the 1.03 s they took.
-    from asyncrl.analysis.fit import _fit_contention, _fit_learner, train_spans
+    from asyncrl.analysis.fit_learner import fit_contention, fit_learner, train_spans
 
     rows, steps = [], []
     alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]
@@ -281,6 +281,6 @@ def test_overlapped_spans_that_ran_faster_than_the_line_get_one_line_through_eve
         if overlapped:
             steps.append({"worker": "engine-0", "start": float(step), "end": step + seconds})
     spans = train_spans(pd.DataFrame(rows), 1, pd.DataFrame(steps))
-    assert _fit_contention(spans, *_fit_learner(spans)) == 0.0
-    overhead, per_token, _ = _fit_learner(spans, pooled=True)
+    assert fit_contention(spans, *fit_learner(spans)) == 0.0
+    overhead, per_token, _ = fit_learner(spans, pooled=True)
     assert (overhead + per_token * spans["packed"]).sum() == pytest.approx(1.03)
