@@ -166,6 +166,12 @@ def overflow(scenario: Scenario, *, queued_groups: int) -> int:
     return scenario.schedule.overflow(queued_groups, scenario.queue_capacity)
 
 
+def may_overflow(scenario: Scenario) -> bool:
+    """Whether ``overflow`` can ever push a group out (``queue_policy: drop_oldest``): a constant of the
+    scenario, which a caller may check once instead of asking ``overflow`` at every finished group."""
+    return scenario.schedule.may_overflow
+
+
 def select_batch(scenario: Scenario, queue: Sequence[FinishedGroup], step: int) -> BatchChoice:
     """Choose step ``step``'s batch from the finished groups, in queue order.
 

@@ -33,7 +33,6 @@ from collections.abc import Callable, Generator, Sequence
 import numpy as np
 import pandas as pd
 import simpy
-from asyncrl.scenarios import policy
 from asyncrl.scenarios.actions import Load, LoadEmpty, Regenerate, Start
 from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
@@ -114,12 +113,17 @@ class Simulation:
     # Engines report (the Listener protocol).
 
     def finished(self, engine: Engine, samples: int, groups: list[int]) -> simpy.Event | None:
-        self.state.samples_finished(engine.index, samples)
-        for group in groups:
-            if policy.overflow(self.scenario, queued_groups=len(self.state.queue)):
-                self._confirm_refused()  # the drop may let them in
-            self._record_drops(self.state.group_finished(group, self.rollouts.version[group]))
-        self._groups_in |= bool(groups)
+        state = self.state
+        state.samples_finished(engine.index, samples)
+        if groups:
+            versions = self.rollouts.version
+            for group in groups:
+                if state.overflows():
+                    self._confirm_refused()  # the drop may let them in
+                    self._record_drops(state.group_finished(group, versions[group]))
+                else:
+                    state.group_finished(group, versions[group])  # (drops none)
+            self._groups_in = True
         return self._decide_after_instant()
 
     def _decide_after_instant(self) -> simpy.Event | None:
