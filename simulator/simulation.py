@@ -156,18 +156,18 @@ class Simulation:
     def dispatch(self) -> None:
         """Apply what the state says to do now: lost groups again, weight loads, then group starts (in that
         order). Engines with nothing in flight load together, as dormant engines (``simulator.dormant``)."""
-        decision = self.state.dispatch_grouped()
+        regenerate, loads, load_empty, starts = self.state.dispatch_grouped()
         self.recorder.decide()
-        for rank, action in enumerate(decision.regenerate, start=-len(decision.regenerate)):
+        for rank, action in enumerate(regenerate, start=-len(regenerate)):
             if isinstance(action, Load):
                 self._load(action.engine, action.version, rank)
             else:
                 self._regenerate(action)
-        for load in decision.loads:
+        for load in loads:
             self._load(load.engine, load.version, load.engine)
-        for group in decision.load_empty:
+        for group in load_empty:
             self._load_dormant(group)
-        for start in decision.starts:
+        for start in starts:
             self._start(start)
 
     def engine(self, index: int) -> Engine:
@@ -213,13 +213,12 @@ class Simulation:
     def _start(self, action: Start) -> None:
         now = self.env.now
         engine = self.engine(action.engine)
-        for group in action.groups:
-            prompt, lengths = self.lengths.next_group()
-            self.rollouts.start_group(
-                engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
-            )
-            prefill = engine.start(group, prompt, lengths)
-            self.recorder.prefill(prefill.start, prefill.end)
+        index, loads = engine.index, engine.loads
+        next_group, start_group, prefill = self.lengths.next_group, self.rollouts.start_group, self.recorder.prefill
+        for group in action.groups:  # (one burst may start hundreds: the calls are bound once)
+            prompt, lengths = next_group()
+            start_group(index, now, engine.version, prompt, engine.progress, len(loads), lengths)
+            prefill(*engine.start(group, prompt, lengths))
         engine.replan()
 
     def _confirm_refused(self) -> None:
