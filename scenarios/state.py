@@ -35,6 +35,7 @@ own ids (a backend reuses the group's prompt and lengths). A restored engine hol
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass
 
 from asyncrl.scenarios import failures, policy
@@ -315,16 +316,17 @@ class ScheduleState:
     def _starts(self, chosen: list[int]) -> list[Start]:
         """Number the chosen groups in start order; one Start per run of groups on the same engine."""
         starts: list[Start] = []
-        for index in chosen:
-            group, batch = self.next_group, policy.batch_of(self.live_groups, self.scenario)
-            self.next_group += 1
-            self.live_groups += 1
-            self._batch_of_group[group] = batch
-            if starts and starts[-1].engine == index:
-                last = starts[-1]
-                starts[-1] = Start(index, (*last.groups, group), (*last.batches, batch))
-            else:
-                starts.append(Start(index, (group,), (batch,)))
+        for index, run in itertools.groupby(chosen):  # each Start built once (a burst may give one engine many)
+            groups: list[int] = []
+            batches: list[int] = []
+            for _ in run:
+                group, batch = self.next_group, policy.batch_of(self.live_groups, self.scenario)
+                self.next_group += 1
+                self.live_groups += 1
+                self._batch_of_group[group] = batch
+                groups.append(group)
+                batches.append(batch)
+            starts.append(Start(index, tuple(groups), tuple(batches)))
         for index in set(chosen):
             self._index(index)
         return starts
