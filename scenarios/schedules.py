@@ -97,6 +97,11 @@ class _ScheduleBase(Section):
         """How many of the oldest queued groups a newly finished group pushes out."""
         return 0
 
+    @property
+    def may_overflow(self) -> bool:
+        """Whether ``overflow`` can ever be more than 0."""
+        return False
+
     def draining(self, engine_version: int, latest_version: int) -> bool:
         """An engine this far behind the learner starts nothing more until it has loaded."""
         return False
@@ -211,6 +216,10 @@ class StreamingSchedule(_ScheduleBase):
         if self.queue_policy != "drop_oldest":
             return 0
         return max(0, queued_groups + 1 - capacity)
+
+    @property
+    def may_overflow(self) -> bool:
+        return self.queue_policy == "drop_oldest"
 
     def draining(self, engine_version: int, latest_version: int) -> bool:
         """``refresh: drain``: ``refresh_every`` versions behind, an engine starts nothing more; once empty it loads."""

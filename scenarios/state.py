@@ -35,6 +35,7 @@ own ids (a backend reuses the group's prompt and lengths). A restored engine hol
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass
 
 from asyncrl.scenarios import failures, policy
@@ -67,7 +68,7 @@ class ScheduleState:
     """
 
     def __init__(self, scenario: Scenario, engines: int, first_group: int = 0, first_version: int = 0) -> None:
-        self.scenario = scenario
+        self.scenario = scenario  # (sets ``_may_overflow`` too)
         self.first_version = first_version
         self.latest_version = first_version  # the newest version synced to the engines
         self.live_groups = first_group  # started and not dropped: the next group's live index
@@ -85,11 +86,23 @@ class ScheduleState:
         self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
         self._classes: dict[tuple[int, bool], set[int]] = {}  # (version, empty) -> the engines up
         self._class_of: dict[int, tuple[int, bool]] = {}  # engine -> its key in _classes
-        self._limit_inputs: tuple[tuple[int, ...], Scenario] | None = None  # what the cached limits were for
-        self._limit_cache: dict[int, int] = {}  # version -> policy.admission_limit
         self.down: set[int] = set()  # engines lost and not restored yet
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
         self._index_all(engines)
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._scenario
+
+    @scenario.setter
+    def scenario(self, scenario: Scenario) -> None:
+        """The scenario the policy reads; a simulation that ends a run early replaces it with one of fewer
+        steps, so what is worked out from it once is worked out again here."""
+        self._scenario = scenario
+        self._may_overflow = policy.may_overflow(scenario)  # else no finished group ever pushes one out
+        self._limit_reads: tuple[int, int, int] | None = None  # (live, queued, latest) the key was worked out for
+        self._limit_key: tuple[int, ...] | None = None  # policy.admission_key of the cached limits
+        self._limit_cache: dict[int, int] = {}  # version -> policy.admission_limit
 
     # What happened.
 
@@ -103,13 +116,18 @@ class ScheduleState:
 
     def group_finished(self, group: int, version: int) -> tuple[FinishedGroup, ...]:
         """The last sample of ``group`` finished; queue it. Returns the groups a full queue pushed out."""
-        pushed_out = policy.overflow(self.scenario, queued_groups=len(self.queue))
-        dropped = tuple(self.queue[:pushed_out])
-        self._forget(dropped)
+        dropped: tuple[FinishedGroup, ...] = ()
+        if self.overflows():
+            dropped = tuple(self.queue[: policy.overflow(self.scenario, queued_groups=len(self.queue))])
+            self._forget(dropped)
         batch = self._batch_of_group.pop(group)
         self.queue.append(FinishedGroup(group=group, batch=batch, version=version))
         self._queued_per_batch[batch] = self._queued_per_batch.get(batch, 0) + 1
         return dropped
+
+    def overflows(self) -> bool:
+        """Whether a group finishing now pushes queued groups out (``policy.overflow``)."""
+        return self._may_overflow and policy.overflow(self.scenario, queued_groups=len(self.queue)) > 0
 
     def publish(self, version: int) -> list[int]:
         """The learner made ``version``; returns the versions no engine may load any more (``version``
@@ -179,6 +197,8 @@ class ScheduleState:
             target = self.sync_target(next(iter(engines)))
             if target is not None and target in self.kept_versions:
                 moving.append((key, target, tuple(sorted(engines))))
+        if not moving:  # (most dispatches)
+            return [], []
         loads: list[Load] = []
         load_empty: list[LoadEmpty] = []
         for key, target, members in moving:
@@ -277,16 +297,16 @@ class ScheduleState:
     def _limits(self) -> dict[int, int]:
         """``_limit_at`` of every version an engine with room holds. ``policy.admission_limit`` is a pure function
         of the version, the scenario and what ``policy.admission_key`` names, so the limits are kept until one
-        of those changes (most dispatches follow a finish that changed neither)."""
-        key = policy.admission_key(
-            self.scenario,
-            live_groups=self.live_groups,
-            queued_groups=len(self.queue),
-            latest_version=self.latest_version,
-        )
-        inputs = (key, self.scenario)
-        if inputs != self._limit_inputs:
-            self._limit_inputs, self._limit_cache = inputs, {}
+        of those changes (most dispatches follow a finish that changed neither). The key itself is worked out
+        again only when what it reads has changed (a new scenario drops it: the ``scenario`` setter)."""
+        reads = (self.live_groups, len(self.queue), self.latest_version)
+        if reads != self._limit_reads:
+            self._limit_reads = reads
+            key = policy.admission_key(
+                self.scenario, live_groups=reads[0], queued_groups=reads[1], latest_version=reads[2]
+            )
+            if key != self._limit_key:
+                self._limit_key, self._limit_cache = key, {}
         cache = self._limit_cache
         for version in self._room:
             if version not in cache:
@@ -296,16 +316,17 @@ class ScheduleState:
     def _starts(self, chosen: list[int]) -> list[Start]:
         """Number the chosen groups in start order; one Start per run of groups on the same engine."""
         starts: list[Start] = []
-        for index in chosen:
-            group, batch = self.next_group, policy.batch_of(self.live_groups, self.scenario)
-            self.next_group += 1
-            self.live_groups += 1
-            self._batch_of_group[group] = batch
-            if starts and starts[-1].engine == index:
-                last = starts[-1]
-                starts[-1] = Start(index, (*last.groups, group), (*last.batches, batch))
-            else:
-                starts.append(Start(index, (group,), (batch,)))
+        for index, run in itertools.groupby(chosen):  # each Start built once (a burst may give one engine many)
+            groups: list[int] = []
+            batches: list[int] = []
+            for _ in run:
+                group, batch = self.next_group, policy.batch_of(self.live_groups, self.scenario)
+                self.next_group += 1
+                self.live_groups += 1
+                self._batch_of_group[group] = batch
+                groups.append(group)
+                batches.append(batch)
+            starts.append(Start(index, tuple(groups), tuple(batches)))
         for index in set(chosen):
             self._index(index)
         return starts

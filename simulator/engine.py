@@ -111,6 +111,10 @@ class Engine:
         self._reported = 0  # how many of them the listener has been told of (those already past)
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
         self._decode_step = costs.decode_step_table(self._capacity)
+        table = self._decode_step
+        self._step_terms = (table.first, table.first_per_context, table.second, table.second_per_context)
+        # What the loops read and write of every rollout: the same lists for the whole run (``Rollouts``).
+        self._lists = (rollouts.end, rollouts.remaining, rollouts.prompt, rollouts.join)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
         self.sync_s, self.switch_s = costs.weight_sync(index), costs.switch_to_generation()  # each load's (s)
         self.host = host
@@ -162,19 +166,20 @@ class Engine:
 
     def start(self, group: int, prompt: int, lengths: list[int]) -> Prefill:
         """Prefill ``group``'s prompt, then decode its samples alongside the others; when the prefill runs."""
-        self.advance(self.env.now)
-        if not self.in_flight:
+        now, heap = self.env.now, self.in_flight
+        self.advance(now)
+        if not heap:
             self.host.busy(self, self._threads)
         slowness = 1.0 / self.rate
-        prefill_start = self.env.now + self._pause * slowness
+        prefill_start = now + self._pause * slowness
         self._pause += self.costs.prefill(prompt, len(lengths))
-        size, progress, heap = self._group_size, self.progress, self.in_flight
+        size, progress, push = self._group_size, self.progress, heapq.heappush
         sample = group * size
         for length in lengths:
-            heapq.heappush(heap, (progress + length, sample))
+            push(heap, (progress + length, sample))
             sample += 1
         self._context_offset += size * (prompt - progress)
-        return Prefill(start=prefill_start, end=self.env.now + self._pause * slowness)
+        return Prefill(prefill_start, now + self._pause * slowness)
 
     def fail(self, now: float) -> list[tuple[int, float]]:
         """The engine dies at ``now``: it drops everything it held and waits, without weights, for work.
@@ -223,12 +228,7 @@ class Engine:
         """
         env, heap, listener = self.env, self.in_flight, self.listener
         size = self._group_size
-        ends, remaining, prompts, joins = (
-            self.rollouts.end,
-            self.rollouts.remaining,
-            self.rollouts.prompt,
-            self.rollouts.join,
-        )
+        ends, remaining, prompts, joins = self._lists
         heappop, timeout = heapq.heappop, env.timeout
         if self.wake is not None:  # started by its first work: the wake that work gave it
             yield self.wake
@@ -294,15 +294,8 @@ class Engine:
         self._reported = 0
         self._plan_start = (self.progress, self._clock, self._pause)
         size, capacity = self._group_size, self._capacity
-        table = self._decode_step
-        compute_base, compute_per_context = table.first, table.first_per_context
-        memory_base, memory_per_context = table.second, table.second_per_context
-        ends, remaining, prompts, joins = (
-            self.rollouts.end,
-            self.rollouts.remaining,
-            self.rollouts.prompt,
-            self.rollouts.join,
-        )
+        compute_base, compute_per_context, memory_base, memory_per_context = self._step_terms
+        ends, remaining, prompts, joins = self._lists
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
         slowness = 1.0 / self.rate  # wall seconds per second of work
         # Finishes down to ``floor`` rollouts are quiet (the last one always completes its group).

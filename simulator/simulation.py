@@ -33,7 +33,6 @@ from collections.abc import Callable, Generator, Sequence
 import numpy as np
 import pandas as pd
 import simpy
-from asyncrl.scenarios import policy
 from asyncrl.scenarios.actions import Load, LoadEmpty, Regenerate, Start
 from asyncrl.scenarios.cores import core_share
 from asyncrl.scenarios.policy import FinishedGroup
@@ -114,12 +113,17 @@ class Simulation:
     # Engines report (the Listener protocol).
 
     def finished(self, engine: Engine, samples: int, groups: list[int]) -> simpy.Event | None:
-        self.state.samples_finished(engine.index, samples)
-        for group in groups:
-            if policy.overflow(self.scenario, queued_groups=len(self.state.queue)):
-                self._confirm_refused()  # the drop may let them in
-            self._record_drops(self.state.group_finished(group, self.rollouts.version[group]))
-        self._groups_in |= bool(groups)
+        state = self.state
+        state.samples_finished(engine.index, samples)
+        if groups:
+            versions = self.rollouts.version
+            for group in groups:
+                if state.overflows():
+                    self._confirm_refused()  # the drop may let them in
+                    self._record_drops(state.group_finished(group, versions[group]))
+                else:
+                    state.group_finished(group, versions[group])  # (drops none)
+            self._groups_in = True
         return self._decide_after_instant()
 
     def _decide_after_instant(self) -> simpy.Event | None:
@@ -152,18 +156,18 @@ class Simulation:
     def dispatch(self) -> None:
         """Apply what the state says to do now: lost groups again, weight loads, then group starts (in that
         order). Engines with nothing in flight load together, as dormant engines (``simulator.dormant``)."""
-        decision = self.state.dispatch_grouped()
+        regenerate, loads, load_empty, starts = self.state.dispatch_grouped()
         self.recorder.decide()
-        for rank, action in enumerate(decision.regenerate, start=-len(decision.regenerate)):
+        for rank, action in enumerate(regenerate, start=-len(regenerate)):
             if isinstance(action, Load):
                 self._load(action.engine, action.version, rank)
             else:
                 self._regenerate(action)
-        for load in decision.loads:
+        for load in loads:
             self._load(load.engine, load.version, load.engine)
-        for group in decision.load_empty:
+        for group in load_empty:
             self._load_dormant(group)
-        for start in decision.starts:
+        for start in starts:
             self._start(start)
 
     def engine(self, index: int) -> Engine:
@@ -209,13 +213,12 @@ class Simulation:
     def _start(self, action: Start) -> None:
         now = self.env.now
         engine = self.engine(action.engine)
-        for group in action.groups:
-            prompt, lengths = self.lengths.next_group()
-            self.rollouts.start_group(
-                engine.index, now, engine.version, prompt, engine.progress, len(engine.loads), lengths
-            )
-            prefill = engine.start(group, prompt, lengths)
-            self.recorder.prefill(prefill.start, prefill.end)
+        index, loads = engine.index, engine.loads
+        next_group, start_group, prefill = self.lengths.next_group, self.rollouts.start_group, self.recorder.prefill
+        for group in action.groups:  # (one burst may start hundreds: the calls are bound once)
+            prompt, lengths = next_group()
+            start_group(index, now, engine.version, prompt, engine.progress, len(loads), lengths)
+            prefill(*engine.start(group, prompt, lengths))
         engine.replan()
 
     def _confirm_refused(self) -> None:
