@@ -36,21 +36,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass
 
 from asyncrl.scenarios import failures, policy
 from asyncrl.scenarios.actions import Action, Dispatch, Load, LoadEmpty, Regenerate, Start, Taken
+from asyncrl.scenarios.engine_index import EngineIndex, EngineLoad
 from asyncrl.scenarios.failures import NO_VERSION
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
-
-
-@dataclass
-class EngineLoad:
-    """One engine as the dispatcher sees it."""
-
-    version: int = 0  # the weights it generates with, or has been told to load
-    in_flight: int = 0  # samples started on it and not finished
 
 
 class ScheduleState:
@@ -58,13 +50,8 @@ class ScheduleState:
 
     ``first_group`` and ``first_version`` let a resumed run start where the
     checkpoint left off (groups of the steps already trained count as live).
-    Two indexes keep ``dispatch`` from scanning every engine on every event:
-    the engines with room for a group (by the version they hold) and every
-    engine that is up by the version it holds and whether it is empty
-    (``policy.sync_target`` reads an engine's load only as empty or not, so it
-    is asked once per such class, not once per engine, and neither a dispatch
-    nor a publish costs more with more idle engines). They are exactly what a
-    full scan would find; ``tests/test_state.py`` checks that against one.
+    An ``EngineIndex`` (``scenarios.engine_index``) keeps ``dispatch`` from scanning every engine on every
+    event: the state files an engine there whenever its load or version changes.
     """
 
     def __init__(self, scenario: Scenario, engines: int, first_group: int = 0, first_version: int = 0) -> None:
@@ -82,13 +69,9 @@ class ScheduleState:
         self._capacity = scenario.engine_concurrency
         self._exact = policy.exact_versions(scenario)
         self._in_flight_updates = scenario.schedule.in_flight_updates
-        self._room: dict[int, set[int]] = {}  # version -> engines with room for a group
-        self._filed: dict[int, int] = {}  # engine -> the version it is filed under in _room
-        self._classes: dict[tuple[int, bool], set[int]] = {}  # (version, empty) -> the engines up
-        self._class_of: dict[int, tuple[int, bool]] = {}  # engine -> its key in _classes
         self.down: set[int] = set()  # engines lost and not restored yet
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
-        self._index_all(engines)
+        self.index = EngineIndex(self.engines, self.down, self._capacity, self._group_size, first_version)
 
     @property
     def scenario(self) -> Scenario:
@@ -112,7 +95,7 @@ class ScheduleState:
         had_room = self._capacity - state.in_flight >= self._group_size
         state.in_flight -= count
         if not had_room or state.in_flight == 0:  # otherwise no index changes
-            self._index(engine)
+            self.index.file(engine)
 
     def group_finished(self, group: int, version: int) -> tuple[FinishedGroup, ...]:
         """The last sample of ``group`` finished; queue it. Returns the groups a full queue pushed out."""
@@ -148,12 +131,12 @@ class ScheduleState:
         state.in_flight, state.version = 0, NO_VERSION
         self.down.add(engine)
         self.lost = sorted([*self.lost, *groups])
-        self._index(engine)
+        self.index.file(engine)
 
     def engine_restored(self, engine: int) -> None:
         """The replacement of a lost engine is up, with no weights yet: the next dispatch loads it."""
         self.down.discard(engine)
-        self._index(engine)
+        self.index.file(engine)
 
     def keep_versions(self, versions: list[int]) -> None:
         """Versions a resumed run brought back from its checkpoint."""
@@ -190,7 +173,7 @@ class ScheduleState:
         with samples in flight load one by one, in engine order; the empty ones of a class together."""
         moving: list[tuple[tuple[int, bool], int, tuple[int, ...]]] = []  # (class, target, its engines)
         latest, any_load = self.latest_version, self._in_flight_updates
-        for key, engines in self._classes.items():
+        for key, engines in self.index.classes.items():
             version, empty = key
             if version >= latest or not (empty or any_load):
                 continue
@@ -203,35 +186,15 @@ class ScheduleState:
         load_empty: list[LoadEmpty] = []
         for key, target, members in moving:
             if key[1]:
-                self._load_empty(key, target, members)
+                self.index.move_empty(key, target, members)
                 load_empty.append(LoadEmpty(members, target))
                 continue
             for index in members:
                 self.engines[index].version = target
-                self._index(index)
+                self.index.file(index)
                 loads.append(Load(index, target))
         loads.sort(key=lambda load: load.engine)
         return loads, load_empty
-
-    def _load_empty(self, key: tuple[int, bool], target: int, engines: tuple[int, ...]) -> None:
-        """Empty engines of class ``key`` now hold ``target``: what ``_index`` does for each of them, set by set
-        (an empty engine has room for a group, and is up)."""
-        old = self._classes[key]
-        old.difference_update(engines)
-        if not old:
-            del self._classes[key]
-        new = (target, True)
-        self._classes.setdefault(new, set()).update(engines)
-        self._class_of.update(dict.fromkeys(engines, new))
-        room = self._room.get(key[0])
-        if room is not None:
-            room.difference_update(engines)
-            if not room:
-                del self._room[key[0]]
-        self._room.setdefault(target, set()).update(engines)
-        self._filed.update(dict.fromkeys(engines, target))
-        for index in engines:
-            self.engines[index].version = target
 
     def sync_target(self, engine: int) -> int | None:
         """The version ``engine`` should load now, or None (``policy.sync_target`` on its state)."""
@@ -262,11 +225,11 @@ class ScheduleState:
         limits = self._limits()  # fixed while groups start
         live, engines_of = self.live_groups, self.engines
         takers: list[tuple[int, int]] = []
-        for version, engines in self._room.items():
+        for version, engines in self.index.room.items():
             room = limits[version] - live  # groups engines of this version may still take
             if room <= 0:
                 continue
-            empty = self._classes.get((version, True))
+            empty = self.index.classes.get((version, True))
             if empty is not None and len(empty) > room:
                 # Empty engines all carry load 0 and are taken lowest index first, each once before any twice:
                 # at most ``room`` of them can get a group (most engines of a large cluster are empty).
@@ -308,7 +271,7 @@ class ScheduleState:
             if key != self._limit_key:
                 self._limit_key, self._limit_cache = key, {}
         cache = self._limit_cache
-        for version in self._room:
+        for version in self.index.room:
             if version not in cache:
                 cache[version] = self._limit_at(version)
         return cache
@@ -328,7 +291,7 @@ class ScheduleState:
                 batches.append(batch)
             starts.append(Start(index, tuple(groups), tuple(batches)))
         for index in set(chosen):
-            self._index(index)
+            self.index.file(index)
         return starts
 
     def _regenerate(self) -> list[Load | Regenerate]:
@@ -343,7 +306,7 @@ class ScheduleState:
                 waiting.append(group)
                 continue
             self.engines[engine].in_flight += self._group_size
-            self._index(engine)
+            self.index.file(engine)
             last = actions[-1] if actions else None
             if isinstance(last, Regenerate) and last.engine == engine:
                 actions[-1] = Regenerate(engine, (*last.groups, group), (*last.batches, batch))
@@ -385,41 +348,6 @@ class ScheduleState:
         return engine
 
     # Bookkeeping.
-
-    def _index(self, engine: int) -> None:
-        """Put ``engine`` in the indexes its state calls for, and out of the others."""
-        state = self.engines[engine]
-        filed = self._filed.pop(engine, None)
-        if filed is not None:
-            self._room[filed].discard(engine)
-            if not self._room[filed]:
-                del self._room[filed]
-        down = engine in self.down
-        key = None if down else (state.version, state.in_flight == 0)
-        old = self._class_of.get(engine)
-        if old != key:
-            if old is not None:
-                self._classes[old].discard(engine)
-                if not self._classes[old]:
-                    del self._classes[old]
-            if key is None:
-                del self._class_of[engine]
-            else:
-                self._classes.setdefault(key, set()).add(engine)
-                self._class_of[engine] = key
-        if not down and state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
-            self._room.setdefault(state.version, set()).add(engine)
-            self._filed[engine] = state.version
-
-    def _index_all(self, engines: int) -> None:
-        """``_index`` of every engine at the start, set by set: all are up, empty and hold the first version."""
-        everyone = range(engines)
-        key = (self.first_version, True)
-        self._classes = {key: set(everyone)} if engines else {}
-        self._class_of = dict.fromkeys(everyone, key)
-        if engines and self.first_version != NO_VERSION and self._capacity >= self._group_size:
-            self._room = {self.first_version: set(everyone)}
-            self._filed = dict.fromkeys(everyone, self.first_version)
 
     def may_be_ready(self, step: int) -> bool:
         """Cheap precondition for ``select_batch`` (``take`` does nothing without it)."""

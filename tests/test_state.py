@@ -143,7 +143,7 @@ def check_invariants(state: ScheduleState, scenario: Scenario) -> None:
     for index, engine in enumerate(state.engines):
         assert 0 <= engine.in_flight <= capacity
         has_room = capacity - engine.in_flight >= size
-        assert (index in state._room.get(engine.version, set())) == has_room  # the index is the full scan
+        assert (index in state.index.room.get(engine.version, set())) == has_room  # the index is the full scan
         if has_room:
             assert state.admissible(index) == 0  # admission exhausted: dispatch gave out all it could
         target = state.sync_target(index)
