@@ -20,7 +20,6 @@ Run one unit under both versions (``PYTHONPATH`` set to each checkout) and compa
 from __future__ import annotations
 
 import argparse
-from collections.abc import Generator
 
 import simpy
 from asyncrl.scenarios.loading import load_scenario
@@ -30,18 +29,14 @@ from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.simulation import Simulation
 from asyncrl.simulator.summary import run_summary
 from asyncrl.simulator.sweep import sizing_variants
+from simulator_throughput import BARE_EVENTS, bare_loop  # (this folder: run as a script)
 
-BARE_EVENTS = 1_000_000
 EVERY = 12  # the sizing unit's share of the plans
 
 
 def bare() -> None:
-    def loop(env: simpy.Environment) -> Generator[simpy.Event, None, None]:
-        for _ in range(BARE_EVENTS):
-            yield env.timeout(1.0)
-
     env = simpy.Environment()
-    env.process(loop(env))
+    env.process(bare_loop(env, BARE_EVENTS))
     env.run()
 
 

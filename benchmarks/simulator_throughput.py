@@ -28,13 +28,15 @@ from asyncrl.simulator.simulation import Simulation
 BARE_EVENTS = 1_000_000
 
 
-def bare_simpy_events_per_s() -> float:
-    def loop(env: simpy.Environment) -> Generator[simpy.Event, None, None]:
-        for _ in range(BARE_EVENTS):
-            yield env.timeout(1.0)
+def bare_loop(env: simpy.Environment, count: int = BARE_EVENTS) -> Generator[simpy.Event, None, None]:
+    """The yardstick: a process that only yields ``count`` timeouts."""
+    for _ in range(count):
+        yield env.timeout(1.0)
 
+
+def bare_simpy_events_per_s() -> float:
     env = simpy.Environment()
-    env.process(loop(env))
+    env.process(bare_loop(env))
     return BARE_EVENTS / _seconds(env.run)
 
 
