@@ -1,12 +1,13 @@
 """`asyncrl size` with runs ended once converged, against every step simulated, in one sitting.
 
-    python benchmarks/early_stopping.py [--devices 64] [--splits 8] [--bounds 1,2]
+    python benchmarks/early_stopping.py [--devices 64] [--splits 8] [--bounds 1,2] [--step-time 0.01] [--window 10]
 
 Runs the sizing sweep of the quickstart scenario (pipelined and streaming, bounds 1 and 2 unless told) twice,
 alternating: as ``asyncrl size`` runs it (each run ended once its step time and staleness have
 converged, the rest extrapolated) and with ``exact=True`` (every step). Prints plans (simulated
 runs) per second of each and their ratio, the steps simulated, and how far each early-stopped row's
-throughput and mean staleness are from the exact row's.
+throughput and mean staleness are from the exact row's. ``--step-time`` and ``--window`` try another
+rule than ``size``'s (``simulator.convergence.Tolerance``: 1% and 10 steps).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 
 import numpy as np
 from asyncrl.scenarios.loading import load_scenario
+from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.sweep import simulate_sizing, sizing_variants
 
 KINDS = ["pipelined", "streaming"]
@@ -26,7 +28,10 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=64)
     parser.add_argument("--splits", type=int, default=8)
     parser.add_argument("--bounds", default="1,2", help="staleness bounds, comma-separated (default 1,2)")
+    parser.add_argument("--step-time", type=float, default=Tolerance.step_time, help="agreement of step times")
+    parser.add_argument("--window", type=int, default=Tolerance.window, help="steps per window")
     args = parser.parse_args()
+    tolerance = Tolerance(window=args.window, step_time=args.step_time)
     bounds = [int(bound) for bound in args.bounds.split(",")]
     scenario = load_scenario("quickstart")
     baselines, candidates = sizing_variants(scenario, args.devices, KINDS, bounds, args.splits)
@@ -36,7 +41,7 @@ def main() -> None:
     for exact in (True, False, True, False):  # alternated, so a change in the machine's load hits both
         start = time.perf_counter()
         results[exact] = simulate_sizing(
-            scenario, args.devices, KINDS, bounds, args.splits, progress=False, exact=exact
+            scenario, args.devices, KINDS, bounds, args.splits, progress=False, exact=exact, tolerance=tolerance
         )
         seconds[exact].append(time.perf_counter() - start)
     rate = {exact: plans / min(times) for exact, times in seconds.items()}

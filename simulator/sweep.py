@@ -204,20 +204,21 @@ def simulate_sizing(
     penalty: PenaltyFit | None = None,
     workers: int | None = None,
     runtime: Runtime = "local",
+    tolerance: Tolerance | None = None,
 ) -> list[Result]:
     """Every split asked for, simulated and ranked by throughput (with a penalty: by predicted time to target,
     soonest first), under the best sync colocated baseline; then the variants that do not fit in memory,
     unsimulated (summary None).
 
-    Each run ends once converged (``Tolerance()``) and is extrapolated to ``run.steps``; ``exact``
-    simulates every step of every run instead.
+    Each run ends once converged (``tolerance``, by default ``Tolerance()``) and is extrapolated to
+    ``run.steps``; ``exact`` simulates every step of every run instead.
     """
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
             f"devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device_name}"
         )
-    tolerance = None if exact else Tolerance()
+    tolerance = None if exact else tolerance or Tolerance()
     results = simulate_fitting(
         baselines + candidates,
         progress=progress,
