@@ -64,6 +64,7 @@ from asyncrl.simulator.target import step_ends, time_to_target
 from tqdm import tqdm
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+SIZING_TOLERANCE = Tolerance()  # when size ends a run (``simulator.convergence``)
 
 Runtime = Literal["local", "ray"]  # where the simulations run: a process pool here, or Ray tasks
 
@@ -204,25 +205,23 @@ def simulate_sizing(
     penalty: PenaltyFit | None = None,
     workers: int | None = None,
     runtime: Runtime = "local",
-    tolerance: Tolerance | None = None,
+    tolerance: Tolerance = SIZING_TOLERANCE,
 ) -> list[Result]:
     """Every split asked for, simulated and ranked by throughput (with a penalty: by predicted time to target,
     soonest first), under the best sync colocated baseline; then the variants that do not fit in memory,
     unsimulated (summary None).
 
-    Each run ends once converged (``tolerance``, by default ``Tolerance()``) and is extrapolated to
-    ``run.steps``; ``exact`` simulates every step of every run instead.
+    Each run ends once converged (``tolerance``) and is extrapolated to ``run.steps``; ``exact`` simulates all.
     """
     baselines, candidates = sizing_variants(scenario, devices, kinds, staleness, splits)
     if not candidates:
         raise ScenarioError(
             f"devices: no split of {devices} devices fits {scenario.model.label} on {scenario.hardware.device_name}"
         )
-    tolerance = None if exact else tolerance or Tolerance()
     results = simulate_fitting(
         baselines + candidates,
         progress=progress,
-        until_converged=tolerance,
+        until_converged=None if exact else tolerance,
         penalty=penalty,
         workers=workers,
         runtime=runtime,
