@@ -180,7 +180,7 @@ def fit_time_slicing(runs: list[tuple[pd.DataFrame, pd.DataFrame]], share: CoreS
     alone, over = [], []
     for steps, events in runs:
         busy = busy_spans(steps, events, share)
-        plain = steps[(steps["joins"] == 0) & (steps["retired"] == 0)]
+        plain = steps[~prefilled(steps) & (steps["retired"] == 0)]
         plain = plain.assign(seconds=plain["end"] - plain["start"])
         spans = plain[["start", "end"]].to_numpy(float)
         unshared = unshared_seconds(spans, busy, share)
@@ -213,11 +213,17 @@ def _engine_steps(run: Path) -> pd.DataFrame:
     return steps[steps["batch"] > 0].reset_index(drop=True)
 
 
+def prefilled(steps: pd.DataFrame) -> pd.Series:
+    """Engine steps that prefilled before decoding: requests joined, or (``recompute_kv``) the running rows'
+    keys and values were computed again under new weights."""
+    return (steps["joins"] > 0) | (steps["prefill_tokens"] > 0)
+
+
 def fit_decode(steps: pd.DataFrame) -> tuple[float, float, float]:
     """(a, b, c) of step time = a + b · batch + c · context on steps that only decode; c ≥ 0, b ≥ 0."""
-    plain = steps[(steps["joins"] == 0) & (steps["retired"] == 0)]
+    plain = steps[~prefilled(steps) & (steps["retired"] == 0)]
     if len(plain) < MIN_STEPS:
-        plain = steps[steps["joins"] == 0]
+        plain = steps[~prefilled(steps)]
     seconds, ones = plain["seconds"].to_numpy(), np.ones(len(plain))
     batch, context = plain["batch"].to_numpy(float), plain["context"].to_numpy(float)
     a, b, c = least_squares([ones, batch, context], seconds)
@@ -255,7 +261,7 @@ def fit_engine(steps: pd.DataFrame) -> tuple[EngineCosts, float]:
 
 
 def _decode_only(steps: pd.DataFrame) -> int:
-    return int(((steps["joins"] == 0) & (steps["retired"] == 0)).sum())
+    return int((~prefilled(steps) & (steps["retired"] == 0)).sum())
 
 
 def _engine_costs(steps: pd.DataFrame) -> EngineCosts:
@@ -287,14 +293,14 @@ def training_share(steps: pd.DataFrame, events: pd.DataFrame) -> np.ndarray:
 
 def _fit_joins(steps: pd.DataFrame, excess: pd.Series) -> tuple[float, float]:
     """(join_s, prefill_token_s) from the time admitting steps took beyond their decode; both ≥ 0."""
-    admitting = steps["joins"] > 0
+    admitting = prefilled(steps)
     if admitting.sum() < 2:
         return 0.0, 0.0
     joins = steps.loc[admitting, "joins"].to_numpy(float)
     tokens = steps.loc[admitting, "prefill_tokens"].to_numpy(float)
     spent = excess[admitting].to_numpy()
     join_s, per_token = least_squares([joins, tokens], spent)
-    if join_s < 0:
+    if join_s < 0 or not joins.any():  # (only recomputes: no join to charge)
         return 0.0, float(spent.sum() / tokens.sum())
     if per_token < 0:
         return float(spent.sum() / joins.sum()), 0.0
@@ -303,7 +309,7 @@ def _fit_joins(steps: pd.DataFrame, excess: pd.Series) -> tuple[float, float]:
 
 def _fit_retire(steps: pd.DataFrame, excess: pd.Series) -> float:
     """Mean time beyond the decode of steps where rows finished and none joined."""
-    retiring = (steps["retired"] > 0) & (steps["joins"] == 0)
+    retiring = (steps["retired"] > 0) & ~prefilled(steps)
     return float(excess[retiring].mean()) if retiring.any() else 0.0
 
 

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from asyncrl.analysis.compare import format_relative, relative_error
-from asyncrl.analysis.fit import ENGINE_STEPS_FILE, fit_decode
+from asyncrl.analysis.fit import ENGINE_STEPS_FILE, fit_decode, prefilled
 from asyncrl.analysis.fit_timing import engine_cycles
 from asyncrl.analysis.tables import format_table
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
@@ -127,16 +127,16 @@ def executor_phases(steps: pd.DataFrame, events: pd.DataFrame, engines: int, wal
     steps = steps[steps["start"] < wall].copy()
     steps["seconds"] = steps["end"].clip(upper=wall) - steps["start"]
     decoding = steps[steps["batch"] > 0]
-    if (decoding["joins"] == 0).sum() < MIN_DECODE_STEPS:
+    if (~prefilled(decoding)).sum() < MIN_DECODE_STEPS:
         raise BreakdownUnavailable(
             f"fewer than {MIN_DECODE_STEPS} engine steps only decoded: no decode line to split steps by"
         )
     a, b, c = fit_decode(decoding)
     line = a + b * steps["batch"] + c * steps["context"]
-    plain = (steps["joins"] == 0) & (steps["retired"] == 0)
+    plain = ~prefilled(steps) & (steps["retired"] == 0)
     decode = np.where(steps["batch"] == 0, 0.0, np.where(plain, steps["seconds"], np.minimum(steps["seconds"], line)))
     excess = steps["seconds"].to_numpy() - decode
-    admitting = (steps["joins"] > 0).to_numpy()
+    admitting = prefilled(steps).to_numpy()
     retiring = ~admitting & (steps["retired"] > 0).to_numpy()
     busy, sync = _engine_busy(events, wall)
     stepped = float(steps["seconds"].sum())
@@ -243,7 +243,7 @@ def _charged_retirements(rollouts: pd.DataFrame) -> int:
 def decode_contention(steps: pd.DataFrame, events: pd.DataFrame) -> Contention | str:
     """How much longer decode-only steps took while the learner trained, at the same batch sizes; else why not."""
     train = events[events["kind"] == "train"].sort_values("start")
-    plain = steps[(steps["batch"] > 0) & (steps["joins"] == 0) & (steps["retired"] == 0)]
+    plain = steps[(steps["batch"] > 0) & ~prefilled(steps) & (steps["retired"] == 0)]
     if train.empty or plain.empty:
         return "no train spans or no decode-only steps"
     middle = ((plain["start"] + plain["end"]) / 2).to_numpy()

@@ -93,6 +93,7 @@ def _run(spec: ActorSpec, commands: Queue, results: Any) -> None:
         temperature=scenario.algorithm.temperature,
         seed=scenario.run.seed * 1000 + index,
         device=device,
+        recompute_kv=scenario.schedule.kv_on_update == "recompute",
     )
     results.put(Ready(index))
     t0 = _wait_for_go(commands)

@@ -15,7 +15,8 @@ A sequence's last prompt token (and later its last sampled token) is "pending": 
 so each step gives each in-flight sequence exactly one new token. Every token records the log-probability it had
 under the sampling distribution (softmax of logits / temperature) and the weights ``version`` in use when it was
 sampled: after ``load_weights`` between steps, unfinished rollouts continue with the new weights and their later
-tokens carry the new version (in-flight weight updates; cached keys/values of earlier tokens are kept).
+tokens carry the new version (in-flight weight updates; cached keys/values of earlier tokens are kept, or with
+``recompute_kv`` prefilled again under the new weights at the next step, counted in its ``prefill_tokens``).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class StepStats:
     batch: int  # rows decoded
     context: int  # cache columns read by the decode, over all rows (left padding included)
     joins: int  # requests admitted (prefilled and merged into the batch cache) before decoding
-    prefill_tokens: int  # prompt tokens prefilled for them
+    prefill_tokens: int  # prompt tokens prefilled for them, and with recompute_kv the running rows' tokens again
     retired: int  # rows that finished and left the batch (the cache is compacted)
 
 
@@ -130,7 +131,10 @@ class ContinuousBatchingEngine:
         greedy: bool = False,
         seed: int = 0,
         device: str | torch.device = "cpu",
+        recompute_kv: bool = False,
     ) -> None:
+        """``recompute_kv``: after ``load_weights``, recompute the unfinished rollouts' cached keys and values with
+        the new weights (``schedule.kv_on_update: recompute``) instead of keeping them."""
         if max_batch < 1 or temperature <= 0:
             raise ValueError("max_batch must be >= 1 and temperature > 0")
         self.device = torch.device(device)
@@ -151,6 +155,8 @@ class ContinuousBatchingEngine:
         self._pending = torch.zeros(0, dtype=torch.long, device=self.device)  # next input token of each row
         self._positions = torch.zeros(0, dtype=torch.long, device=self.device)  # its position in its sequence
         self.last_step = StepStats(0, 0, 0, 0, 0)
+        self.recompute_kv = recompute_kv
+        self._stale_cache = False  # new weights loaded and the batch cache still holds the old ones' keys/values
 
     @property
     def in_flight(self) -> int:
@@ -165,6 +171,7 @@ class ContinuousBatchingEngine:
         with torch.no_grad():
             self.model.load_state_dict(state_dict, strict=True)
         self.version = version
+        self._stale_cache = self.recompute_kv and bool(self._running)  # recomputed by the next step
 
     def add(self, request: Request) -> None:
         if not request.prompt or request.max_new_tokens < 1:
@@ -176,7 +183,9 @@ class ContinuousBatchingEngine:
 
     def step(self) -> list[Rollout]:
         with torch.inference_mode():
+            recomputed = self._recompute_cache() if self._stale_cache else 0
             joins, prefill_tokens = self._admit()
+            prefill_tokens += recomputed
             if not self._running:
                 self.last_step = StepStats(0, 0, joins, prefill_tokens, 0)
                 return []
@@ -186,6 +195,16 @@ class ContinuousBatchingEngine:
             finished = self._record(tokens.tolist(), logprobs.tolist())
             self.last_step = StepStats(batch, context, joins, prefill_tokens, len(finished))
             return finished
+
+    def _recompute_cache(self) -> int:
+        """Rebuild the batch cache under the weights now loaded: a prefill of every running row's tokens but its
+        pending one (its prompt and the tokens sampled so far), as a fresh admission would; tokens prefilled."""
+        prefixes = [(sequence.request.prompt + sequence.tokens)[:-1] for sequence in self._running]
+        prefill_cache, prefill_mask = self._prefill(prefixes)
+        self._cache = self._empty_cache()
+        self._cache.merge(prefill_cache, prefill_mask)
+        self._stale_cache = False
+        return sum(len(prefix) for prefix in prefixes)
 
     def _empty_cache(self) -> BatchKVCache:
         return BatchKVCache(self._kv_shape, rows=0, capacity=0, dtype=self._dtype, device=self.device)

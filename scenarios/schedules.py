@@ -124,6 +124,7 @@ class _ExactSchedule(_ScheduleBase):
     """Sync and pipelined: each batch generated with one version, synced at every step, never in flight."""
 
     in_flight_updates: ClassVar[bool] = False
+    kv_on_update: ClassVar[str] = "keep"  # (no rollout is in flight at a load)
     sync_every: ClassVar[int] = 1
 
 
@@ -156,6 +157,13 @@ class StreamingSchedule(_ScheduleBase):
     kind: Literal["streaming"]
     max_staleness: NonNegativeInt = Field(1, description="no trained sample is staler than this (η, in learner steps)")
     in_flight_updates: bool = Field(False, description="new weights reach unfinished rollouts")
+    kv_on_update: Literal["keep", "recompute"] = Field(
+        "keep",
+        description="with in-flight updates, what an engine does with its unfinished rollouts' cached keys and "
+        "values when new weights arrive: `keep` them (PipelineRL) or `recompute` them with the new weights, a "
+        "prefill of every unfinished rollout's prompt and tokens so far before decoding goes on (AReaL's "
+        "interruptible rollout)",
+    )
     queue_capacity: PositiveInt | None = Field(
         None,
         description="finished groups held for the learner; unset: one batch, or under verl's rule "
@@ -190,6 +198,10 @@ class StreamingSchedule(_ScheduleBase):
     def _refresh_needs_no_in_flight_updates(self) -> StreamingSchedule:
         if self.in_flight_updates and self.refresh == "drain":
             raise ValueError("refresh: drain is for engines without in_flight_updates (those load at once)")
+        if self.kv_on_update == "recompute" and not self.in_flight_updates:
+            raise ValueError(
+                "kv_on_update: recompute needs in_flight_updates: true (else no rollout is in flight at a load)"
+            )
         return self
 
     def queue_groups(self, batch_groups: int) -> int:

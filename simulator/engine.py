@@ -13,7 +13,8 @@ finish, one that completes no group and cannot let the engine start one,
 which is applied ahead at its own time and undone if an interrupt comes first
 (``_plan_quiet_finishes``, ``settle``). Prefill and weight loading pause
 decoding: they accumulate in ``pause`` and elapse before progress moves again
-(so their spans, which the simulation records, never overlap).
+(so their spans, which the simulation records, never overlap). Under ``kv_on_update: recompute`` a
+load also pauses decoding for a prefill of every unfinished rollout's context (``_recompute_s``).
 
 Where engines and the learner share a CPU host's cores (``simulator.host``),
 the engine computes at ``rate`` ≤ 1: wall time ``t`` does ``rate · t`` seconds
@@ -121,6 +122,7 @@ class Engine:
         self.rate = 1.0  # speed, 0-1: below 1 while the host's cores are oversubscribed
         self.is_engine = True
         self._threads = scenario.cluster.devices_per_engine
+        self._recompute = scenario.schedule.kv_on_update == "recompute"
         self.process: simpy.Process | None = None
 
     # What the simulation tells it.
@@ -149,11 +151,21 @@ class Engine:
         sync_s, switch_s = self.sync_s, self.switch_s
         loaded = start + sync_s * slowness
         ready = loaded + switch_s * slowness
-        self._pause += sync_s + switch_s
+        self._pause += sync_s + switch_s + self._recompute_s()
         self._ready_at = ready
         self.version = version
         self.loads.append(WeightLoad(self.progress, ready, version))
         return start, loaded, ready
+
+    def _recompute_s(self) -> float:
+        """Seconds of work to recompute the unfinished rollouts' keys and values under new weights, once they are
+        loaded (``schedule.kv_on_update: recompute``): one prefill of every in-flight rollout's context, its prompt
+        and its tokens so far. Decoding, not the load, pays it: the load's span is the transfer alone, as the
+        executor's engine recomputes in its next step."""
+        if not self._recompute or not self.in_flight:
+            return 0.0
+        context = len(self.in_flight) * self.progress + self._context_offset
+        return self.costs.prefill(round(context), 1)
 
     def dormant_state(self) -> tuple[float, float, float, int]:
         """(clock, pause still due, when its last load ends, version): all that changes while it holds

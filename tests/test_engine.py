@@ -220,6 +220,39 @@ def test_tokens_after_a_weight_update_carry_the_new_version() -> None:
     assert rollouts[1].tokens == late_tokens
 
 
+def test_recomputing_the_cache_after_a_weight_update_continues_as_the_new_weights_would_alone() -> None:
+    # recompute_kv (schedule.kv_on_update: recompute): after the load, the rollout's later tokens and log-probs are
+    # those of the new weights over its whole sequence so far, as if it had been generated with them from the
+    # start; the next step counts the recompute's tokens (3 prompt + 3 sampled, the last one pending: 5).
+    old_weights = build_model("tiny", seed=0, vocab_size=VOCAB)
+    new_policy = build_model("tiny", seed=1, vocab_size=VOCAB)
+    request = Request(0, [1, 2, 3], max_new_tokens=8, forced_length=8)
+    first, _ = reference_decode(old_weights, request.prompt, 3)
+    rest, rest_logprobs = reference_decode(new_policy, request.prompt + first, 5)
+    engine = ContinuousBatchingEngine(
+        build_model("tiny", seed=0, vocab_size=VOCAB),
+        max_batch=2,
+        eos_token_id=None,
+        pad_token_id=PAD,
+        greedy=True,
+        recompute_kv=True,
+    )
+    engine.add(request)
+    assert [engine.step() for _ in range(3)] == [[], [], []]
+    engine.load_weights(new_policy.state_dict(), version=1)
+    assert engine.step() == [] and engine.last_step.prefill_tokens == 5 and engine.last_step.joins == 0
+    rollout = by_id(generate_all(engine, []))[0]
+    assert rollout.tokens == first + rest and rollout.versions == [0] * 3 + [1] * 5
+    assert rollout.logprobs[3:] == pytest.approx(rest_logprobs, abs=LOGPROB_TOLERANCE)
+    kept = engine_for(build_model("tiny", seed=0, vocab_size=VOCAB), max_batch=2)  # the default keeps the cache
+    kept.add(request)
+    for _ in range(3):
+        kept.step()
+    kept.load_weights(new_policy.state_dict(), version=1)
+    kept.step()
+    assert kept.last_step.prefill_tokens == 0
+
+
 def test_invalid_requests_are_refused(model: PreTrainedModel) -> None:
     engine = engine_for(model, max_batch=1)
     with pytest.raises(ValueError, match="forced_length"):

@@ -181,3 +181,36 @@ def test_engines_finishing_at_the_same_instant_share_the_next_batch() -> None:
     rollouts = result.events.query("kind == 'generate'")
     per_engine = rollouts.groupby("worker")["group"].nunique().to_dict()
     assert per_engine == {"engine-0": 40, "engine-1": 40}  # every batch split 2 + 2
+
+
+def test_recomputing_the_kv_cache_at_each_in_flight_load_pauses_decoding_for_a_prefill_of_the_context() -> None:
+    # One group of 2 samples a batch, 4 slots, staleness 2: batches 0 and 1 generate at t = 0 and finish at 1.02;
+    # batch 2 starts then (prefill to 1.03) and has 21 tokens at 1.24, when the learner publishes version 1
+    # (training 2 × 110 × 0.002 / 2 = 0.22 s a step); version 2 follows at 1.46, while the first load still pauses
+    # the engine. Keeping the cache: loads 1.24-1.74 and 1.74-2.24, the last 79 tokens to 3.03, training to 3.25.
+    # Recomputing it: after each load a prefill of the 2 rollouts' contexts, 2 × (10 prompt + 21) = 62 tokens at
+    # 1 ms = 0.062 s (no token decoded between the loads, so the second is the same): loads 1.24-1.74 and
+    # 1.802-2.302, decoding again at 2.364, done at 3.154, training to 3.374.
+    def scenario(kv_on_update: str):
+        return small_scenario(
+            workload={"prompts_per_step": 1, "samples_per_prompt": 2},
+            schedule={
+                "kind": "streaming",
+                "max_concurrency": 4,
+                "max_staleness": 2,
+                "in_flight_updates": True,
+                "queue_capacity": 2,
+                "kv_on_update": kv_on_update,
+            },
+            run={"steps": 3, "seed": 0},
+        )
+
+    for kv_on_update, loads, train_2 in (
+        ("keep", [(1.24, 1.74), (1.74, 2.24)], (3.03, 3.25)),
+        ("recompute", [(1.24, 1.74), (1.802, 2.302)], (3.154, 3.374)),
+    ):
+        result = run(scenario(kv_on_update), profile(train_token_s=0.002))
+        events = result.events
+        syncs = events[events["kind"] == "sync"].sort_values("start")[["start", "end"]].to_numpy()
+        assert _flat(map(tuple, syncs)) == pytest.approx(_flat(loads), abs=1e-9), kv_on_update
+        assert _train_rows(result)[2] == pytest.approx(train_2, abs=1e-9), kv_on_update
