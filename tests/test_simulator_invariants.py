@@ -34,6 +34,8 @@ def scenarios(draw: st.DrawFn) -> Any:
             "queue_policy": draw(st.sampled_from(["block", "drop_oldest"])),
             "queue_capacity": batch * draw(st.integers(1, 3)),
         }
+        if schedule["in_flight_updates"]:
+            schedule["kv_on_update"] = draw(st.sampled_from(["keep", "recompute"]))
     else:
         batch = draw(st.integers(1, 3))
     completion = draw(
