@@ -143,6 +143,11 @@ def predict_file(path: Path, steps: int, keep: Path | None = None) -> list[list[
         from published_nemo_rl import predict_file as predict_nemo_rl
 
         return predict_nemo_rl(path, steps, steady_step_s, Prediction)
+    if source.get("framework") == "areal":
+        from published_areal import predict_file as predict_areal
+
+        folders = None if keep is None else (lambda case: keep / _slug(path, case))
+        return predict_areal(path, steps, steady_step_s, Prediction, folders)
     return [
         predict_case(source, case, f"{path.stem}: {case['label']}", steps, keep and keep / _slug(path, case))
         for case in source["cases"]
@@ -188,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="verl steps simulated per run (default 20)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     parser.add_argument(
-        "--keep", type=Path, help="write each case's scenarios, sync log and profile under this directory"
+        "--keep",
+        type=Path,
+        help="write each case's scenarios (verl: and its sync log and profile) under this directory",
     )
     args = parser.parse_args(argv)
     files = args.cases or sorted(CASES.glob("*.yaml"))

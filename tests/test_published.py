@@ -28,8 +28,9 @@ def test_every_case_file_names_its_source_and_the_figures_of_both_runs() -> None
         source = yaml.safe_load(path.read_text())
         assert {"repo", "commit", "file", "table"} <= set(source["source"]), path
         assert {"completion", "prompt"} == set(source["lengths"]), path  # the assumption, one for both runs
-        for case in source["cases"]:
-            assert case["sync"]["published"]["step"] > 0 and case["async"]["published"]["step"] > 0
+        for case in source["cases"]:  # seconds per step, or (AReaL) training hours over the file's batches
+            for run in ("sync", "async"):
+                assert case[run]["published"].get("step", 0) > 0 or case[run]["published"]["hours"] > 0, path
 
 
 @pytest.mark.slow
@@ -44,3 +45,38 @@ def test_the_sync_run_is_reproduced_after_calibrating_on_its_log(tmp_path: Path,
     kept = tmp_path / "verl-one-step-off-7b-16-gpus-4-12"
     assert {path.name for path in kept.iterdir()} == {"sync.yaml", "async.yaml", "sync.jsonl", "profile.yaml"}
     assert "kind: efficiency" in (kept / "profile.yaml").read_text()
+
+
+def test_areal_cases_solve_the_median_that_reproduces_the_sync_step() -> None:
+    # A case whose published hours are what the simulator gives at a median of 900 tokens: the bisection finds
+    # that median again (the same seed draws the same lengths, each proportional to the median below the cap).
+    module = published()
+    import published_areal  # (benchmarks/ is on the path once published.py is loaded)
+
+    source = {
+        "device": "h100",
+        "batches": 10,
+        "lengths": {
+            "prompt": {"kind": "fixed", "value": 64},
+            "completion": {"kind": "lognormal", "sigma": 1.0, "max_tokens": 8192},
+        },
+    }
+    case: dict[str, Any] = {
+        "label": "small",
+        "model": {"preset": "qwen2.5-1.5b"},
+        "scenario": {"workload": {"prompts_per_step": 8, "samples_per_prompt": 4}},
+        "sync": {"cluster": {"generation_devices": 2, "training_devices": 2}, "schedule": {"kind": "sync"}},
+        "async": {
+            "cluster": {"generation_devices": 2, "training_devices": 2},
+            "schedule": {
+                "kind": "streaming",
+                "max_staleness": 2,
+                "in_flight_updates": True,
+                "kv_on_update": "recompute",
+            },
+        },
+    }
+    sync = published_areal.scenario_of(source, case, "sync", 900, published_areal.FIT_STEPS)
+    step = module.steady_step_s(sync, 1)
+    case["sync"]["published"] = {"hours": step * source["batches"] / 3600}
+    assert published_areal.fit_median(source, case, module.steady_step_s) == pytest.approx(900, rel=0.01)
