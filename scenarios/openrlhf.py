@@ -13,7 +13,7 @@ v0.9.9) does, and the scenario it is:
     neither                                                 sync on separate pools (generation waits for training)
     --async_train, --async_queue_size q                    pipelined, q batches off policy: the generator runs q
                                                             batches ahead, holding the engines while it generates
-    --partial_rollout                                       streaming, η = q, in-flight weight updates
+    --partial_rollout                                       streaming, η = q, in-flight weight updates (KV recomputed)
     --rollout_batch_size, --n_samples_per_prompt            workload.prompts_per_step, samples_per_prompt
     --train_batch_size (samples), --max_epochs              algorithm.updates_per_step
     --generate_max_len / --max_new_tokens, --prompt_max_len / --max_len   the completion and prompt caps
@@ -131,11 +131,14 @@ def _schedule(plan: ImportPlan, flags: Flags, asynchronous: bool) -> dict[str, A
         queue = flags.integer("schedule.max_staleness", "async_queue_size")
         plan.source("schedule.kind", flags.label("partial_rollout"), True)
         plan.source("schedule.in_flight_updates", flags.label("partial_rollout"), True)
+        plan.source("schedule.kv_on_update", flags.label("partial_rollout"), True)
         plan.notes.append(
             f"--partial_rollout: streaming with in-flight updates and η = async_queue_size = {queue} (OpenRLHF "
-            "generates a rollout batch at a time, its weights updated under it; asyncrl admits groups continuously)"
+            "generates a rollout batch at a time, its weights updated under it; asyncrl admits groups continuously); "
+            "vLLM's pause for the update frees the running requests' KV cache, so each is prefilled again under "
+            "the new weights (schedule.kv_on_update: recompute)"
         )
-        return {"kind": "streaming", "max_staleness": queue, "in_flight_updates": True}
+        return {"kind": "streaming", "max_staleness": queue, "in_flight_updates": True, "kv_on_update": "recompute"}
     queue = flags.integer("schedule.off_policy_steps", "async_queue_size")
     plan.notes.append(
         f"--async_train: pipelined, {queue} step(s) off policy (the generator runs async_queue_size batches ahead "

@@ -160,9 +160,9 @@ class StreamingSchedule(_ScheduleBase):
     kv_on_update: Literal["keep", "recompute"] = Field(
         "keep",
         description="with in-flight updates, what an engine does with its unfinished rollouts' cached keys and "
-        "values when new weights arrive: `keep` them (PipelineRL) or `recompute` them with the new weights, a "
-        "prefill of every unfinished rollout's prompt and tokens so far before decoding goes on (AReaL's "
-        "interruptible rollout)",
+        "values when new weights arrive: `keep` them (PipelineRL, NeMo-RL) or `recompute` them with the new "
+        "weights, a prefill of every unfinished rollout's prompt and tokens so far before decoding goes on "
+        "(AReaL's interruptible rollout; verl's and OpenRLHF's partial rollouts, aborted and resumed)",
     )
     queue_capacity: PositiveInt | None = Field(
         None,

@@ -23,7 +23,7 @@ Read from verl (the key names of ``verl/trainer/config/ppo_trainer.yaml`` and of
     actor_rollout_ref.rollout.gpu_memory_utilization            cluster.gpu_memory_utilization
     async_training.trigger_parameter_sync_step                  schedule.sync_every
     async_training.staleness_threshold                          schedule.staleness_threshold (verl's rule)
-    async_training.partial_rollout                              schedule.in_flight_updates
+    async_training.partial_rollout                              schedule.in_flight_updates, kv_on_update: recompute
     rollout.total_rollout_steps (fully async), trainer.total_training_steps   run.steps
     actor.strategy, fsdp_config.{fsdp_size, dtype, offload_policy}, optim.optimizer   learner.sharding,
         shard_devices, param_dtype, param_offload and optimizer_offload, optimizer
@@ -238,7 +238,13 @@ def _fully_async(plan: VerlPlan, get: Reader) -> dict[str, Any]:
     }
     partial = bool(get.into("schedule.in_flight_updates", "async_training.partial_rollout", True))
     if partial and threshold > 0:  # verl: partial rollout only acts with a threshold
-        return {**schedule, "in_flight_updates": True}
+        plan.source("schedule.kv_on_update", "async_training.partial_rollout", True)
+        plan.notes.append(
+            "partial rollout: at each sync verl aborts the running requests, clears the engines' prefix cache and "
+            "later sends each again with its tokens so far, which the engine prefills under the new weights "
+            "(schedule.kv_on_update: recompute)"
+        )
+        return {**schedule, "in_flight_updates": True, "kv_on_update": "recompute"}
     plan.notes.append(
         "no partial rollout: at each sync an engine stops starting groups, finishes what runs, then loads "
         "(schedule.refresh: drain)"

@@ -92,7 +92,12 @@ def test_the_010_dotted_flags_in_bash_arrays() -> None:
         "devices_per_engine": 2,
         "gpu_memory_utilization": 0.95,  # --vllm.gpu_memory_utilization
     }
-    assert scenario["schedule"] == {"kind": "streaming", "max_staleness": 1, "in_flight_updates": True}
+    assert scenario["schedule"] == {  # vLLM's pause for the update frees the running requests' KV cache
+        "kind": "streaming",
+        "max_staleness": 1,
+        "in_flight_updates": True,
+        "kv_on_update": "recompute",
+    }
     workload = scenario["workload"]
     assert (
         workload["completion_tokens"]["max_tokens"] == 64000

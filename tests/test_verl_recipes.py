@@ -74,6 +74,7 @@ def test_fully_async_16_16_as_the_recipe_sets_it() -> None:
         "sync_every": 4,
         "staleness_threshold": 0.1,
         "in_flight_updates": True,
+        "kv_on_update": "recompute",  # partial rollout: aborted, sent again with its tokens so far
         "max_concurrency": None,
     }
     workload = scenario["workload"]
