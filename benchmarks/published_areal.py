@@ -18,21 +18,10 @@ from typing import Any
 
 from asyncrl.scenarios.loading import dump_scenario, validate_scenario
 from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.verl_defaults import merge
 
 FIT_STEPS = 12  # sync steps simulated per trial median (the second half is averaged)
 FIT_ROUNDS = 16  # bisection rounds on log(median): the bracket shrinks 65,536-fold
-
-
-def merged(*sections: dict[str, Any]) -> dict[str, Any]:
-    """The sections merged key by key, later ones winning, nested mappings merged too."""
-    out: dict[str, Any] = {}
-    for section in sections:
-        for key, value in section.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                out[key] = merged(out[key], value)
-            else:
-                out[key] = value
-    return out
 
 
 def scenario_of(source: dict[str, Any], case: dict[str, Any], run: str, median: float, steps: int) -> Scenario:
@@ -40,12 +29,14 @@ def scenario_of(source: dict[str, Any], case: dict[str, Any], run: str, median: 
     spec = {key: value for key, value in case[run].items() if key != "published"}
     lengths = source["lengths"]
     workload = {"prompt_tokens": lengths["prompt"], "completion_tokens": {**lengths["completion"], "median": median}}
-    data = merged(
+    data: dict[str, Any] = {}
+    for section in (
         {"name": f"{case['label']} ({run})", "model": case["model"], "hardware": {"device": source["device"]}},
         case["scenario"],
         spec,
         {"workload": workload, "run": {"steps": steps, "seed": 0}},
-    )
+    ):
+        merge(data, section)  # (copies: the case file's shared sections stay as read)
     return validate_scenario(data)
 
 
