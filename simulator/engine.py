@@ -13,8 +13,7 @@ finish, one that completes no group and cannot let the engine start one,
 which is applied ahead at its own time and undone if an interrupt comes first
 (``_plan_quiet_finishes``, ``settle``). Prefill and weight loading pause
 decoding: they accumulate in ``pause`` and elapse before progress moves again
-(so their spans, which the simulation records, never overlap). Under ``kv_on_update: recompute`` a
-load also pauses decoding for a prefill of every unfinished rollout's context (``_recompute_s``).
+(so their spans, which the simulation records, never overlap), as does a load's KV recompute (``_recompute_s``).
 
 Where engines and the learner share a CPU host's cores (``simulator.host``),
 the engine computes at ``rate`` ≤ 1: wall time ``t`` does ``rate · t`` seconds
@@ -158,10 +157,8 @@ class Engine:
         return start, loaded, ready
 
     def _recompute_s(self) -> float:
-        """Seconds of work to recompute the unfinished rollouts' keys and values under new weights, once they are
-        loaded (``schedule.kv_on_update: recompute``): one prefill of every in-flight rollout's context, its prompt
-        and its tokens so far. Decoding, not the load, pays it: the load's span is the transfer alone, as the
-        executor's engine recomputes in its next step."""
+        """``kv_on_update: recompute``: one prefill of every in-flight rollout's context (prompt and tokens so far)
+        after the load; decoding pays it, as the executor's engine recomputes at its next step."""
         if not self._recompute or not self.in_flight:
             return 0.0
         context = len(self.in_flight) * self.progress + self._context_offset
