@@ -207,7 +207,7 @@ class Recorder:
         """Cut one rollout's row where its engine loaded new weights mid-rollout (``cut_at_loads``)."""
         engine, start = int(row["worker"].removeprefix("engine-")), row["start"]
         rows = []
-        for piece in cut_at_loads(join, row["tokens"], row["version"], loads):
+        for piece in cut_at_loads(join, int(row["tokens"]), int(row["version"]), loads):
             end = row["end"] if piece.end_time is None else piece.end_time
             comm = shares.between(engine, piece.first, piece.last, piece.tokens)
             rows.append(
