@@ -17,6 +17,10 @@ _checkout = Path(__file__).resolve().parent.parent
 if (_checkout / "pyproject.toml").is_file() and (_checkout / "simulator" / "__init__.py").is_file():
     __path__.append(str(_checkout))
 
+from asyncrl.compiled import native_dirs  # noqa: E402  (after __path__: the compiled hot loop, if built)
+
+__path__[:0] = native_dirs("")
+
 #: The Python API (``asyncrl/api.py``), imported on first use so ``import asyncrl`` stays instant.
 _API = ("load_scenario", "simulate", "execute", "compare", "RunRecord", "Scenario")
 __all__ = ["__version__", *_API]

@@ -43,8 +43,12 @@ from asyncrl.scenarios.engine_index import EngineIndex, EngineLoad
 from asyncrl.scenarios.failures import NO_VERSION
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
+from mypy_extensions import mypyc_attr
 
 
+@mypyc_attr(
+    allow_interpreted_subclasses=True
+)  # compiled (``asyncrl.compiled``), yet open to subclasses: tests trace it
 class ScheduleState:
     """Latest version, live groups, the queue and the engines; methods apply ``scenarios.policy``.
 
@@ -55,7 +59,7 @@ class ScheduleState:
     """
 
     def __init__(self, scenario: Scenario, engines: int, first_group: int = 0, first_version: int = 0) -> None:
-        self.scenario = scenario  # (sets ``_may_overflow`` too)
+        self.use_scenario(scenario)
         self.first_version = first_version
         self.latest_version = first_version  # the newest version synced to the engines
         self.live_groups = first_group  # started and not dropped: the next group's live index
@@ -73,15 +77,11 @@ class ScheduleState:
         self.lost: list[int] = []  # groups lost with their engine, not started again yet, in id order
         self.index = EngineIndex(self.engines, self.down, self._capacity, self._group_size, first_version)
 
-    @property
-    def scenario(self) -> Scenario:
-        return self._scenario
-
-    @scenario.setter
-    def scenario(self, scenario: Scenario) -> None:
+    def use_scenario(self, scenario: Scenario) -> None:
         """The scenario the policy reads; a simulation that ends a run early replaces it with one of fewer
-        steps, so what is worked out from it once is worked out again here."""
-        self._scenario = scenario
+        steps, so what is worked out from it once is worked out again here. (A method, not a property
+        setter: compiled, a property misreads on a subclass the tests trace, ``asyncrl.compiled``.)"""
+        self.scenario = scenario
         self._may_overflow = policy.may_overflow(scenario)  # else no finished group ever pushes one out
         self._limit_reads: tuple[int, int, int] | None = None  # (live, queued, latest) the key was worked out for
         self._limit_key: tuple[int, ...] | None = None  # policy.admission_key of the cached limits
@@ -261,7 +261,7 @@ class ScheduleState:
         """``_limit_at`` of every version an engine with room holds. ``policy.admission_limit`` is a pure function
         of the version, the scenario and what ``policy.admission_key`` names, so the limits are kept until one
         of those changes (most dispatches follow a finish that changed neither). The key itself is worked out
-        again only when what it reads has changed (a new scenario drops it: the ``scenario`` setter)."""
+        again only when what it reads has changed (a new scenario drops it: ``use_scenario``)."""
         reads = (self.live_groups, len(self.queue), self.latest_version)
         if reads != self._limit_reads:
             self._limit_reads = reads

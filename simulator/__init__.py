@@ -8,6 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from asyncrl.compiled import native_dirs
+
+__path__[:0] = native_dirs("simulator")  # the hot modules compiled, when built (``asyncrl.compiled``)
+
 if TYPE_CHECKING:
     from asyncrl.scenarios.record import RunRecord
     from asyncrl.scenarios.scenario import Scenario

@@ -25,6 +25,7 @@ from typing import Protocol
 
 import simpy
 from asyncrl.scenarios.cores import CoreShare
+from mypy_extensions import mypyc_attr
 
 _EPS = 1e-12  # seconds of work left that count as none (float residue of the interrupts)
 
@@ -79,6 +80,7 @@ class Host:
                 member.rate_changed(rate)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (``asyncrl.compiled``), yet open to subclasses
 class Computation:
     """A worker that runs one piece of work at a time, a known number of full-speed seconds (the learner's step)."""
 

@@ -292,7 +292,7 @@ class Simulation:
         the shorter run, which ends with the drain a full run ends with.
         """
         run = self.scenario.run.model_copy(update={"steps": steps})
-        self.state.scenario = self.scenario.model_copy(update={"run": run})
+        self.state.use_scenario(self.scenario.model_copy(update={"run": run}))
         self.steps = steps
 
     def _collect_batch(self, step: int) -> Generator[simpy.Event, None, list[int]]:

@@ -42,7 +42,7 @@ PLOTTING = {
 
 def package_dir(package: str) -> Path:
     module = sys.modules.get(package) or __import__(package, fromlist=["_"])
-    return Path(next(iter(module.__path__)))
+    return Path(module.__file__).parent  # its sources (a compiled build's folder may come first on __path__)
 
 
 def all_modules() -> dict[str, Path]:

@@ -1,0 +1,86 @@
+"""The compiled hot loop (``asyncrl.compiled``) gives the pure Python's records to the byte.
+
+Each case is simulated in this process (compiled, when a build of the current sources exists) and in a
+child process with ``ASYNCRL_PURE_PYTHON=1``; every file each writes must be identical. The cases reach
+the features the hot modules branch on: streaming and pipelined schedules, in-flight updates with the
+KV recomputed, shared CPU cores, hundreds of engines loading together, engine failures, and a sizing
+sweep whose runs end early.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from asyncrl.scenarios.outputs import LOCK_FILE
+
+from asyncrl import compiled
+from asyncrl.cli import main
+
+CASES: dict[str, list[str]] = {
+    "streaming": ["simulate", "quickstart", "--steps", "8"],
+    "pipelined": ["simulate", "quickstart", "--steps", "8", "schedule.kind=pipelined", "schedule.off_policy_steps=2"],
+    "recompute": [
+        "simulate",
+        "quickstart",
+        "--steps",
+        "8",
+        "schedule.in_flight_updates=true",
+        "schedule.kv_on_update=recompute",
+    ],
+    "cores": ["simulate", "cpu-light", "--steps", "4"],
+    "dormant": ["simulate", "large-streaming", "--steps", "3"],
+    "failures": ["simulate", "quickstart", "--steps", "8", "run.failures.every_s=200", "run.failures.restart_s=60"],
+    "sizing": ["size", "quickstart", "--devices", "16", "--splits", "2", "--kind", "streaming"],
+}
+
+PURE = """
+import sys
+from asyncrl import compiled
+from asyncrl.cli import main
+assert not compiled.active()
+for argv in {argvs!r}:
+    assert main(argv) == 0, argv
+"""
+
+
+def _argv(case: str, folder: Path) -> list[str]:
+    out = folder / (f"{case}.csv" if CASES[case][0] == "size" else case)
+    return [*CASES[case], "--out", str(out), "--quiet"]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file written under ``folder`` by name, but the output lock (it holds the writer's process id)."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != LOCK_FILE
+    }
+
+
+@pytest.mark.slow
+def test_compiled_and_pure_python_write_the_same_records(tmp_path: Path) -> None:
+    if not compiled.active():
+        pytest.skip("no compiled build of the current sources (scripts/compile.py)")
+    native, pure = tmp_path / "native", tmp_path / "pure"
+    for case in CASES:
+        assert main(_argv(case, native)) == 0, case
+    argvs = [_argv(case, pure) for case in CASES]
+    env = {**os.environ, "ASYNCRL_PURE_PYTHON": "1"}
+    subprocess.run([sys.executable, "-c", PURE.format(argvs=argvs)], check=True, env=env, cwd=Path.cwd())
+    written, expected = _files(native), _files(pure)
+    assert sorted(written) == sorted(expected)
+    for name, content in expected.items():
+        assert written[name] == content, name
+
+
+def test_ci_runs_the_compiled_simulator() -> None:
+    """CI builds it (``scripts/setup.sh``): the suite there must run the compiled modules, not fall back."""
+    if not os.environ.get("ASYNCRL_EXPECT_COMPILED"):
+        pytest.skip("ASYNCRL_EXPECT_COMPILED not set (CI sets it)")
+    import asyncrl.simulator.engine as engine
+
+    assert compiled.active() and not engine.__file__.endswith(".py"), engine.__file__
