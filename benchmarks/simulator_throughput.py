@@ -25,6 +25,8 @@ from asyncrl.scenarios.record import DevicePools, RunSummary, summarize
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.simulation import Simulation
 
+from asyncrl import compiled
+
 BARE_EVENTS = 1_000_000
 
 
@@ -81,6 +83,7 @@ def main() -> None:
     print(
         f"scenario            {scenario.name}: {scenario.cluster.engines} engines, {rollouts:,} rollouts, {events:,} events"
     )
+    print(f"simulator           {'compiled (mypyc)' if compiled.active() else 'pure Python'}")
     print(f"bare SimPy          {bare_rate:,.0f} timeouts/s")
     print(
         f"simulation          {rollout_rate:,.0f} rollouts/s   = {bare_rate / rollout_rate:.2f} bare events per rollout"

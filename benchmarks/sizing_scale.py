@@ -21,6 +21,8 @@ from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.simulator.sweep import simulate_sizing, sizing_variants
 
+from asyncrl import compiled
+
 
 def plans_per_minute(devices: int, workers: int, exact: bool) -> tuple[int, float]:
     """(plans simulated, seconds) for one sizing of ``devices`` devices: CPU seconds of this process with one
@@ -44,6 +46,7 @@ def main() -> None:
     sizes = args.devices or [64, 256, 1024, 4096]
     rates = []
     unit = "CPU s" if args.workers == 1 else "wall s"
+    print(f"simulator: {'compiled (mypyc)' if compiled.active() else 'pure Python'}")
     print(f"{'devices':>8} {'plans':>6} {unit:>8} {'plans/min':>10} {'vs first':>9}")
     for devices in sizes:
         plans, seconds = plans_per_minute(devices, args.workers, args.exact)
