@@ -11,7 +11,8 @@ on its ``__path__`` only while the fingerprint matches, so an edited module runs
 same answers, slower) until the next build. No build, another Python, or ``ASYNCRL_PURE_PYTHON=1``: pure
 Python. Both give the same records to the byte (``tests/test_compiled.py``).
 
-Kept free of imports beyond the standard library: every ``import asyncrl.simulator`` reads it.
+Kept free of imports beyond the standard library (and mypy's ``mypyc_attr`` where mypy is installed, a
+stand-in where not): every ``import asyncrl.simulator`` reads it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ import hashlib
 import os
 import sys
 from pathlib import Path
+
+try:
+    from mypy_extensions import mypyc_attr  # how mypyc compiles a class (hot modules import it from here)
+except ImportError:  # no mypy here (the GPU image): to Python the decorator changes nothing
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> object:  # type: ignore[misc]
+        return lambda cls: cls
+
 
 HOT_MODULES = (
     "simulator/engine",

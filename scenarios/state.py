@@ -43,7 +43,8 @@ from asyncrl.scenarios.engine_index import EngineIndex, EngineLoad
 from asyncrl.scenarios.failures import NO_VERSION
 from asyncrl.scenarios.policy import FinishedGroup
 from asyncrl.scenarios.scenario import Scenario
-from mypy_extensions import mypyc_attr
+
+from asyncrl.compiled import mypyc_attr
 
 
 @mypyc_attr(

@@ -25,7 +25,8 @@ from typing import Protocol
 
 import simpy
 from asyncrl.scenarios.cores import CoreShare
-from mypy_extensions import mypyc_attr
+
+from asyncrl.compiled import mypyc_attr
 
 _EPS = 1e-12  # seconds of work left that count as none (float residue of the interrupts)
 

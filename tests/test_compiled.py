@@ -84,3 +84,18 @@ def test_ci_runs_the_compiled_simulator() -> None:
     import asyncrl.simulator.engine as engine
 
     assert compiled.active() and not engine.__file__.endswith(".py"), engine.__file__
+
+
+def test_without_mypy_the_hot_modules_import_as_python() -> None:
+    """The GPU image has no mypy: ``mypyc_attr`` is a stand-in there and the classes work as written."""
+    code = (
+        "import sys; sys.modules['mypy_extensions'] = None\n"  # (an import of it now fails)
+        "from asyncrl import compiled; assert not compiled.active()\n"
+        "from asyncrl.scenarios.state import ScheduleState\n"
+        "from asyncrl.scenarios.loading import load_scenario\n"
+        "class Traced(ScheduleState): pass\n"
+        "print(Traced(load_scenario('quickstart'), 8).dispatch()[0])\n"
+    )
+    env = {**os.environ, "ASYNCRL_PURE_PYTHON": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("Start(engine=0"), done.stdout
