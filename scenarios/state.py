@@ -47,9 +47,8 @@ from asyncrl.scenarios.scenario import Scenario
 from asyncrl.compiled import mypyc_attr
 
 
-@mypyc_attr(
-    allow_interpreted_subclasses=True
-)  # compiled (``asyncrl.compiled``), yet open to subclasses: tests trace it
+# Compiled (``asyncrl.compiled``), yet open to subclasses: the conformance test traces it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ScheduleState:
     """Latest version, live groups, the queue and the engines; methods apply ``scenarios.policy``.
 

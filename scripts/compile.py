@@ -1,6 +1,6 @@
 """Compile the simulator's hot modules (``asyncrl.compiled.HOT_MODULES``) with mypyc.
 
-    python scripts/compile.py        # .compiled/<fingerprint>/ (about a minute and a half on two cores)
+    python scripts/compile.py        # .compiled/<fingerprint>/ (about a minute on two cores)
 
 The sources compile as they are (mypyc reads their type hints); the build goes to a folder named by their
 fingerprint, which ``asyncrl.compiled`` puts on the packages' paths only while the sources are unchanged.
@@ -32,7 +32,7 @@ def main() -> int:
         shutil.rmtree(target, ignore_errors=True)
         print(f"compiled simulator not built ({error}): asyncrl runs as pure Python", file=sys.stderr)
         return 0  # a slower simulator, not a broken install
-    (target / "complete").write_text(fingerprint() + "\n")
+    (target / "complete").write_text(target.name + "\n")
     for old in BUILDS.iterdir():
         if old != target:
             shutil.rmtree(old, ignore_errors=True)

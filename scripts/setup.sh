@@ -17,6 +17,6 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
 fi
 pip install --quiet -e ".[executor,analysis,ray,dev]"
 # The simulator's hot loop compiled with mypyc (asyncrl/compiled.py; about a minute, once per change of those
-# modules): the same answers about 1.3-1.8 times as fast. Without a C compiler it says so and asyncrl runs as Python.
+# modules): the same answers, sizing about 1.4 times as fast. Without a C compiler it says so and asyncrl runs as Python.
 .venv/bin/python scripts/compile.py
 echo "asyncrl is set up in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

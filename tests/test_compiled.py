@@ -38,7 +38,6 @@ CASES: dict[str, list[str]] = {
 }
 
 PURE = """
-import sys
 from asyncrl import compiled
 from asyncrl.cli import main
 assert not compiled.active()
