@@ -58,7 +58,7 @@ from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.schedules import schedule_label
 from asyncrl.scenarios.textfile import safe_load
 from asyncrl.simulator.convergence import Tolerance
-from asyncrl.simulator.simulation import Simulation
+from asyncrl.simulator.simulation import Simulation, without_cycle_collection
 from asyncrl.simulator.summary import run_summary
 from asyncrl.simulator.target import step_ends, time_to_target
 from tqdm import tqdm
@@ -179,12 +179,13 @@ def _summary_of(
 ) -> RunSummary:
     """The run's summary; with a penalty, its ``time_to_target`` too (``simulator.target``). ``memory_share``:
     the simulations running at once on this machine, which share its memory budget (``simulator.budget``)."""
-    sim = Simulation(scenario, memory_share=memory_share)
-    sim.run(until_converged=until_converged)
-    summary = run_summary(sim)
-    if penalty is not None:
-        reached = time_to_target(penalty, summary, step_ends(sim), sim.steady)
-        summary = summary.model_copy(update={"time_to_target": reached})
+    with without_cycle_collection():  # (as in the run itself: the collections it saves are a twentieth of a plan)
+        sim = Simulation(scenario, memory_share=memory_share)
+        sim.run(until_converged=until_converged)
+        summary = run_summary(sim)
+        if penalty is not None:
+            reached = time_to_target(penalty, summary, step_ends(sim), sim.steady)
+            summary = summary.model_copy(update={"time_to_target": reached})
     return summary
 
 
