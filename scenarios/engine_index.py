@@ -44,12 +44,19 @@ class EngineIndex:
     def file(self, engine: int) -> None:
         """Put ``engine`` in the indexes its state calls for, and out of the others."""
         state = self.engines[engine]
-        filed = self._filed.pop(engine, None)
-        if filed is not None:
-            self.room[filed].discard(engine)
-            if not self.room[filed]:
-                del self.room[filed]
         down = engine in self.down
+        has_room = not down and state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size
+        room_version = state.version if has_room else None
+        filed = self._filed.get(engine)
+        if filed != room_version:  # (most calls: a load changed, the room and the version did not)
+            if filed is not None:
+                del self._filed[engine]
+                self.room[filed].discard(engine)
+                if not self.room[filed]:
+                    del self.room[filed]
+            if room_version is not None:
+                self.room.setdefault(room_version, set()).add(engine)
+                self._filed[engine] = room_version
         key = None if down else (state.version, state.in_flight == 0)
         old = self._class_of.get(engine)
         if old != key:
@@ -62,9 +69,6 @@ class EngineIndex:
             else:
                 self.classes.setdefault(key, set()).add(engine)
                 self._class_of[engine] = key
-        if not down and state.version != NO_VERSION and self._capacity - state.in_flight >= self._group_size:
-            self.room.setdefault(state.version, set()).add(engine)
-            self._filed[engine] = state.version
 
     def move_empty(self, key: Class, target: int, engines: tuple[int, ...]) -> None:
         """Empty engines of class ``key`` now hold ``target``: what ``file`` does for each of them, set by set

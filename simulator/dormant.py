@@ -43,13 +43,13 @@ class Dormant:
         self.engines = engines
         self.wake_s = wake_s  # an idle engine's delay to act on a command (s)
         self.member = np.zeros(count, dtype=bool)
+        self.asleep: set[int] = set()  # the same engines as ``member``, for one engine's question (cheaper)
         self.clock = np.zeros(count)
         self.pause = np.zeros(count)
         self.ready_at = np.zeros(count)
         self.version = np.zeros(count, dtype=np.int64)
         self.sync_s = np.asarray([engine.sync_s for engine in engines], dtype=np.float64)
         self.switch_s = np.asarray([engine.switch_s for engine in engines], dtype=np.float64)
-        self.awake = count  # engines not dormant: while all are, ``wake`` has nothing to do
         self.loads = 0  # loads applied here (one per engine and version)
 
     def load(self, engines: np.ndarray, version: int, now: float) -> Loaded:
@@ -78,10 +78,10 @@ class Dormant:
     def wake(self, engine: Engine) -> Engine:
         """``engine``, its state back on it if it was dormant: call before anything reads or changes it."""
         index = engine.index
-        if self.awake == len(self.engines) or not self.member[index]:
+        if index not in self.asleep:
             return engine
         self.member[index] = False
-        self.awake += 1
+        self.asleep.discard(index)
         engine.restore(
             float(self.clock[index]), float(self.pause[index]), float(self.ready_at[index]), int(self.version[index])
         )
@@ -96,5 +96,5 @@ class Dormant:
         if engine.in_flight or engine.rate != 1.0:
             raise RuntimeError(f"engine {index} cannot go dormant: it has work or shares cores")
         self.member[index] = True
-        self.awake -= 1
+        self.asleep.add(index)
         self.clock[index], self.pause[index], self.ready_at[index], self.version[index] = engine.dormant_state()

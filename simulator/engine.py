@@ -375,6 +375,11 @@ class Engine:
             self.listener.retired(self, len(planned) - self._reported)
         self._reported = 0
 
+    def has_past(self, now: float) -> bool:
+        """Whether quiet finishes planned ahead lie at or before ``now`` that the listener has not been told of."""
+        planned, reported = self._planned, self._reported
+        return reported < len(planned) and planned[reported][0] <= now
+
     def confirm(self, now: float) -> None:
         """Tell the listener of the quiet finishes up to ``now`` without disturbing the plan."""
         past = bisect.bisect_right(self._planned, (now, math.inf, math.inf))

@@ -179,7 +179,9 @@ class Simulation:
 
     def engine(self, index: int) -> Engine:
         """Engine ``index``, awake: its own state in it (``simulator.dormant``), brought to now."""
-        engine = self.dormant.wake(self.engines[index])
+        engine = self.engines[index]
+        if index in self.dormant.asleep:
+            self.dormant.wake(engine)
         engine.prepare(self.env.now)
         if self._wake_s and engine.idle(self.env.now):
             engine.wake_up(self._wake_s)  # work handed to an idle engine reaches it this much later
@@ -233,7 +235,8 @@ class Simulation:
         and were refused plan finishes ahead, and the state must see those already past, since
         their loads decide the split. It sees them as the coordinator would: before the change."""
         now = self.env.now
-        for engine in sorted(self.ahead, key=lambda engine: engine.index):  # the others have nothing to confirm
+        due = [engine for engine in self.ahead if engine.has_past(now)]  # (on a large cluster, most have none yet)
+        for engine in sorted(due, key=lambda engine: engine.index):  # the others have nothing to confirm
             engine.confirm(now)
 
     def _record_drops(self, dropped: Sequence[FinishedGroup]) -> None:

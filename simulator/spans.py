@@ -7,6 +7,7 @@ SpanLog.columns() ──► Spans, ordered by decision, then rank within it (eng
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -43,12 +44,15 @@ class SpanLog:
 
     def columns(self) -> Spans:
         """Ordered by decision, then rank (stable: as appended within a rank)."""
-        rows = np.asarray(self.rows, dtype=np.float64).reshape(-1, 6)
-        decision = np.concatenate([rows[:, 0], *(np.full(len(b.engine), b.decision) for b in self.blocks)])
+        flat = itertools.chain.from_iterable(self.rows)  # (fromiter: no shape to discover, unlike asarray)
+        rows = np.fromiter(flat, dtype=np.float64, count=6 * len(self.rows)).reshape(-1, 6)
+        sizes = [len(block.engine) for block in self.blocks]
+        per_block = np.asarray([(block.decision, block.version) for block in self.blocks], dtype=np.float64)
+        decision = np.concatenate([rows[:, 0], np.repeat(per_block[:, 0], sizes)]) if sizes else rows[:, 0]
+        version = np.concatenate([rows[:, 5], np.repeat(per_block[:, 1], sizes)]) if sizes else rows[:, 5]
         rank = np.concatenate([rows[:, 1], *(b.engine for b in self.blocks)])
         order = np.lexsort((rank, decision))
         engine = np.concatenate([rows[:, 2], *(b.engine for b in self.blocks)]).astype(np.int64)
         start = np.concatenate([rows[:, 3], *(b.start for b in self.blocks)])
         end = np.concatenate([rows[:, 4], *(b.end for b in self.blocks)])
-        version = np.concatenate([rows[:, 5], *(np.full(len(b.engine), b.version) for b in self.blocks)])
         return Spans(engine[order], start[order], end[order], version.astype(np.int64)[order])
