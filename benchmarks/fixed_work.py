@@ -26,7 +26,7 @@ from asyncrl.scenarios.loading import load_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.record import RunRecord
 from asyncrl.simulator.convergence import Tolerance
-from asyncrl.simulator.simulation import Simulation
+from asyncrl.simulator.simulation import Simulation, without_cycle_collection
 from asyncrl.simulator.summary import run_summary
 from asyncrl.simulator.sweep import sizing_variants
 from simulator_throughput import BARE_EVENTS, bare_loop  # (this folder: run as a script)
@@ -37,7 +37,8 @@ EVERY = 12  # the sizing unit's share of the plans
 def bare() -> None:
     env = simpy.Environment()
     env.process(bare_loop(env, BARE_EVENTS))
-    env.run()
+    with without_cycle_collection():  # as the simulation runs
+        env.run()
 
 
 def main() -> None:
