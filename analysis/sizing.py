@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from asyncrl.analysis.tables import (
     FIGURE_HEADER,
     NOT_PREDICTED,
@@ -42,6 +41,7 @@ from asyncrl.scenarios.record import RunSummary, Simulated
 from asyncrl.scenarios.writing import written
 
 if TYPE_CHECKING:
+    import pandas as pd
     from asyncrl.scenarios.scenario import Scenario
 
 SizingResult = Simulated[Labelled]  # None: the row does not fit in memory, not simulated
@@ -155,6 +155,8 @@ def write_sizing_csv(
 
 def read_sizing(csv_path: Path) -> pd.DataFrame:
     """The ``asyncrl size`` CSV, its columns typed; a one-line ScenarioError if it is not one."""
+    import pandas as pd
+
     try:
         table = pd.read_csv(csv_path)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:

@@ -24,9 +24,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
-import pandas as pd
 from asyncrl.scenarios.busy import union_length
 from asyncrl.scenarios.loading import dump_scenario, load_scenario
 from asyncrl.scenarios.run_summary import (
@@ -50,6 +49,9 @@ from asyncrl.scenarios.summarize import (
 )
 from asyncrl.scenarios.textfile import dumps, parse_json
 from asyncrl.scenarios.writing import write_text, written
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -104,11 +106,15 @@ class RunRecord:
     @property
     def metrics(self) -> pd.DataFrame:
         """The executor's per-step metrics (loss, reward, KL, staleness); empty for a simulated run."""
+        import pandas as pd
+
         return self.tables.get("metrics", pd.DataFrame())
 
     @property
     def evaluation(self) -> pd.DataFrame:
         """The executor's held-out evaluation (eval.parquet: ``run.eval_every``); empty when none ran."""
+        import pandas as pd
+
         return self.tables.get("eval", pd.DataFrame())
 
     def write(self, out: Path | str) -> Path:
@@ -125,6 +131,8 @@ class RunRecord:
     @classmethod
     def read(cls, run_dir: Path | str) -> RunRecord:
         """The record a run directory holds; RunRecordError, one line naming the file, if it is not a whole one."""
+        import pandas as pd
+
         run_dir = Path(run_dir)
         summary = read_summary(run_dir)
         scenario = read_scenario(run_dir)
@@ -184,6 +192,8 @@ REQUIRED_EVENT_COLUMNS = ("worker", "role", "kind", "start", "end", "step", "ver
 def read_events(run_dir: Path) -> pd.DataFrame:
     """``events.parquet`` of a run directory, as written (EVENT_COLUMNS); RunRecordError (one line, naming the
     file) when it is missing, is not a Parquet table, or lacks one of the columns."""
+    import pandas as pd
+
     path = run_dir / EVENTS_FILE
     if not path.is_file():
         raise RunRecordError(f"{run_dir}: no {EVENTS_FILE} (not a run directory, or the run did not finish)")

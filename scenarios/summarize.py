@@ -43,10 +43,9 @@ every device trains together).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from asyncrl.scenarios.busy import busy_seconds
 from asyncrl.scenarios.run_summary import (
     Breakdown,
@@ -64,6 +63,9 @@ from asyncrl.scenarios.run_summary import (
     Utilization,
 )
 from asyncrl.scenarios.scenario import ClusterSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EVENT_COLUMNS: dict[str, str] = {
     "worker": "string",
@@ -135,6 +137,8 @@ def event_row(
 
 def empty_events() -> pd.DataFrame:
     """An event table with no rows and the columns and dtypes of EVENT_COLUMNS."""
+    import pandas as pd
+
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in EVENT_COLUMNS.items()})
 
 
@@ -278,6 +282,8 @@ def restarts_of(events: pd.DataFrame) -> Restarts | None:
 def _breakdown(events: pd.DataFrame, devices: DevicePools, wall: float, generation_busy: float) -> Breakdown:
     """Device-seconds per role and category, from events already cut at ``wall`` (see the module docstring);
     ``generation_busy`` is the engines' busy seconds, added over engines."""
+    import pandas as pd
+
     tp, trainers = devices.devices_per_engine, devices.training
     totals = pd.DataFrame(
         {
@@ -337,6 +343,8 @@ def _device_hours(device_seconds: float, *, steps: int, trained: float) -> Devic
 
 def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
     """One row per trained rollout: staleness (oldest version) and token-mean staleness."""
+    import pandas as pd
+
     rows = events.loc[
         (events["kind"] == "generate") & (events["step"] >= 0), ["group", "sample", "version", "tokens", "step"]
     ]
@@ -374,6 +382,8 @@ def _one_piece_each(groups: np.ndarray, samples: np.ndarray) -> bool:
 
 def _busy_seconds(events: pd.DataFrame, role: str) -> float:
     """Seconds each worker of ``role`` had any span open, added over workers in the order they first appear."""
+    import pandas as pd
+
     spans = events.loc[(events["role"] == role) & events["kind"].isin(BUSY_KINDS[role]), ["worker", "start", "end"]]
     workers, _ = pd.factorize(spans["worker"])  # numbered by first appearance
     return busy_seconds(workers, spans["start"].to_numpy(dtype=np.float64), spans["end"].to_numpy(dtype=np.float64))

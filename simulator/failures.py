@@ -19,7 +19,6 @@ import math
 from collections.abc import Generator
 from typing import TYPE_CHECKING, NamedTuple
 
-import pandas as pd
 import simpy
 from asyncrl.scenarios.errors import ScenarioError
 from asyncrl.scenarios.failures import FailureSpec, failure_plan
@@ -27,6 +26,7 @@ from asyncrl.scenarios.record import EVENT_COLUMNS, event_row
 from asyncrl.scenarios.run_summary import Restarts
 
 if TYPE_CHECKING:
+    import pandas as pd
     from asyncrl.simulator.costs import CostModel
     from asyncrl.simulator.simulation import Simulation
 
@@ -60,6 +60,8 @@ class FailureLog:
 
     def rows(self) -> pd.DataFrame:
         """``lost`` and ``restart`` rows of the event table."""
+        import pandas as pd
+
         lost = [
             event_row(
                 s.engine, "lost", s.start, s.end, version=s.version, group=s.group, sample=s.sample, tokens=s.tokens

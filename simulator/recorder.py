@@ -22,15 +22,17 @@ of such intervals covering it; ``DecodeShares`` integrates 1 / batch along them.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pandas as pd
 from asyncrl.scenarios.record import EVENT_COLUMNS
 from asyncrl.scenarios.workload import TrainTokens
 from asyncrl.simulator.costs import AllReduceCost
 from asyncrl.simulator.rollouts import Rollouts, WeightLoad, cut_at_loads
 from asyncrl.simulator.spans import Block, SpanLog, Spans
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Drop(NamedTuple):
@@ -138,6 +140,8 @@ class Recorder:
     ) -> pd.DataFrame:
         """The event table; ``progress`` and ``loads`` are each engine's at the end of the run,
         ``tensor_parallel`` the all-reduce time of one decode step (none: no rollout pays any)."""
+        import pandas as pd
+
         names = np.asarray(engine_names(len(progress)) or [""])
         frames = [
             self._rollout_rows(progress, loads, wall_time, tensor_parallel or AllReduceCost()),
@@ -153,6 +157,8 @@ class Recorder:
     def _rollout_rows(
         self, progress: list[float], loads: list[list[WeightLoad]], wall_time: float, tensor_parallel: AllReduceCost
     ) -> pd.DataFrame:
+        import pandas as pd
+
         size, rollouts = self.group_size, self.rollouts
         group = np.repeat(np.arange(len(rollouts)), size)
         group_engine = np.asarray(rollouts.engine, dtype=np.int64)
@@ -191,6 +197,8 @@ class Recorder:
     ) -> pd.DataFrame:
         """With in-flight updates, one row per (rollout, version) instead of one per rollout: those rows that
         ``saw_loads`` (finished, and their engine loaded weights before they did)."""
+        import pandas as pd
+
         rollouts, size = self.rollouts, self.group_size
         split_rows = np.flatnonzero(saw_loads).tolist()
         if not split_rows:
@@ -217,6 +225,8 @@ class Recorder:
         return rows
 
     def _drop_rows(self) -> pd.DataFrame:
+        import pandas as pd
+
         size = self.group_size
         dropped, times = (
             (np.asarray(column) for column in zip(*self._drops, strict=True)) if self._drops else (np.zeros(0), ())
@@ -240,6 +250,8 @@ class Recorder:
         )
 
     def _sync_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
+        import pandas as pd
+
         engine, start, end, version = self.syncs
         return pd.DataFrame(
             {
@@ -258,6 +270,8 @@ class Recorder:
         )
 
     def _prefill_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
+        import pandas as pd
+
         rollouts = self.rollouts
         return pd.DataFrame(
             {
@@ -276,6 +290,8 @@ class Recorder:
         )
 
     def _switch_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
+        import pandas as pd
+
         engine, start, end, _ = self.switches
         learner = engine < 0
         return pd.DataFrame(
@@ -295,6 +311,8 @@ class Recorder:
         )
 
     def _train_rows(self) -> pd.DataFrame:
+        import pandas as pd
+
         step, start, end, tokens, comm = zip(*self._trains, strict=True) if self._trains else ((),) * 5
         return pd.DataFrame(
             {
@@ -321,6 +339,7 @@ def engine_names(engines: int) -> list[str]:
 def labels(names: list[str], codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
     """``names[codes]`` as a column of the event table's string type, built by Arrow: a Python string per row
     would cost more than the rest of the table."""
+    import pandas as pd
     import pyarrow as pa
 
     return pd.array(pa.array(names, type=pa.string()).take(pa.array(codes)), dtype="string")

@@ -36,9 +36,9 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import simpy
 from asyncrl.scenarios.actions import Load, LoadEmpty, Regenerate, Start
 from asyncrl.scenarios.cores import core_share
@@ -58,6 +58,9 @@ from asyncrl.simulator.learner_costs import LearnerStep, attention_weight, data_
 from asyncrl.simulator.recorder import Recorder
 from asyncrl.simulator.rollouts import Rollouts
 from simpy.events import EventPriority
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 StepCallback = Callable[[int, float], None]
 
@@ -337,6 +340,8 @@ class Simulation:
 
     def events(self) -> pd.DataFrame:
         """The run's event table (call after ``run``)."""
+        import pandas as pd
+
         events = self.recorder.events(
             [engine.progress for engine in self.engines],
             [engine.loads for engine in self.engines],

@@ -11,11 +11,15 @@ its second half (the first holds the warm-up: the pipeline filling, the stalenes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 from asyncrl.scenarios.penalty import PenaltyFit, TimeToTarget, predict_time_to_target
 from asyncrl.scenarios.record import RunSummary
 from asyncrl.simulator.simulation import Simulation
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def step_ends(sim: Simulation) -> np.ndarray:

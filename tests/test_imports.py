@@ -125,3 +125,10 @@ def test_the_parts_are_installed_under_asyncrl_only() -> None:
     # module of those names is imported, so a user's own packages of those names are left alone.
     parts = ("scenarios", "simulator", "executor", "analysis")
     assert imported("asyncrl.cli, asyncrl.simulator.simulation", f"name.split('.')[0] in {parts!r}") == "[]"
+
+
+def test_sizing_imports_no_pandas() -> None:
+    # `asyncrl size` imports these before its worker processes start, in one process: pandas would add about a
+    # quarter of a second to that serial start, and nothing there reads an event table.
+    sizing = "asyncrl.cli, asyncrl.commands.planning, asyncrl.simulator.sweep, asyncrl.analysis.sizing"
+    assert imported(sizing, "name == 'pandas'") == "[]"
