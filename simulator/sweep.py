@@ -186,6 +186,10 @@ def _summary_of(
         if penalty is not None:
             reached = time_to_target(penalty, summary, step_ends(sim), sim.steady)
             summary = summary.model_copy(update={"time_to_target": reached})
+        # Dropped before the collector is back: its first collection, due at once, then finds the simulation's
+        # own cycles (engines and their processes) young and frees them, instead of moving them all to an
+        # older generation whose collections would walk ten plans' worth of them.
+        del sim
     return summary
 
 
