@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from asyncrl.scenarios.busy import busy_seconds
+from asyncrl.scenarios.busy import SpanOrder, busy_seconds
 from asyncrl.scenarios.run_summary import RunSummary
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.summarize import Labels, Tally, summary_of
@@ -146,8 +146,18 @@ def _versions_seen(
     return oldest, mean_version, tokens
 
 
-def tally(run: RolloutArrays, first: int, last: int) -> Tally:
-    """The figures of steps ``[first, last)``: spans cut to their time, rollouts trained by those steps."""
+def generation_spans(run: RolloutArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every span that keeps an engine busy (rollouts, weight loads, pauses, lost rollouts): engine, start, end."""
+    return (
+        np.concatenate([run.engine, run.sync_engine, run.pause_engine, run.lost_engine]),
+        np.concatenate([run.start, run.sync_start, run.pause_start, run.lost_start]),
+        np.concatenate([run.end, run.sync_end, run.pause_end, run.lost_end]),
+    )
+
+
+def tally(run: RolloutArrays, first: int, last: int, order: SpanOrder | None = None) -> Tally:
+    """The figures of steps ``[first, last)``: spans cut to their time, rollouts trained by those steps.
+    ``order``: ``SpanOrder.of(*generation_spans(run))``, shared by the tallies of one run (``scenarios.busy``)."""
     begin = float(run.train_end[first - 1]) if first > 0 else 0.0
     end = float(run.train_end[last - 1]) if last > 0 else 0.0
     trained = (run.step >= first) & (run.step < last)
@@ -169,6 +179,7 @@ def tally(run: RolloutArrays, first: int, last: int) -> Tally:
             np.concatenate([run.engine, run.sync_engine, run.pause_engine, run.lost_engine]),
             np.concatenate([start, sync_start, np.clip(run.pause_start, begin, end), lost_start]),
             np.concatenate([stop, sync_stop, np.clip(run.pause_end, begin, end), lost_stop]),
+            order,
         ),
         training_busy_s=busy_seconds(np.zeros(len(train_start), dtype=np.int64), train_start, train_stop),
         rollout_s=float((stop - start).sum() + (lost_stop - lost_start).sum()),
@@ -212,7 +223,8 @@ def run_summary(sim: Simulation) -> RunSummary:
     """
     run = records(sim)
     simulated = len(run.train_end)
-    whole = tally(run, 0, simulated)
+    order = SpanOrder.of(*generation_spans(run))  # sorted once for both tallies
+    whole = tally(run, 0, simulated, order)
     finished, dropped = int(run.finished.sum()), int(whole.dropped)
     queued, in_flight = finished - int(whole.trained) - dropped, int((~run.finished).sum())
     labels: dict[str, Any] = {}
@@ -220,7 +232,7 @@ def run_summary(sim: Simulation) -> RunSummary:
     if restarts is not None:
         labels["restarts"] = restarts
     if sim.steady is not None:
-        whole = extended(whole, tally(run, *sim.steady), sim.scenario.run.steps)
+        whole = extended(whole, tally(run, *sim.steady, order), sim.scenario.run.steps)
         labels = {"steps_simulated": simulated, "extrapolated": True}
     scenario = sim.scenario
     names = Labels("simulator", scenario.name, scenario.cluster.engines, scenario.engine_concurrency)
