@@ -68,6 +68,11 @@ def stopping(pool: ProcessPoolExecutor) -> Iterator[ProcessPoolExecutor]:
 def stop(pool: ProcessPoolExecutor) -> None:
     """Terminate the pool's workers, cancel what waits, and reap them (a few seconds at most)."""
     workers = list((getattr(pool, "_processes", None) or {}).values())  # private, stable since Python 3.2
+    # The pool's manager thread closes its wake-up pipe as it ends; Python's exit hook writes to that pipe
+    # without the pool's lock (CPython 3.11), so a command exiting while the thread still ends could print
+    # "OSError: Bad file descriptor" after its own last line. Waiting for the thread leaves the pipe closed;
+    # taken now, since shutdown forgets it.
+    manager = getattr(pool, "_executor_manager_thread", None)  # private, stable since Python 3.9
     for worker in workers:
         with contextlib.suppress(OSError, ValueError):
             worker.terminate()
@@ -75,9 +80,5 @@ def stop(pool: ProcessPoolExecutor) -> None:
     for worker in workers:
         with contextlib.suppress(OSError, ValueError, AssertionError):
             worker.join(STOP_WAIT_S)
-    # The pool's manager thread closes its wake-up pipe as it ends; Python's exit hook writes to that pipe
-    # without the pool's lock (CPython 3.11), so a command exiting while the thread still ends could print
-    # "OSError: Bad file descriptor" after its own last line. Waiting for the thread leaves the pipe closed.
-    manager = getattr(pool, "_executor_manager_thread", None)  # private, stable since Python 3.9
     if manager is not None and manager is not threading.current_thread():
         manager.join(STOP_WAIT_S)

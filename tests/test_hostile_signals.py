@@ -188,3 +188,23 @@ def test_a_terminated_execution_records_itself_interrupted_and_leaves_no_process
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["steps"] < 400
     wait_for(lambda: not any(alive(pid) for pid in every), f"the run's processes {every} to end")
+
+
+def test_a_stopped_pool_has_no_thread_left_to_wake() -> None:
+    # Python 3.11's exit hook wakes every pool's manager thread through a pipe, without the pool's lock; a
+    # thread still ending then could close that pipe under it ("OSError: Bad file descriptor" after the
+    # command's last line). ``stop`` waits for the thread, which shutdown forgets.
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from asyncrl.scenarios.pools import pool_options, stop
+
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"), **pool_options())
+    busy = [pool.submit(time.sleep, 30) for _ in range(3)]
+    wait_for(lambda: all(worker.is_alive() for worker in pool._processes.values()), "the pool's workers")
+    manager = pool._executor_manager_thread
+    assert manager is not None and manager.is_alive()
+    stop(pool)
+    assert not manager.is_alive()
+    assert all(future.cancelled() or future.done() for future in busy)
