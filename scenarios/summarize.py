@@ -23,21 +23,17 @@ Event kinds, by role:
                 train       one learner step (``tokens`` = prompt + completion)
                 switch      colocated devices bringing the learner state back; simulator only
 
-``step`` on a generate row is the learner step that trained the rollout, −1 if
-none did. ``version`` on a generate row is the policy version that produced its
-tokens; on a train row the version being trained (= step). ``comm_s`` is the
-part of a span spent communicating where compute could not hide it: on a
-rollout row its share of its engine's tensor-parallel all-reduces (each decode
-step's split evenly among the rollouts in the batch), on a train row the
-learner's exposed data-parallel communication; 0 elsewhere, and 0 wherever the
-executor cannot tell it apart. Because the summary is computed from the events
-alone, the simulator and the executor are summarized by the same code; a sweep,
-which never builds the table, hands ``summary_of`` the same sums.
+``step`` on a generate row is the learner step that trained the rollout, −1 if none did. ``version`` on a generate
+row is the policy version that produced its tokens; on a train row the version being trained (= step). ``comm_s`` is
+the part of a span spent communicating where compute could not hide it: on a rollout row its share of its engine's
+tensor-parallel all-reduces (each decode step's split evenly among the rollouts in the batch), on a train row the
+learner's exposed data-parallel communication; 0 elsewhere, and 0 wherever the executor cannot tell it apart.
+Because the summary is computed from the events alone, the simulator and the executor are summarized by the same
+code; a sweep, which never builds the table, hands ``summary_of`` the same sums.
 
-``breakdown`` in the summary splits every device-second of the run (wall time ×
-devices) by what it went to, per role; colocated devices count once, under the
-phase they were in, and their idle time is generation's (training has none:
-every device trains together).
+``breakdown`` in the summary splits every device-second of the run (wall time × devices) by what it went to, per
+role; colocated devices count once, under the phase they were in, and their idle time is generation's (training has
+none: every device trains together).
 """
 
 from __future__ import annotations

@@ -3,36 +3,28 @@
     time ──►   prefill/sync pause │ decode at rate d(b, C) │ pause │ decode ...
     progress   (tokens each in-flight rollout has advanced, shared by all of them)
 
-Every rollout in an engine advances one token per decode step, so one number,
-``progress``, tracks them all: a rollout that joins at progress ``p`` with
-``n`` tokens to go finishes when progress reaches ``p + n``. Between batch
-changes the decode-step time is constant (evaluated at the batch's mid-segment
-context), so the next finish is one SimPy timeout away, and a rollout costs
-a heap push, a heap pop and at most one event: none at all for a *quiet*
-finish, one that completes no group and cannot let the engine start one,
-which is applied ahead at its own time and undone if an interrupt comes first
-(``_plan_quiet_finishes``, ``settle``). Prefill and weight loading pause
-decoding: they accumulate in ``pause`` and elapse before progress moves again
-(so their spans, which the simulation records, never overlap), as does a load's KV recompute (``_recompute_s``).
+Every rollout in an engine advances one token per decode step, so one number, ``progress``, tracks them all: a
+rollout that joins at progress ``p`` with ``n`` tokens to go finishes when progress reaches ``p + n``. Between batch
+changes the decode-step time is constant (evaluated at the batch's mid-segment context), so the next finish is one
+SimPy timeout away, and a rollout costs a heap push, a heap pop and at most one event: none at all for a *quiet*
+finish, one that completes no group and cannot let the engine start one, which is applied ahead at its own time and
+undone if an interrupt comes first (``_plan_quiet_finishes``, ``settle``). Prefill and weight loading pause
+decoding: they accumulate in ``pause`` and elapse before progress moves again (so their spans, which the simulation
+records, never overlap), as does a load's KV recompute (``_recompute_s``).
 
-Where engines and the learner share a CPU host's cores (``simulator.host``),
-the engine computes at ``rate`` ≤ 1: wall time ``t`` does ``rate · t`` seconds
-of its work (pauses and decode steps alike). When the host changes the rate,
-the engine first settles at the old one, then replans. An idle engine given
-work acts on it ``wake_s`` later (``wake_up``: the command's delivery).
+Where engines and the learner share a CPU host's cores (``simulator.host``), the engine computes at ``rate`` ≤ 1:
+wall time ``t`` does ``rate · t`` seconds of its work (pauses and decode steps alike). When the host changes the
+rate, the engine first settles at the old one, then replans. An idle engine given work acts on it ``wake_s`` later
+(``wake_up``: the command's delivery).
 
-An engine holding nothing that is told to load weights may go *dormant*
-(``simulator.dormant``): the simulation applies its loads together with
-other idle engines' and hands its state back (``restore``) before it next
-gets work.
+An engine holding nothing that is told to load weights may go *dormant* (``simulator.dormant``): the simulation
+applies its loads together with other idle engines' and hands its state back (``restore``) before it next gets work.
 
-The engine decides nothing about the schedule. It tells its ``Listener`` (the
-simulation) when samples finish; the simulation asks ``ScheduleState.dispatch``
-and hands the engine weights to load (``load``) and groups to start
-(``start``), then ``replan`` makes it account for them. When other events are
-due at the same instant, the simulation decides only once they are in (one
-decision per instant, as the coordinator dispatches once per drain of its
-queue): the engine waits for that decision before it plans.
+The engine decides nothing about the schedule. It tells its ``Listener`` (the simulation) when samples finish; the
+simulation asks ``ScheduleState.dispatch`` and hands the engine weights to load (``load``) and groups to start
+(``start``), then ``replan`` makes it account for them. When other events are due at the same instant, the
+simulation decides only once they are in (one decision per instant, as the coordinator dispatches once per drain of
+its queue): the engine waits for that decision before it plans.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ of such intervals covering it; ``DecodeShares`` integrates 1 / batch along them.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from asyncrl.scenarios.record import EVENT_COLUMNS
@@ -33,6 +33,9 @@ from asyncrl.simulator.spans import Block, SpanLog, Spans
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+Columns = dict[str, Any]  # one kind of the event table's rows, column by column (``pd.DataFrame(columns)``)
 
 
 class Drop(NamedTuple):
@@ -143,13 +146,11 @@ class Recorder:
         import pandas as pd
 
         names = np.asarray(engine_names(len(progress)) or [""])
+        rows_of_kinds = [self._drop_rows(), self._sync_rows(names), self._prefill_rows(names)]
+        rows_of_kinds += [self._switch_rows(names), self._train_rows()]
         frames = [
             self._rollout_rows(progress, loads, wall_time, tensor_parallel or AllReduceCost()),
-            self._drop_rows(),
-            self._sync_rows(names),
-            self._prefill_rows(names),
-            self._switch_rows(names),
-            self._train_rows(),
+            *(pd.DataFrame(columns) for columns in rows_of_kinds),
         ]
         table = pd.concat([frame for frame in frames if len(frame)], ignore_index=True)
         return table.astype(EVENT_COLUMNS)[list(EVENT_COLUMNS)]
@@ -224,111 +225,91 @@ class Recorder:
             start = end
         return rows
 
-    def _drop_rows(self) -> pd.DataFrame:
-        import pandas as pd
-
+    def _drop_rows(self) -> Columns:
         size = self.group_size
         dropped, times = (
             (np.asarray(column) for column in zip(*self._drops, strict=True)) if self._drops else (np.zeros(0), ())
         )
         groups = np.repeat(np.asarray(dropped, dtype=np.int64), size)
         samples = np.tile(np.arange(size), len(self._drops))
-        return pd.DataFrame(
-            {
-                "worker": "queue",
-                "role": "generation",
-                "kind": "drop",
-                "start": np.repeat(np.asarray(times, dtype=np.float64), size),
-                "end": np.repeat(np.asarray(times, dtype=np.float64), size),
-                "step": -1,
-                "version": np.asarray(self.rollouts.version, dtype=np.int64)[groups],
-                "group": groups,
-                "sample": samples,
-                "tokens": np.asarray(self.rollouts.tokens, dtype=np.int64)[groups * size + samples],
-                "comm_s": 0.0,
-            }
-        )
+        return {
+            "worker": "queue",
+            "role": "generation",
+            "kind": "drop",
+            "start": np.repeat(np.asarray(times, dtype=np.float64), size),
+            "end": np.repeat(np.asarray(times, dtype=np.float64), size),
+            "step": -1,
+            "version": np.asarray(self.rollouts.version, dtype=np.int64)[groups],
+            "group": groups,
+            "sample": samples,
+            "tokens": np.asarray(self.rollouts.tokens, dtype=np.int64)[groups * size + samples],
+            "comm_s": 0.0,
+        }
 
-    def _sync_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
-        import pandas as pd
-
+    def _sync_rows(self, engine_names: np.ndarray) -> Columns:
         engine, start, end, version = self.syncs
-        return pd.DataFrame(
-            {
-                "worker": engine_names[engine],
-                "role": "generation",
-                "kind": "sync",
-                "start": start,
-                "end": end,
-                "step": -1,
-                "version": version,
-                "group": -1,
-                "sample": -1,
-                "tokens": 0,
-                "comm_s": 0.0,
-            }
-        )
+        return {
+            "worker": engine_names[engine],
+            "role": "generation",
+            "kind": "sync",
+            "start": start,
+            "end": end,
+            "step": -1,
+            "version": version,
+            "group": -1,
+            "sample": -1,
+            "tokens": 0,
+            "comm_s": 0.0,
+        }
 
-    def _prefill_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
-        import pandas as pd
-
+    def _prefill_rows(self, engine_names: np.ndarray) -> Columns:
         rollouts = self.rollouts
-        return pd.DataFrame(
-            {
-                "worker": labels(list(engine_names), np.asarray(rollouts.engine, dtype=np.int64)),
-                "role": "generation",
-                "kind": "prefill",
-                "start": np.asarray(self._prefill_start, dtype=np.float64),
-                "end": np.asarray(self._prefill_end, dtype=np.float64),
-                "step": -1,
-                "version": np.asarray(rollouts.version, dtype=np.int64),
-                "group": np.arange(len(rollouts)),
-                "sample": -1,
-                "tokens": np.asarray(rollouts.prompt, dtype=np.int64),
-                "comm_s": 0.0,
-            }
-        )
+        return {
+            "worker": labels(list(engine_names), np.asarray(rollouts.engine, dtype=np.int64)),
+            "role": "generation",
+            "kind": "prefill",
+            "start": np.asarray(self._prefill_start, dtype=np.float64),
+            "end": np.asarray(self._prefill_end, dtype=np.float64),
+            "step": -1,
+            "version": np.asarray(rollouts.version, dtype=np.int64),
+            "group": np.arange(len(rollouts)),
+            "sample": -1,
+            "tokens": np.asarray(rollouts.prompt, dtype=np.int64),
+            "comm_s": 0.0,
+        }
 
-    def _switch_rows(self, engine_names: np.ndarray) -> pd.DataFrame:
-        import pandas as pd
-
+    def _switch_rows(self, engine_names: np.ndarray) -> Columns:
         engine, start, end, _ = self.switches
         learner = engine < 0
-        return pd.DataFrame(
-            {
-                "worker": np.where(learner, "learner", engine_names[np.where(learner, 0, engine)]),
-                "role": np.where(learner, "training", "generation"),
-                "kind": "switch",
-                "start": start,
-                "end": end,
-                "step": -1,
-                "version": -1,
-                "group": -1,
-                "sample": -1,
-                "tokens": 0,
-                "comm_s": 0.0,
-            }
-        )
+        return {
+            "worker": np.where(learner, "learner", engine_names[np.where(learner, 0, engine)]),
+            "role": np.where(learner, "training", "generation"),
+            "kind": "switch",
+            "start": start,
+            "end": end,
+            "step": -1,
+            "version": -1,
+            "group": -1,
+            "sample": -1,
+            "tokens": 0,
+            "comm_s": 0.0,
+        }
 
-    def _train_rows(self) -> pd.DataFrame:
-        import pandas as pd
-
+    def _train_rows(self) -> Columns:
         step, start, end, tokens, comm = zip(*self._trains, strict=True) if self._trains else ((),) * 5
-        return pd.DataFrame(
-            {
-                "worker": "learner",
-                "role": "training",
-                "kind": "train",
-                "start": start,
-                "end": end,
-                "step": step,
-                "version": step,
-                "group": -1,
-                "sample": -1,
-                "tokens": tokens,
-                "comm_s": comm,
-            }
-        )
+        return {
+            "worker": "learner",
+            "role": "training",
+            "kind": "train",
+            "start": start,
+            "end": end,
+            "step": step,
+            "version": step,
+            "group": -1,
+            "sample": -1,
+            "tokens": tokens,
+            "comm_s": comm,
+        }
 
 
 def engine_names(engines: int) -> list[str]:

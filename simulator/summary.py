@@ -160,6 +160,7 @@ def tally(run: RolloutArrays, first: int, last: int, order: SpanOrder | None = N
     ``order``: ``SpanOrder.of(*generation_spans(run))``, shared by the tallies of one run (``scenarios.busy``)."""
     begin = float(run.train_end[first - 1]) if first > 0 else 0.0
     end = float(run.train_end[last - 1]) if last > 0 else 0.0
+    engines, busy_start, busy_end = generation_spans(run)
     trained = (run.step >= first) & (run.step < last)
     stale = run.step[trained] - run.oldest[trained]
     keys, counts = np.unique(stale, return_counts=True)
@@ -175,12 +176,7 @@ def tally(run: RolloutArrays, first: int, last: int, order: SpanOrder | None = N
         tokens=float(run.tokens[trained].sum()),
         staleness={int(k): float(c) for k, c in zip(keys, counts, strict=True)},
         token_staleness=float(((run.step[trained] - run.mean_version[trained]) * run.tokens[trained]).sum()),
-        generation_busy_s=busy_seconds(
-            np.concatenate([run.engine, run.sync_engine, run.pause_engine, run.lost_engine]),
-            np.concatenate([start, sync_start, np.clip(run.pause_start, begin, end), lost_start]),
-            np.concatenate([stop, sync_stop, np.clip(run.pause_end, begin, end), lost_stop]),
-            order,
-        ),
+        generation_busy_s=busy_seconds(engines, np.clip(busy_start, begin, end), np.clip(busy_end, begin, end), order),
         training_busy_s=busy_seconds(np.zeros(len(train_start), dtype=np.int64), train_start, train_stop),
         rollout_s=float((stop - start).sum() + (lost_stop - lost_start).sum()),
         sync_s=float((sync_stop - sync_start).sum()),

@@ -2,35 +2,30 @@
 
     scenario ─► variants (speedup) or candidate splits (size) ─► process pool ─► summaries ─► ranked rows
 
-``simulate_speedup`` and ``simulate_sizing`` are what ``asyncrl speedup`` and
-``asyncrl size`` run; turning their (variant, summary) pairs into tables and
-CSV files is ``analysis``' job.
+``simulate_speedup`` and ``simulate_sizing`` are what ``asyncrl speedup`` and ``asyncrl size`` run; turning their
+(variant, summary) pairs into tables and CSV files is ``analysis``' job.
 
-Each variant is a full ``Scenario`` built from the original by changing a few
-fields and validating again, so a variant the catalog cannot hold (an engine
-that cannot hold one group, a split that does not divide) is skipped. A valid
-variant whose pools do not fit in device memory (``scenarios.memory``) is kept
-with no summary (None) and not simulated, so tables can say why it is missing.
+Each variant is a full ``Scenario`` built from the original by changing a few fields and validating again, so a
+variant the catalog cannot hold (an engine that cannot hold one group, a split that does not divide) is skipped. A
+valid variant whose pools do not fit in device memory (``scenarios.memory``) is kept with no summary (None) and not
+simulated, so tables can say why it is missing.
 
 In a pool of N workers each simulation is budgeted 1/N of the memory available
 (``simulator.budget``), so the runs at once add up to what the machine has.
 
-Sweeps summarize each run straight from the simulation (``simulator.summary``),
-without the event table. Sizing ends each run once its step time and staleness
-have converged (``simulator.convergence``) and extrapolates it to ``run.steps``
-(its summary says ``extrapolated: true``); ``exact=True`` simulates every step.
+Sweeps summarize each run straight from the simulation (``simulator.summary``), without the event table. Sizing ends
+each run once its step time and staleness have converged (``simulator.convergence``) and extrapolates it to
+``run.steps`` (its summary says ``extrapolated: true``); ``exact=True`` simulates every step.
 
 Given a staleness penalty fit (``scenarios.penalty``), each summary also carries ``time_to_target``
 (``simulator.target``), worked out in the worker while the run's step times are at hand, and sizing
 ranks by it instead of by throughput.
 
-``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2``
-lists, each point loaded like ``--set KEY=v`` and kept with its reason when
-the scenario rejects it.
+``simulate_grid`` runs ``asyncrl sweep``: the product of ``--vary KEY=v1,v2`` lists, each point loaded like
+``--set KEY=v`` and kept with its reason when the scenario rejects it.
 
-With ``runtime="ray"`` (``--runtime ray``) each simulation is a Ray task instead
-(``simulator.ray_tasks``): the same call, so the same summaries, on a cluster's
-nodes.
+With ``runtime="ray"`` (``--runtime ray``) each simulation is a Ray task instead (``simulator.ray_tasks``): the same
+call, so the same summaries, on a cluster's nodes.
 """
 
 from __future__ import annotations
@@ -179,17 +174,14 @@ def _summary_of(
 ) -> RunSummary:
     """The run's summary; with a penalty, its ``time_to_target`` too (``simulator.target``). ``memory_share``:
     the simulations running at once on this machine, which share its memory budget (``simulator.budget``)."""
-    with without_cycle_collection():  # (as in the run itself: the collections it saves are a twentieth of a plan)
+    with without_cycle_collection():  # as in the run itself, for the whole plan (docs/performance.md)
         sim = Simulation(scenario, memory_share=memory_share)
         sim.run(until_converged=until_converged)
         summary = run_summary(sim)
         if penalty is not None:
             reached = time_to_target(penalty, summary, step_ends(sim), sim.steady)
             summary = summary.model_copy(update={"time_to_target": reached})
-        # Dropped before the collector is back: its first collection, due at once, then finds the simulation's
-        # own cycles (engines and their processes) young and frees them, instead of moving them all to an
-        # older generation whose collections would walk ten plans' worth of them.
-        del sim
+        del sim  # before the collector is back, whose first collection then frees the simulation's cycles young
     return summary
 
 
