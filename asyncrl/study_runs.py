@@ -28,7 +28,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import Any
 
 from asyncrl.analysis.statuses import COMPLETE, FAILED
 from asyncrl.scenarios.outputs import is_run_record
-from asyncrl.scenarios.pools import pool_options, stop
+from asyncrl.scenarios.pools import new_pool, stop
 from asyncrl.scenarios.record import RunStatus
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.study_cells import Cell
@@ -78,7 +78,7 @@ def run_locally(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Ou
     context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
     waiting = list(cells)
     running: dict[Future[Outcome], Cell] = {}
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, **pool_options())
+    pool = new_pool(workers, context)
     try:
         while waiting or running:
             while waiting and len(running) < workers:
@@ -95,7 +95,7 @@ def run_locally(cells: Sequence[Cell], workers: int, device: str) -> Iterator[Ou
                     yield Outcome(cell.key.cell, FAILED, "its worker process died (killed, or out of memory)")
             if broken:  # every run in the old pool is lost with it; a fresh pool takes the rest
                 pool.shutdown(wait=False, cancel_futures=True)
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, **pool_options())
+                pool = new_pool(workers, context)
     except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: the cells running stop now
         stop(pool)
         raise

@@ -36,7 +36,6 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -47,7 +46,7 @@ from asyncrl.scenarios import loading
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.memory import memory_problem
 from asyncrl.scenarios.penalty import PenaltyFit
-from asyncrl.scenarios.pools import pool_options, stopping
+from asyncrl.scenarios.pools import new_pool, stopping
 from asyncrl.scenarios.record import RunSummary, Simulated
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.scenarios.schedules import schedule_label
@@ -291,7 +290,7 @@ def simulate_all(
         yield from _with_bar(variants, summaries, bar)
         return
     shared = partial(task, memory_share=workers)  # the runs at once share this machine's memory
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), **pool_options())
+    pool = new_pool(workers, _pool_context())
     with pool, stopping(pool):  # interrupted (Ctrl-C, SIGTERM): the workers stop now, not after their runs
         yield from _with_bar(variants, pool.map(shared, scenarios), bar)
 

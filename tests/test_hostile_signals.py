@@ -196,11 +196,10 @@ def test_a_stopped_pool_has_no_thread_left_to_wake() -> None:
     # command's last line). ``stop`` waits for the thread, which shutdown forgets.
     import multiprocessing
     import time
-    from concurrent.futures import ProcessPoolExecutor
 
-    from asyncrl.scenarios.pools import pool_options, stop
+    from asyncrl.scenarios.pools import new_pool, stop
 
-    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"), **pool_options())
+    pool = new_pool(2, multiprocessing.get_context("spawn"))
     busy = [pool.submit(time.sleep, 30) for _ in range(3)]
     wait_for(lambda: all(worker.is_alive() for worker in pool._processes.values()), "the pool's workers")
     manager = pool._executor_manager_thread
