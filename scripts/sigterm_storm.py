@@ -20,9 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from asyncrl.cli import EXIT_TERMINATED
+
 ROOT = Path(__file__).parents[1]
 COMMAND = ["sweep", "quickstart", "--vary", "run.seed=1,2", "--out", "s.csv", "--force", "--steps", "3000", "--quiet"]
-EXIT_TERMINATED = 128 + signal.SIGTERM
 DEADLINE_S = 20.0
 
 
