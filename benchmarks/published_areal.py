@@ -31,7 +31,8 @@ def scenario_of(source: dict[str, Any], case: dict[str, Any], run: str, median: 
     workload = {"prompt_tokens": lengths["prompt"], "completion_tokens": {**lengths["completion"], "median": median}}
     data: dict[str, Any] = {}
     for section in (
-        {"name": f"{case['label']} ({run})", "model": case["model"], "hardware": {"device": source["device"]}},
+        {"name": f"{case['label']} ({run})", "framework": "areal", "model": case["model"]},
+        {"hardware": {"device": source["device"]}},
         case["scenario"],
         spec,
         {"workload": workload, "run": {"steps": steps, "seed": 0}},

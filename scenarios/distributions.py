@@ -44,6 +44,10 @@ class _Lengths(BaseModel):
         """Expected length after truncation (before rounding to integers)."""
         raise NotImplementedError
 
+    def scaled(self, factor: float) -> _Lengths:
+        """The same shape with every length ``factor`` times as long, under the same cap."""
+        raise NotImplementedError
+
 
 class Fixed(_Lengths):
     """Every rollout has the same length."""
@@ -62,6 +66,9 @@ class Fixed(_Lengths):
     @property
     def mean(self) -> float:
         return float(min(self.value, self.cap))
+
+    def scaled(self, factor: float) -> Fixed:
+        return self.model_copy(update={"value": max(1, round(self.value * factor)), "max_tokens": self.cap})
 
 
 class LogNormal(_Lengths):
@@ -87,6 +94,9 @@ class LogNormal(_Lengths):
         mu, s, m = math.log(self.median), self.sigma, self.max_tokens
         below = math.exp(mu + s * s / 2) * _normal_cdf((math.log(m) - mu - s * s) / s)
         return below + m * (1.0 - _normal_cdf((math.log(m) - mu) / s))
+
+    def scaled(self, factor: float) -> LogNormal:
+        return self.model_copy(update={"median": self.median * factor})
 
 
 class Pareto(_Lengths):
@@ -119,6 +129,9 @@ class Pareto(_Lengths):
             return xm + xm * math.log(m / xm)
         return xm + xm * ((m / xm) ** (1 - a) - 1) / (1 - a)
 
+    def scaled(self, factor: float) -> Pareto:
+        return self.model_copy(update={"scale": min(self.scale * factor, float(self.max_tokens))})
+
 
 class Empirical(_Lengths):
     """Lengths observed in a real run, drawn uniformly with replacement."""
@@ -131,6 +144,7 @@ class Empirical(_Lengths):
         None, description="a .jsonl path: the key holding each completion's token count or token ids; default: guessed"
     )
     max_tokens: Tokens | None = Field(None, description="cap; defaults to the longest observed length")
+    scale: PositiveFloat = Field(1.0, description="every observed length multiplied by this before the cap")
 
     @field_validator("path")
     @classmethod
@@ -153,7 +167,8 @@ class Empirical(_Lengths):
         return _read_lengths(self.path)
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return rng.choice(self.observed, size=size).astype(np.float64)
+        drawn = rng.choice(self.observed, size=size).astype(np.float64)
+        return drawn * self.scale if self.scale != 1.0 else drawn
 
     @property
     def cap(self) -> int:
@@ -161,7 +176,10 @@ class Empirical(_Lengths):
 
     @property
     def mean(self) -> float:
-        return float(np.minimum(self.observed, self.cap).mean())
+        return float(np.minimum(self.observed * self.scale, self.cap).mean())
+
+    def scaled(self, factor: float) -> Empirical:
+        return self.model_copy(update={"scale": self.scale * factor, "max_tokens": self.cap})
 
 
 def _is_jsonl(path: Path) -> bool:

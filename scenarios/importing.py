@@ -25,11 +25,14 @@ LENGTH_FORMS = "a lengths file, a JSONL log, a verl metrics log, or e.g. '{kind:
 def guess_preset(model_path: str) -> str | None:
     """The longest preset name inside the model's name, variant words left out
     (``Qwen/Qwen2.5-7B-Instruct`` and ``Qwen/Qwen2.5-Math-7B`` → ``qwen2.5-7b``)."""
-    name = Path(model_path.rstrip("/")).name.lower()
-    for word in VARIANT_WORDS:
-        name = name.replace(word, "")
-    found = [preset for preset in MODEL_PRESETS if preset != "tiny" and preset in name]
-    return max(found, key=len) if found else None
+    for part in reversed(Path(model_path.rstrip("/")).parts):  # the Hugging Face cache's models--Org--Name/snapshots/…
+        name = part.lower().rpartition("--")[2]
+        for word in VARIANT_WORDS:
+            name = name.replace(word, "")
+        found = [preset for preset in MODEL_PRESETS if preset != "tiny" and preset in name]
+        if found:
+            return max(found, key=len)
+    return None
 
 
 def model_section(plan: ImportPlan, setting: str, path: str, preset: str | None) -> dict[str, Any]:

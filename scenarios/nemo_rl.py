@@ -84,7 +84,7 @@ def plan_from_nemo_rl(
 ) -> ImportPlan:
     """The scenario of one NeMo-RL run, ``config`` resolved; ``model`` (a scenario model section) instead of the
     one ``policy.model_name`` names. A ScenarioError lists every missing input at once."""
-    plan = ImportPlan(scenario={"name": name}, framework="NeMo-RL")
+    plan = ImportPlan(scenario={"name": name, "framework": "nemo-rl"}, framework="NeMo-RL")
     get = _Reader(config, plan)
     path = str(get.value("policy.model_name") or "")
     missing = missing_inputs("NeMo-RL's config", "policy.model_name", path, device, completion_tokens, preset, CAP)
@@ -95,6 +95,7 @@ def plan_from_nemo_rl(
     if missing:
         raise ScenarioError("\n".join(missing))
     plan.source("name", "--name", name)
+    plan.source("framework", "(from-nemo-rl: NeMo-RL's fixed costs)", "nemo-rl")
     plan.scenario["model"] = model or model_section(plan, "policy.model_name", path, preset)
     plan.scenario["hardware"] = {"device": device}
     plan.source("hardware.device", "--device", device)
@@ -214,7 +215,11 @@ def _learner(plan: ImportPlan, get: _Reader) -> None:
         packed = get.value("policy.max_total_sequence_length") * get.value("policy.train_micro_batch_size")
     plan.source("learner.micro_batch_tokens", "policy.sequence_packing.train_mb_tokens", packed)
     plan.source("learner.sharding", "(Megatron's distributed optimizer)", "zero1")
+    plan.source("learner.backend", "(Megatron-core training)", "megatron")
+    stages = get.integer("learner.pipeline_stages", "policy.megatron_cfg.pipeline_model_parallel_size")
     plan.scenario["learner"] = {
+        **({"pipeline_stages": stages} if stages > 1 else {}),
+        "backend": "megatron",
         "sharding": "zero1",
         "model_parallel": parallel,
         "activation_checkpointing": bool(

@@ -59,8 +59,9 @@ def plan_from_openrlhf(
     )
     if missing:
         raise VerlError("\n".join(missing))
-    plan.scenario = {"name": name}
+    plan.scenario = {"name": name, "framework": "openrlhf"}
     plan.source("name", "--name (or the script's name)", name)
+    plan.source("framework", "(from-openrlhf: OpenRLHF's fixed costs)", "openrlhf")
     _model(plan, flags, pretrain, preset)
     plan.scenario["hardware"] = {"device": device}
     plan.source("hardware.device", "--device", device)

@@ -15,9 +15,10 @@ importable from here (``from asyncrl.scenarios.scenario import ClusterSpec``).
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from asyncrl.scenarios.device_sheet import node_devices
+from asyncrl.scenarios.efficiency import Efficiency
 from asyncrl.scenarios.memory import engine_max_batch, rollouts_that_fit
 from asyncrl.scenarios.schedules import (
     PipelinedSchedule,
@@ -51,6 +52,12 @@ class Scenario(Section):
     """One asynchronous RL setup, as both backends read it."""
 
     name: str = Field(min_length=1, max_length=200, description="names the run directory")
+    framework: Literal["generic", "verl", "nemo-rl", "openrlhf", "areal"] = Field(
+        "generic",
+        description="the framework whose run this is: its own fixed costs (dispatch, weight refit, collating "
+        "the batch: `scenarios/efficiency.py`'s `FRAMEWORKS`, each with its source) stand in for the "
+        "catalogue's; the importers set it",
+    )
     model: ModelSpec
     hardware: HardwareSpec
     cluster: ClusterSpec
@@ -170,6 +177,10 @@ class Scenario(Section):
         """Rollouts one engine holds in flight (``max_concurrency`` or what fits)."""
         explicit = self.schedule.max_concurrency
         return explicit if explicit is not None else self.memory_concurrency
+
+    def efficiency(self) -> Efficiency:
+        """The analytic model's terms: the catalogue, the framework's fixed costs, a profile, explicit mfu/mbu."""
+        return self.hardware.efficiency(self.framework)
 
     def resolved(self) -> Scenario:
         """A copy with every defaulted quantity written out, as run records store it."""

@@ -21,7 +21,7 @@ from asyncrl.scenarios.device_sheet import DeviceSheet, device_tag
 from asyncrl.scenarios.distributions import Fixed, LengthDistribution
 from asyncrl.scenarios.efficiency import Efficiency
 from asyncrl.scenarios.efficiency import resolve as resolve_efficiency
-from asyncrl.scenarios.limits import Devices, Fraction, NonNegativeFloat, PositiveInt
+from asyncrl.scenarios.limits import Devices, Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
 from asyncrl.scenarios.model_config import config_path, figures_from_config, read_config
 from asyncrl.scenarios.profile import CostProfile, load_profile
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
@@ -220,13 +220,14 @@ class HardwareSpec(Section):
         profile = load_profile(self.profile) if self.profile is not None else None
         return profile if isinstance(profile, CostProfile) else None
 
-    def efficiency(self) -> Efficiency:
-        """The analytic model's efficiency terms: defaults, a ``kind: efficiency`` profile, explicit mfu/mbu."""
+    def efficiency(self, framework: str = "generic") -> Efficiency:
+        """The analytic model's terms: the catalogue's with ``framework``'s fixed costs, else a ``kind: efficiency``
+        profile, then explicit mfu/mbu (``Scenario.efficiency`` passes the scenario's framework)."""
         profile = load_profile(self.profile) if self.profile is not None else None
         explicit = {"mbu": self.mbu} if self.mbu is not None else {}
         if self.mfu is not None:  # the learner's utilization: its no-grad passes as well
             explicit |= {"mfu": self.mfu, "forward_mfu": self.mfu}
-        return resolve_efficiency(profile if isinstance(profile, Efficiency) else None, explicit)
+        return resolve_efficiency(profile if isinstance(profile, Efficiency) else None, explicit, framework)
 
 
 class ClusterSpec(Section):
@@ -246,6 +247,18 @@ class ClusterSpec(Section):
         8,
         description="devices sharing a node (NVLink); engines, then the learner, fill nodes in order; must be a "
         "multiple of `devices_per_engine`; unset: the device's node (8; 72 for `gb200`, an NVL72 rack)",
+    )
+    enforce_eager: bool = Field(
+        False,
+        description="the engines run each decode step op by op instead of replaying CUDA graphs, so every step "
+        "pays a kernel launch per op (`decode_layer_s` per layer instead of `graph_layer_s`; vLLM's "
+        "`enforce_eager`; verl: `actor_rollout_ref.rollout.enforce_eager`, true by default before August 2025)",
+    )
+    free_cache_engine: bool = Field(
+        True,
+        description="colocated: the engine gives its memory back between generation phases (vLLM's sleep mode: "
+        "its weights to the host, its KV cache dropped) and takes it again before the next one (verl: "
+        "`actor_rollout_ref.rollout.free_cache_engine`)",
     )
     gpu_memory_utilization: Fraction = Field(
         0.9,
@@ -291,6 +304,12 @@ class WorkloadSpec(Section):
         description="prompt lengths in tokens: a length distribution",
     )
     completion_tokens: LengthDistribution = Field(description="completion lengths in tokens: a length distribution")
+    length_range: tuple[PositiveFloat, PositiveFloat] | None = Field(
+        None,
+        description="the completion lengths are an assumption: a 95% range of their scale, `[low, high]` times "
+        "`completion_tokens` (e.g. `[0.5, 2]`); the runs take the lengths as given, the answers' intervals carry "
+        "the range; unset: the lengths are known (fitted to a log or to rollout dumps)",
+    )
     task: str | None = Field(
         None,
         description="executor: a shipped task name or `module:function`; unset: timing mode (lengths drawn, "
@@ -317,6 +336,13 @@ class WorkloadSpec(Section):
         if not resolved.is_file():
             raise ValueError(f"file not found: {resolved}")
         return resolved
+
+    @field_validator("length_range")
+    @classmethod
+    def _ordered(cls, span: tuple[float, float] | None) -> tuple[float, float] | None:
+        if span is not None and not span[0] <= span[1]:
+            raise ValueError(f"[{span[0]:g}, {span[1]:g}]: the low end is above the high end")
+        return span
 
     @model_validator(mode="after")
     def _one_task_source(self) -> WorkloadSpec:

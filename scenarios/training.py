@@ -32,7 +32,14 @@ class AlgorithmSpec(Section):
         1, description="optimizer updates per batch (minibatches: the compute is unchanged)"
     )
     extra_forward_passes: NonNegativeInt = Field(
-        1, description="forward passes per sample besides the training pass (old log-probs, reference)"
+        1,
+        description="no-grad forward passes per sample besides the training pass (old log-probs, a reference "
+        "model, a critic's values)",
+    )
+    extra_training_passes: NonNegativeInt = Field(
+        0,
+        description="training passes (forward and backward) per sample besides the policy's one: more PPO "
+        "epochs, a critic's update (verl: `ppo_epochs` − 1, plus the critic's `ppo_epochs` with `gae`)",
     )
     learning_rate: PositiveFloat = Field(1e-4, description="executor: the optimizer's learning rate")
     correction: Literal["clip", "tis", "decoupled", "reinforce_is", "none"] = Field(
@@ -114,6 +121,12 @@ class AlgorithmSpec(Section):
 class LearnerSpec(Section):
     """How the learner holds the model in memory (``scenarios/memory.py``); verl and OpenRLHF names given."""
 
+    backend: Literal["fsdp", "megatron"] = Field(
+        "fsdp",
+        description="how the learner runs its passes: `fsdp` gathers each layer's weights for every micro-batch's "
+        "forward and backward; `megatron` keeps its share of the weights (tensor and pipeline parallel) and "
+        "reduces the gradients once per update (verl: `actor.strategy`)",
+    )
     sharding: Literal["fsdp", "zero3", "zero2", "zero1", "ddp"] = Field(
         "fsdp",
         description="what is split over the training devices: `fsdp` and `zero3` weights, gradients and "
@@ -159,10 +172,40 @@ class LearnerSpec(Section):
         description="tokens of one micro-batch on one device, at least one whole rollout "
         "(verl: `actor.ppo_max_token_len_per_gpu`; OpenRLHF: `--train_max_tokens_per_gpu`)",
     )
+    micro_batch_rows: PositiveInt | None = Field(
+        None,
+        description="rows of one micro-batch of the training pass on one device, a fixed count instead of packing "
+        "rows up to `micro_batch_tokens` (verl: `actor.ppo_micro_batch_size_per_gpu` without dynamic batching); "
+        "unset: packed",
+    )
+    forward_micro_batch_rows: PositiveInt | None = Field(
+        None,
+        description="rows of one micro-batch of a no-grad pass (old log-probs, reference, values) on one device "
+        "(verl: `rollout.log_prob_micro_batch_size_per_gpu` without dynamic batching); unset: packed to "
+        "`micro_batch_tokens`",
+    )
+    remove_padding: bool = Field(
+        True,
+        description="the learner computes only the rows' real tokens (packed sequences); false: every row at the "
+        "prompt cap plus the completion cap, padding included (verl: `model.use_remove_padding`)",
+    )
+    phase_offload: Literal["none", "params", "optimizer", "both"] = Field(
+        "none",
+        description="what the learner moves to the host after each of its phases and back before the next (verl: "
+        "`fsdp_config.param_offload` the weights, `optimizer_offload` Adam's states): host-link time each step, "
+        "not memory at the peak",
+    )
     shard_devices: PositiveInt | None = Field(
         None,
         description="devices one FSDP shard group spans, the groups replicas of each other (HSDP); unset: a node "
         "when its devices hold the state, else all (verl: `actor.fsdp_config.fsdp_size`)",
+    )
+    pipeline_stages: PositiveInt = Field(
+        1,
+        description="of `model_parallel`, the pipeline stages (Megatron's pipeline parallelism): each stage holds "
+        "layers / stages, and a minibatch of m micro-batches takes m + stages − 1 of a stage's slots (1F1B's "
+        "bubble; verl: `actor.megatron.pipeline_model_parallel_size`, NeMo-RL: "
+        "`policy.megatron_cfg.pipeline_model_parallel_size`)",
     )
     model_parallel: PositiveInt = Field(
         1,

@@ -100,7 +100,7 @@ def plan_from_verl(
     """The scenario a verl config describes; a VerlError listing every missing piece at once. ``given``: the keys
     the config or script set (the others are verl's defaults, and the plan says so); ``lengths_from``: what
     the completion and prompt lengths came from (the flags, or a log)."""
-    plan = VerlPlan(scenario={"name": name})
+    plan = VerlPlan(scenario={"name": name, "framework": "verl"})
     path_value = lookup(config, "actor_rollout_ref.model.path", "")
     check_value("actor_rollout_ref.model.path", path_value)
     path = str(path_value)
@@ -113,6 +113,7 @@ def plan_from_verl(
     get = Reader(config, plan, given)
     named = lookup(config, "trainer.experiment_name")
     plan.source("name", "trainer.experiment_name" if named == name else "--name (or the file's name)", name)
+    plan.source("framework", "(from-verl: verl's fixed costs)", "verl")
     _model(plan, get, preset)
     plan.scenario["hardware"] = {"device": device}
     plan.source("hardware.device", "--device", device)
@@ -163,7 +164,10 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
     hybrid = bool(get.into("cluster.colocated", "actor_rollout_ref.hybrid_engine", True))
     recipe = get.value("rollout.n_gpus_per_node") is not None
     memory = _engine_memory(get)
-    if hybrid or not recipe:
+    memory["enforce_eager"] = bool(get.into("cluster.enforce_eager", "actor_rollout_ref.rollout.enforce_eager", False))
+    sleeps = bool(get.into("cluster.free_cache_engine", "actor_rollout_ref.rollout.free_cache_engine", True))
+    if hybrid or not recipe:  # (a split pool's engines never sleep: they have no learner to make room for)
+        memory["free_cache_engine"] = sleeps
         plan.source("schedule.kind", "actor_rollout_ref.hybrid_engine", hybrid)
         if not hybrid:
             plan.notes.append(
@@ -201,7 +205,7 @@ def _cluster_and_schedule(plan: VerlPlan, get: Reader) -> None:
     plan.scenario["schedule"] = {"kind": "pipelined", "off_policy_steps": 1}
 
 
-def _engine_memory(get: Reader) -> dict[str, float]:
+def _engine_memory(get: Reader) -> dict[str, float | bool]:
     """vLLM's share of each generation device (the KV cache it leaves bounds the rollouts in flight)."""
     share = get.into("cluster.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization")
     if share is None:

@@ -24,6 +24,7 @@ from asyncrl.scenarios.provenance import ImportPlan
 from asyncrl.scenarios.provenance import plan_lines as import_plan_lines
 from asyncrl.scenarios.textfile import parse_yaml, read_text, safe_load
 from asyncrl.scenarios.verl_defaults import PPO_TRAINER, base_config, merge
+from asyncrl.scenarios.verl_printed import PrintedConfigError, has_printed_config, read_printed_config
 
 #: The modules a verl launch script runs: verl's trainers and recipes, and the recipe folder's own mains.
 VERL_MODULES = ("verl", "recipe")
@@ -137,6 +138,20 @@ def read_verl(path: Path, overrides: list[str]) -> VerlInput:
     if path.suffix in YAML_SUFFIXES:
         raw = read_config(path, [])
         config, given, origin = merge(_copy(PPO_TRAINER), raw), dotted_keys(raw), str(path)
+    elif path.is_file() and has_printed_config(path):  # a console log: the resolved config the run printed
+        # A printed config holds every key its verl had: one it lacks (use_remove_padding before 2025) was off.
+        try:
+            raw = read_printed_config(path)
+        except PrintedConfigError as exc:
+            raise VerlError(str(exc)) from None
+        given = dotted_keys(raw)
+        algorithm = raw.get("algorithm")
+        if isinstance(algorithm, dict) and "kl_penalty" in algorithm and "use_kl_in_reward" not in algorithm:
+            algorithm["use_kl_in_reward"] = True  # verl before 2025 always put the KL penalty in the reward
+        actor = raw.get("actor_rollout_ref", {}).get("actor", {})
+        if isinstance(actor, dict) and actor.get("strategy", "fsdp") != "megatron":  # Megatron packs its sequences
+            raw.setdefault("actor_rollout_ref", {}).setdefault("model", {}).setdefault("use_remove_padding", False)
+        config, origin = merge(_copy(PPO_TRAINER), raw), f"{path} (the config it printed)"
     else:
         config, given, origin, notes = _from_script(path)
     for override in overrides:

@@ -53,6 +53,7 @@ PPO_TRAINER: dict[str, Any] = {
             "max_num_seqs": 256,
             "max_num_batched_tokens": 8192,
             "free_cache_engine": True,
+            "enforce_eager": False,
             "calculate_log_probs": False,
         },
     },

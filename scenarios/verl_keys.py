@@ -17,21 +17,15 @@ from __future__ import annotations
 from asyncrl.scenarios.provenance import reason_for
 
 _BETWEEN_PHASES = (
-    "verl moves it to the CPU only between phases, never through the update: not in the memory check (whose "
-    "peak is the update's), and in the colocated switch's time (switch_s, fitted from a log)"
+    "verl moves the gradients to the CPU only between phases, never through the update: not in the memory "
+    "check (whose peak is the update's); their time is in learner.phase_offload's"
 )
 #: verl settings that shape cost or behaviour but have no counterpart in a scenario (docs/verl.md lists them
 #: once, from here: tests/test_verl_recipes.py checks the page against this table).
 NO_COUNTERPART = {
-    "actor_rollout_ref.actor.fsdp_config.param_offload": _BETWEEN_PHASES,
-    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": _BETWEEN_PHASES,
-    "actor_rollout_ref.actor.megatron.param_offload": _BETWEEN_PHASES,
     "actor_rollout_ref.actor.megatron.grad_offload": _BETWEEN_PHASES,
-    "actor_rollout_ref.actor.megatron.optimizer_offload": _BETWEEN_PHASES,
     "actor_rollout_ref.ref.fsdp_config.param_offload": "the reference model's memory (not in the memory check)",
     "actor_rollout_ref.model.enable_activation_offload": "activations moved to the CPU in the update",
-    "actor_rollout_ref.model.use_remove_padding": "padding the learner's rows (the learner counts each row's own "
-    "tokens, as remove_padding does)",
     "actor_rollout_ref.actor.loss_agg_mode": "loss aggregation (the executor averages per token)",
     "actor_rollout_ref.actor.clip_ratio_high": "an asymmetric clip (DAPO's clip-higher): asyncrl's clip_eps is "
     "symmetric, taken from clip_ratio_low; the step's time is the same",
@@ -41,7 +35,6 @@ NO_COUNTERPART = {
     "actor_rollout_ref.rollout.name": "the inference engine (vLLM, SGLang): its speed is the calibrated decode terms",
     "actor_rollout_ref.rollout.max_num_batched_tokens": "prefill chunking",
     "actor_rollout_ref.rollout.enable_chunked_prefill": "prefill chunking",
-    "actor_rollout_ref.rollout.free_cache_engine": "freeing the KV cache between phases",
     "actor_rollout_ref.rollout.top_p": "sampling (the lengths are given, not sampled)",
     "actor_rollout_ref.rollout.top_k": "sampling (the lengths are given, not sampled)",
     "algorithm.filter_groups.enable": "DAPO's dynamic sampling: generating more groups until enough have a reward "
@@ -56,7 +49,6 @@ NO_COUNTERPART = {
 NEUTRAL = {
     "actor_rollout_ref.actor.entropy_coeff": 0,
     "actor_rollout_ref.model.lora_rank": 0,
-    "actor_rollout_ref.model.use_remove_padding": True,
     "actor_rollout_ref.actor.policy_loss.loss_mode": "vanilla",
     "actor_rollout_ref.rollout.top_p": 1,
     "actor_rollout_ref.rollout.top_k": -1,
@@ -76,10 +68,12 @@ OUTSIDE_THE_STEP = {
     "rollout.test_freq": "validation",
     "rollout.total_epochs": "epochs over a dataset whose size the config does not give",
     "actor_rollout_ref.rollout.val_kwargs.": "validation",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": "the no-grad passes' token budget (the "
+    "learner's micro_batch_tokens applies to them)",
+    "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": "dynamic batching of the no-grad passes (packed to the "
+    "learner's micro_batch_tokens)",
     "actor_rollout_ref.rollout.mode": "the rollout server's API (the engine's speed is the calibrated decode terms)",
     "actor_rollout_ref.rollout.calculate_log_probs": "returning the engine's log-probs (no time of its own)",
-    "actor_rollout_ref.rollout.enforce_eager": "CUDA graphs: in the calibrated decode_step_s",
-    "actor_rollout_ref.rollout.log_prob_": "the no-grad passes' micro-batches (the learner's budget applies)",
     "actor_rollout_ref.ref.": "the reference model's sharding and micro-batches (its pass is one of "
     "algorithm.extra_forward_passes, on the learner's devices)",
     "actor_rollout_ref.actor.optim.": "the learning-rate schedule and weight decay",

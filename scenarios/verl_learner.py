@@ -30,9 +30,11 @@ def map_algorithm(plan: VerlPlan, get: Reader) -> None:
     epochs = get.integer("algorithm.updates_per_step", "actor_rollout_ref.actor.ppo_epochs", 1)
     mini = get.integer("algorithm.updates_per_step", "actor_rollout_ref.actor.ppo_mini_batch_size", 256)
     batch = plan.scenario["workload"]["prompts_per_step"]
+    forward, training = _extra_passes(plan, get, epochs, estimator)
     algorithm: dict[str, Any] = {
         "updates_per_step": epochs * max(1, math.ceil(batch / mini)),
-        "extra_forward_passes": _extra_forward_passes(plan, get, epochs, estimator),
+        "extra_forward_passes": forward,
+        "extra_training_passes": training,
     }
     if loss is not None:
         algorithm["loss"] = loss
@@ -57,8 +59,8 @@ def map_algorithm(plan: VerlPlan, get: Reader) -> None:
     plan.scenario["algorithm"] = algorithm
 
 
-def _extra_forward_passes(plan: VerlPlan, get: Reader, epochs: int, estimator: str) -> int:
-    """Learner work beyond one forward and backward pass per sample, in forward passes (a backward ≈ 2)."""
+def _extra_passes(plan: VerlPlan, get: Reader, epochs: int, estimator: str) -> tuple[int, int]:
+    """The learner's work beyond one training pass per sample: (no-grad passes, training passes)."""
     reference = bool(get.value("actor_rollout_ref.actor.use_kl_loss", False)) or bool(
         get.value("algorithm.use_kl_in_reward", False)
     )
@@ -66,17 +68,20 @@ def _extra_forward_passes(plan: VerlPlan, get: Reader, epochs: int, estimator: s
     rollout_log_probs = bool(get.value("actor_rollout_ref.actor.use_rollout_log_probs", False)) or bool(
         get.value("async_training.use_rollout_log_probs", False)
     )
-    parts = {
+    forward = {
         "old log-probs": 0 if rollout_log_probs else 1,
         "reference (KL)": 1 if reference else 0,
-        "PPO epochs after the first": 3 * (epochs - 1),
-        "critic (values, then training)": 1 + 3 * critic_epochs if critic_epochs else 0,
+        "critic's values": 1 if critic_epochs else 0,
     }
-    total = sum(parts.values())
-    shown = ", ".join(f"{label} {count}" for label, count in parts.items() if count) or "none"
-    plan.notes.append(f"algorithm.extra_forward_passes = {total} ({shown}; a backward pass counts as two)")
-    plan.sources.append(("algorithm.extra_forward_passes", "actor_rollout_ref.actor.ppo_epochs", epochs))
-    return total
+    training = {"PPO epochs after the first": epochs - 1, "the critic's update": critic_epochs}
+    for label, parts, field in (
+        ("no-grad passes", forward, "algorithm.extra_forward_passes"),
+        ("training passes", training, "algorithm.extra_training_passes"),
+    ):
+        shown = ", ".join(f"{name} {count}" for name, count in parts.items() if count) or "none"
+        plan.notes.append(f"{field} = {sum(parts.values())} ({label}: {shown})")
+        plan.sources.append((field, "actor_rollout_ref.actor.ppo_epochs", epochs))
+    return sum(forward.values()), sum(training.values())
 
 
 ACTOR = "actor_rollout_ref.actor"
@@ -92,6 +97,8 @@ def map_learner(plan: VerlPlan, get: Reader) -> None:
     megatron = str(get.value(f"{ACTOR}.strategy", "fsdp")) == "megatron"
     learner["sharding"] = get.into("learner.sharding", f"{ACTOR}.strategy", "fsdp", lambda _: "fsdp")
     if megatron:
+        learner["backend"] = get.into("learner.backend", f"{ACTOR}.strategy", "fsdp")
+    if megatron:
         plan.notes.append(
             "learner.sharding = fsdp: Megatron splits weights and gradients over TP × PP and the optimizer over "
             "every rank (use_distributed_optimizer); planned as all three sharded over the training devices"
@@ -102,8 +109,23 @@ def map_learner(plan: VerlPlan, get: Reader) -> None:
     parallel = _model_parallel(get)
     if parallel > 1:
         learner["model_parallel"] = parallel
+    stages = get.value(f"{ACTOR}.megatron.pipeline_model_parallel_size") if megatron else None
+    if isinstance(stages, int) and not isinstance(stages, bool) and stages > 1:
+        learner["pipeline_stages"] = get.into(
+            "learner.pipeline_stages", f"{ACTOR}.megatron.pipeline_model_parallel_size"
+        )
     learner["activation_checkpointing"] = _recompute(plan, get, megatron)
     _micro_batch(plan, get, learner)
+    _forward_micro_batch(get, learner)
+    if megatron:  # verl's Megatron actor packs its sequences (no padding computed), whatever use_remove_padding says
+        learner["remove_padding"] = bool(get.into("learner.remove_padding", f"{ACTOR}.strategy", True, lambda _: True))
+    else:
+        learner["remove_padding"] = bool(
+            get.into("learner.remove_padding", "actor_rollout_ref.model.use_remove_padding", True)
+        )
+    offload = _phase_offload(get, megatron)
+    if offload != "none":
+        learner["phase_offload"] = offload
     plan.scenario["learner"] = learner
 
 
@@ -148,7 +170,9 @@ def _micro_batch(plan: VerlPlan, get: Reader, learner: dict[str, Any]) -> None:
     """Tokens of one micro-batch: ppo_max_token_len_per_gpu under dynamic batching, else the rows of
     ppo_micro_batch_size_per_gpu at the prompt and response caps (their padded size, at most)."""
     budget = get.value(f"{ACTOR}.ppo_max_token_len_per_gpu")
-    rows = get.value(f"{ACTOR}.ppo_micro_batch_size_per_gpu")
+    rows = _rows_per_device(
+        get, "learner.micro_batch_rows", f"{ACTOR}.ppo_micro_batch_size_per_gpu", f"{ACTOR}.ppo_micro_batch_size"
+    )
     if get.value(f"{ACTOR}.use_dynamic_bsz") and isinstance(budget, int) and budget > 0:
         get.into("learner.micro_batch_tokens", f"{ACTOR}.use_dynamic_bsz")
         learner["micro_batch_tokens"] = get.into("learner.micro_batch_tokens", f"{ACTOR}.ppo_max_token_len_per_gpu")
@@ -158,6 +182,8 @@ def _micro_batch(plan: VerlPlan, get: Reader, learner: dict[str, Any]) -> None:
             "learner.micro_batch_tokens", "data.max_response_length", 512
         )
         learner["micro_batch_tokens"] = rows * length
+        learner["micro_batch_rows"] = rows
+        plan.source("learner.micro_batch_rows", f"{ACTOR}.ppo_micro_batch_size_per_gpu", rows)
         plan.notes.append(
             f"learner.micro_batch_tokens = {rows} rows × {length:,} tokens (the prompt and response caps): "
             "ppo_micro_batch_size_per_gpu without dynamic batching"
@@ -165,6 +191,49 @@ def _micro_batch(plan: VerlPlan, get: Reader, learner: dict[str, Any]) -> None:
     else:
         get.into("learner.micro_batch_tokens", f"{ACTOR}.use_dynamic_bsz", False)
         plan.notes.append("learner.micro_batch_tokens: neither dynamic batching nor a micro-batch size: the default")
+
+
+def _rows_per_device(get: Reader, target: str, per_device: str, whole: str) -> Any:
+    """A micro-batch's rows per device: verl's ``*_per_gpu`` key, or (verl before 2025) the key of the whole
+    micro-batch over the training devices."""
+    rows = get.value(per_device)
+    if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0:
+        return rows
+    total = get.value(whole)
+    if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+        get.into(target, whole)
+        devices = get.integer(target, "trainer.n_gpus_per_node", 8) * get.integer(target, "trainer.nnodes", 1)
+        return max(1, total // devices)
+    return rows
+
+
+def _forward_micro_batch(get: Reader, learner: dict[str, Any]) -> None:
+    """Rows of a no-grad pass's micro-batch (old log-probs): verl's log_prob_micro_batch_size_per_gpu, unless
+    log-prob passes pack by tokens (log_prob_use_dynamic_bsz)."""
+    if get.value("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz") or get.value(f"{ACTOR}.use_dynamic_bsz"):
+        if get.is_given("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"):  # read, and left: packed
+            get.into("learner.micro_batch_tokens", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu")
+        return
+    rows = _rows_per_device(
+        get,
+        "learner.forward_micro_batch_rows",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size",
+    )
+    if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0:
+        get.into("learner.forward_micro_batch_rows", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu")
+        learner["forward_micro_batch_rows"] = rows
+
+
+def _phase_offload(get: Reader, megatron: bool) -> str:
+    """What verl moves to the host between its phases: fsdp_config.param_offload (the weights) and
+    optimizer_offload (Adam's states), or Megatron's param_offload and optimizer_offload."""
+    section = f"{ACTOR}.megatron" if megatron else f"{ACTOR}.fsdp_config"
+    params = bool(get.into("learner.phase_offload", f"{section}.param_offload", False))
+    optimizer = bool(get.into("learner.phase_offload", f"{section}.optimizer_offload", False))
+    return {(False, False): "none", (True, False): "params", (False, True): "optimizer"}.get(
+        (params, optimizer), "both"
+    )
 
 
 def _model_parallel(get: Reader) -> int:

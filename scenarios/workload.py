@@ -101,6 +101,7 @@ class TrainTokens:
     padded_square: int = 0
     update_imbalance: float = 1.0
     forward_imbalance: float = 1.0
+    rows: int = 0  # samples in the batch (0: not counted; the learner takes the scenario's batch)
 
     @classmethod
     def of(cls, groups: Sequence[Sequence[int]], parts: int, ranks: int = 1, square_weight: float = 0.0) -> TrainTokens:
@@ -114,7 +115,7 @@ class TrainTokens:
             padded_square += count * longest**2
         rows = list(itertools.chain.from_iterable(groups))
         update, forward = (1.0, 1.0) if ranks == 1 else rank_imbalance(rows, parts, ranks, square_weight)
-        return cls(sum(rows), padded, sum(map(operator.mul, rows, rows)), padded_square, update, forward)
+        return cls(sum(rows), padded, sum(map(operator.mul, rows, rows)), padded_square, update, forward, len(rows))
 
     @classmethod
     def of_array(cls, groups: np.ndarray, parts: int, ranks: int = 1, square_weight: float = 0.0) -> TrainTokens:
@@ -127,7 +128,7 @@ class TrainTokens:
             padded_square += count * longest**2
         rows = groups.ravel()  # group by group, as ``of`` chains them
         update, forward = (1.0, 1.0) if ranks == 1 else rank_imbalance(rows, parts, ranks, square_weight)
-        return cls(int(rows.sum()), padded, int(np.dot(rows, rows)), padded_square, update, forward)
+        return cls(int(rows.sum()), padded, int(np.dot(rows, rows)), padded_square, update, forward, int(rows.size))
 
 
 def rank_loads(work: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]:

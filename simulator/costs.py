@@ -1,8 +1,9 @@
 """How long each piece of work takes: analytic (roofline, topology and efficiencies) or measured (profile).
 
     decode step (one engine of tp devices, b rollouts, C context tokens in the batch)
-        analytic: decode_step_s + max(FLOPs / (peak · decode_mfu), bytes read / (bandwidth · mbu))
-                  + tensor-parallel all-reduces
+        analytic: max(FLOPs / (peak · decode_mfu), bytes read / (bandwidth · mbu))
+                  + layers · decode_layer_s (enforce_eager) or graph_layer_s (CUDA graphs)
+                  + decode_step_s + b · decode_seq_s + tensor-parallel all-reduces
                   FLOPs = 2 · active · b + 4 · layers · heads · head_dim · C
                   bytes = min(params, active · b) · dtype + C · kv_bytes_per_token
                   all-reduces = 2 per layer of b · hidden · dtype bytes over the engine's tp devices
@@ -34,20 +35,22 @@
         analytic: weights / tp over the engine's link, broadcast down a pipelined ring
                   (``topology.broadcast_s``) + sync_latency_s; the link is NVLink when a training
                   device shares the engine's node, else the network; colocated: each device gathers
-                  its engine's shard from the learner's shards of its node over NVLink
+                  its engine's shard from the learner's shards of its node over NVLink, and the weights
+                  are loaded into the engine at reshard_bytes_per_s
         measured: weight_sync_s
     engine start (a failed engine's replacement, ``run.failures``): from its death to its first weight load
         analytic: ENGINE_PROCESS_START_S + weights per device / MODEL_LOAD_BYTES_PER_S (a guess: calibrate it)
         measured: engine_start_s (fitted from an executor run's restarts), else the analytic guess
     phase switch (colocated only; once after generation, once after training)
         analytic: learner state per device / host link (PCIe) when it does not fit beside the
-                  engine's weights and KV cache, else nothing moves (0); back to generation
-                  also switch_s (a framework's wake-up and weight reload, fitted from its log)
+                  engine's weights and KV cache, else nothing moves; with cluster.free_cache_engine the
+                  engine's weights per device to the host after generation and back before it, at
+                  host_efficiency of the link; after generation rollout_sample_s per sample (collating
+                  the batch for the trainer), before it switch_s
         measured: 0 (calibration times no switch)
 
-The analytic efficiencies (mbu, decode_mfu, decode_step_s, mfu, forward_mfu and the fixed
-costs) are ``scenarios.efficiency``'s: catalogue defaults, or a profile fitted to a
-framework's metrics log. An engine spans ``devices_per_engine`` devices: their peak and
+The analytic terms (shares of the peaks, launch and fixed seconds) are ``scenarios.efficiency``'s:
+catalogue defaults, or a profile fitted to a framework's metrics logs. An engine spans ``devices_per_engine`` devices: their peak and
 bandwidth add. For mixture-of-experts models a small batch reads only the experts it
 uses, hence ``min(params, active · b)`` weight bytes per decode step. Where the devices
 sit and what each link carries is ``simulator.topology``'s.
@@ -67,7 +70,7 @@ from asyncrl.simulator.learner_costs import (
     AnalyticLearner,
     LearnerLayout,
     LearnerStep,
-    learner_communication_s,
+    PhaseWork,
     learner_layout,
     learner_state_bytes,
 )
@@ -82,7 +85,6 @@ __all__ = [
     "LearnerStep",
     "MeasuredCosts",
     "cost_model",
-    "learner_communication_s",
     "learner_layout",
 ]
 
@@ -151,23 +153,23 @@ class AnalyticCosts:
         """``efficiency``: instead of the scenario's own (``hardware.efficiency()``), as calibration tries them."""
         model, device = scenario.model, scenario.hardware.spec
         tp = scenario.cluster.devices_per_engine
-        self.efficiency = efficiency = efficiency or scenario.hardware.efficiency()
+        self.efficiency = efficiency = efficiency or scenario.efficiency()
         self._engine_flops = device.peak_flops * tp * efficiency.decode_mfu
         self._prefill_flops = device.peak_flops * tp * efficiency.mfu
         self._engine_bytes_per_s = device.memory_bytes_per_s * tp * efficiency.mbu
-        self._step_s = efficiency.decode_step_s
         assert model.params is not None and model.active_params is not None  # ModelSpec fills these at validation
         assert model.layers is not None and model.heads is not None and model.head_dim is not None
+        self._step_s = decode_fixed_s(scenario, efficiency)
+        self._seq_s = efficiency.decode_seq_s
         self._params, self._active, self._dtype = model.params, model.active_params, model.dtype_bytes
         self._attention_flops_per_context = 4 * model.layers * model.heads * model.head_dim
         self._kv_bytes_per_token = model.kv_bytes_per_token
         self._tensor_parallel = tensor_parallel_cost(scenario)
         placement = Placement.of(scenario.cluster)
         layout = learner_layout(scenario, placement)
-        self._learner = AnalyticLearner(scenario, efficiency, learner_communication_s(scenario, layout))
-        self._sync_s = weight_sync_seconds(scenario, placement, layout)
-        self._switch_s = colocated_switch_s(scenario, layout)
-        self._wake_s = efficiency.switch_s if scenario.cluster.colocated else 0.0
+        self._learner = AnalyticLearner(scenario, efficiency, layout)
+        self._sync_s = weight_sync_seconds(scenario, placement, layout, efficiency)
+        self._to_training_s, self._to_generation_s = colocated_switch_s(scenario, layout, efficiency)
         self._tables: dict[int, DecodeTable] = {}
         self._scenario = scenario
 
@@ -175,7 +177,7 @@ class AnalyticCosts:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
         weights = min(self._params, self._active * batch) * self._dtype
         read = weights + self._kv_bytes_per_token * context_tokens
-        fixed = self._step_s + self._tensor_parallel(batch) if batch else 0.0
+        fixed = self._step_s + self._seq_s * batch + self._tensor_parallel(batch) if batch else 0.0
         return max(flops / self._engine_flops, read / self._engine_bytes_per_s) + fixed
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
@@ -183,7 +185,7 @@ class AnalyticCosts:
         precomputed for speed (one table per batch limit, shared by the engines)."""
         if max_batch in self._tables:
             return self._tables[max_batch]
-        fixed = [self._step_s + self._tensor_parallel(b) if b else 0.0 for b in range(max_batch + 1)]
+        fixed = [self._step_s + self._seq_s * b + self._tensor_parallel(b) if b else 0.0 for b in range(max_batch + 1)]
         compute = [2.0 * self._active * b / self._engine_flops + fixed[b] for b in range(max_batch + 1)]
         memory = [
             min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s + fixed[b]
@@ -217,10 +219,10 @@ class AnalyticCosts:
         return self._sync_s[engine]
 
     def switch_to_training(self) -> float:
-        return self._switch_s
+        return self._to_training_s
 
     def switch_to_generation(self) -> float:
-        return self._switch_s + self._wake_s
+        return self._to_generation_s
 
     def learner_contention(self) -> float:
         return 0.0  # separate devices: none assumed
@@ -258,26 +260,58 @@ def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
     return AllReduceCost(per_layer * latency, per_layer * per_rollout)
 
 
-def weight_sync_seconds(scenario: Scenario, placement: Placement, layout: LearnerLayout) -> list[float]:
+def decode_fixed_s(scenario: Scenario, efficiency: Efficiency) -> float:
+    """What every decode step of an engine pays whatever its batch: its layers' launches (eager, or a replayed
+    CUDA graph) and the engine's fixed step time."""
+    layers = scenario.model.layers
+    assert layers is not None  # ModelSpec fills it at validation
+    launch = efficiency.decode_layer_s if scenario.cluster.enforce_eager else efficiency.graph_layer_s
+    return layers * launch + efficiency.decode_step_s
+
+
+def weight_sync_seconds(
+    scenario: Scenario, placement: Placement, layout: LearnerLayout, efficiency: Efficiency
+) -> list[float]:
     """Each engine's weight sync (module docstring): split pools broadcast, colocated ones reshard in place."""
     cluster, device = scenario.cluster, scenario.hardware.spec
+    if cluster.colocated:
+        return [colocated_sync_work(scenario, layout).seconds(efficiency)] * cluster.engines
     shard = scenario.model.weight_bytes / cluster.devices_per_engine
     latency = scenario.hardware.sync_latency_s
-    if cluster.colocated:
-        return [all_gather_s(shard, layout.shard_ranks, layout.shard_link) + latency] * cluster.engines
     near = [placement.shares_learner_node(engine) for engine in range(cluster.engines)]
     links = {True: intra_node_link(device), False: network_link(device)}
     receivers = {True: sum(near), False: len(near) - sum(near)}  # each link's ring carries its own engines
     return [broadcast_s(shard, receivers[side], links[side]) + latency for side in near]
 
 
-def colocated_switch_s(scenario: Scenario, layout: LearnerLayout) -> float:
-    """One phase switch of a colocated device: its learner state over PCIe if it must leave, else 0."""
+def colocated_sync_work(scenario: Scenario, layout: LearnerLayout) -> PhaseWork:
+    """A colocated engine's weight sync as work: its shard gathered from the learner's (NVLink), the whole
+    model loaded into the engine (``reshard_bytes_per_s``), the sync's fixed latency."""
+    shard = scenario.model.weight_bytes / scenario.cluster.devices_per_engine
+    gather = all_gather_s(shard, layout.shard_ranks, layout.shard_link)
+    return PhaseWork({"reshard_bytes_per_s": scenario.model.weight_bytes}, gather + scenario.hardware.sync_latency_s)
+
+
+def colocated_switch_s(scenario: Scenario, layout: LearnerLayout, efficiency: Efficiency) -> tuple[float, float]:
+    """(to training, to generation) seconds of a colocated device's phase switch (module docstring); 0 split."""
+    to_training, to_generation = colocated_switch_work(scenario, layout)
+    return to_training.seconds(efficiency), to_generation.seconds(efficiency)
+
+
+def colocated_switch_work(scenario: Scenario, layout: LearnerLayout) -> tuple[PhaseWork, PhaseWork]:
+    """(to training, to generation) of a colocated device's phase switch as work (module docstring)."""
     if not scenario.cluster.colocated:
-        return 0.0
-    state = learner_state_bytes(scenario) / layout.state_share
+        return PhaseWork(), PhaseWork()
     device: DeviceSpec = scenario.hardware.spec
-    return state / device.host_bytes_per_s if offloads(scenario, state) else 0.0
+    state = learner_state_bytes(scenario) / layout.state_share
+    learner_s = state / device.host_bytes_per_s if offloads(scenario, state) else 0.0
+    engine = PhaseWork()
+    if scenario.cluster.free_cache_engine:  # the engine's weights per device over the host link, each way
+        shard = scenario.model.weight_bytes / scenario.cluster.devices_per_engine
+        engine = PhaseWork({"host_efficiency": shard / device.host_bytes_per_s})
+    to_training = engine.plus(PhaseWork({"rollout_sample_s": float(scenario.batch_samples)}, learner_s))
+    to_generation = engine.plus(PhaseWork({"switch_s": 1.0}, learner_s))
+    return to_training, to_generation
 
 
 def offloads(scenario: Scenario, state_per_device: float) -> bool:

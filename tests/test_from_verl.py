@@ -50,6 +50,8 @@ def test_the_defaults_plan_a_colocated_sync_run(tmp_path: Path, capsys) -> None:
         "devices_per_engine": 2,
         "colocated": True,
         "gpu_memory_utilization": 0.5,  # rollout.gpu_memory_utilization
+        "enforce_eager": False,  # rollout.enforce_eager: CUDA graphs
+        "free_cache_engine": True,  # rollout.free_cache_engine: the engine sleeps while the learner trains
     }
     assert data["schedule"] == {"kind": "sync", "max_concurrency": 1024}  # rollout.max_num_seqs (the KV cache holds it)
     workload = data["workload"]
@@ -58,12 +60,14 @@ def test_the_defaults_plan_a_colocated_sync_run(tmp_path: Path, capsys) -> None:
     assert workload["completion_tokens"] == {"kind": "lognormal", "median": 300, "sigma": 0.8, "max_tokens": 512}
     algorithm = data["algorithm"]
     assert algorithm["loss"] == "ppo" and algorithm["updates_per_step"] == 4  # 1 epoch × 1024 / 256
-    assert algorithm["extra_forward_passes"] == 5  # old log-probs 1, critic values 1 and training 3
+    assert algorithm["extra_forward_passes"] == 2  # old log-probs 1, critic values 1
+    assert algorithm["extra_training_passes"] == 1  # the critic's update
     assert algorithm["learning_rate"] == 1e-6 and algorithm["clip_eps"] == 0.2 and algorithm["kl_coef"] == 0.0
     printed = capsys.readouterr().out
     assert "workload.prompts_per_step" in printed and "<- data.train_batch_size = 1024" in printed
     assert "actor_rollout_ref.actor.strategy = fsdp" in printed  # listed: no counterpart
-    assert "lora_rank" not in printed and "param_offload" not in printed  # off: nothing to list
+    unmapped = printed.split("no counterpart in a scenario")[-1]
+    assert "lora_rank" not in unmapped and "param_offload" not in unmapped  # off or mapped: nothing to list
     assert main(["simulate", str(out), "--steps", "2", "--quiet", "--out", str(tmp_path / "run")]) == 0
 
 
@@ -87,7 +91,8 @@ def test_overrides_as_verl_takes_them(tmp_path: Path, capsys) -> None:
     assert scenario.cluster.generation_devices == 16 and scenario.cluster.colocated
     assert scenario.workload.samples_per_prompt == 8 and scenario.algorithm.loss == "grpo"
     assert scenario.algorithm.updates_per_step == 8  # 2 epochs × 4 mini-batches
-    assert scenario.algorithm.extra_forward_passes == 5  # old log-probs 1, reference 1, second epoch 3
+    assert scenario.algorithm.extra_forward_passes == 2  # old log-probs 1, reference 1
+    assert scenario.algorithm.extra_training_passes == 1  # the second epoch
     assert scenario.algorithm.kl_coef == 0.001 and scenario.run.steps == 50
     algorithm = scenario.algorithm  # the loss settings of the same names; gamma is verl's default, 1.0
     assert (algorithm.grad_clip, algorithm.gamma, algorithm.gae_lambda) == (0.5, 1.0, 0.95)
@@ -117,7 +122,8 @@ def test_fully_async_recipe_is_streaming(tmp_path: Path, capsys) -> None:
     assert scenario.workload.prompts_per_step == 32  # require_batches × ppo_mini_batch_size
     assert scenario.queue_capacity == 96  # verl's max_queue_size: ⌊32 × 1.5 × 2⌋ prompts
     assert schedule.max_concurrency == 16 * scenario.workload.samples_per_prompt  # 16 prompts per replica
-    assert scenario.algorithm.extra_forward_passes == 4  # rollout log-probs: none recomputed; critic 1 + 3
+    assert scenario.algorithm.extra_forward_passes == 1  # rollout log-probs: none recomputed; the critic's values
+    assert scenario.algorithm.extra_training_passes == 1  # the critic's update
     assert "verl drops no sample" in capsys.readouterr().out
     partial = from_verl(tmp_path, *FULLY_ASYNC, "+async_training.partial_rollout=true", "--device", "h100",
                         "--preset", "qwen2.5-1.5b", "--lengths", LENGTHS)  # fmt: skip

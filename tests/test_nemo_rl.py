@@ -56,6 +56,8 @@ def test_the_async_recipe_splits_its_nodes_and_streams_at_the_trajectory_age() -
     # 2,048 samples / grpo_math_1B's train_global_batch_size of 512; previous log-probs and the reference (KL 0.01)
     assert scenario["algorithm"] == {"loss": "grpo", "updates_per_step": 4, "extra_forward_passes": 2}
     assert scenario["learner"] == {
+        "pipeline_stages": 4,  # PP 4: a minibatch of m micro-batches takes m + 3 of a stage's slots
+        "backend": "megatron",  # Megatron-core: its share of the weights stays on each device
         "sharding": "zero1",  # Megatron's distributed optimizer
         "model_parallel": 16,  # TP 4 × PP 4 × CP 1
         "activation_checkpointing": False,
