@@ -80,20 +80,70 @@ class PhaseRowLike(Protocol):
     def term(self) -> str: ...
 
 
-def log_fit_lines(source: str, rows: Sequence[PhaseRowLike], undetermined: Sequence[str], notes: Sequence[str]) -> str:
-    """A profile fitted to a framework's metrics log: per phase, the log's seconds against the model's."""
+class TermRowLike(Protocol):
+    """One fitted term (``asyncrl.fit_log.TermRow``)."""
+
+    @property
+    def term(self) -> str: ...
+
+    @property
+    def value(self) -> float: ...
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def identified(self) -> bool: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+def log_fit_lines(
+    source: str,
+    rows: Sequence[PhaseRowLike],
+    terms: Sequence[TermRowLike],
+    notes: Sequence[str],
+) -> str:
+    """A profile fitted to framework metrics logs: per run and phase, the log's seconds against the fitted model's;
+    per term, its value and 95% interval, and whether the logs identified it (else the catalogue's stands)."""
     table = [
         [
             row.phase,
             "-" if row.logged_s is None else f"{row.logged_s:,.2f}",
             f"{row.model_s:,.2f}",
             f"{(row.model_s - row.logged_s) / row.logged_s:+.1%}" if row.logged_s else "-",
-            row.term,
         ]
         for row in rows
+        if row.logged_s is not None or row.phase.endswith("step")
     ]
-    lines = [f"fitted to {source} (seconds per step, means over the logged steps)"]
-    lines.append(format_table(["phase", "log s", "model s", "model vs log", "term"], table))
-    lines += [f"undetermined: {item}" for item in undetermined]
+    fitted = [
+        [
+            term.term,
+            term_text(term.term, term.value),
+            f"{term_text(term.term, term.low)}-{term_text(term.term, term.high)}",
+            term.source if term.identified else "the catalogue's (the logs cannot tell it)",
+        ]
+        for term in terms
+    ]
+    lines = [f"fitted to {source} (seconds per step, means over the kept steps)"]
+    lines.append(format_table(["phase", "log s", "model s", "model vs log"], table))
+    lines.append(format_table(["term", "value", "95% interval", "from"], fitted))
+    identified = sum(term.identified for term in terms)
+    lines.append(f"{identified} of {len(terms)} terms identified by the logs; the others keep the catalogue's value")
     lines += [f"note: {item}" for item in notes]
     return "\n".join(lines)
+
+
+def term_text(term: str, value: float) -> str:
+    """A term's value in its unit: ``0.52``, ``3.1 ms``, ``3.5 GB/s``."""
+    if term.endswith("_bytes_per_s"):
+        return f"{value / 1e9:.3g} GB/s"
+    if term.endswith("_s"):
+        if value >= 1:
+            return f"{value:.3g} s"
+        return f"{value * 1e3:.3g} ms" if value >= 1e-4 else f"{value * 1e6:.3g} µs"
+    return f"{value:.3g}"

@@ -1,11 +1,18 @@
 """A training framework's metrics log, read into one row per step: what verl logs each step of a run.
 
-    FILE.jsonl ──────────────► _jsonl_steps ─┐   {"step": 3, "data": {"timing_s/gen": 357.4, ...}}   (verl's FileLogger)
+    FILE.log (console) ──────► _console_steps ┐   (TaskRunner pid=7) step:3 - timing_s/gen:357.4 - ...  (verl's console)
+    FILE.jsonl ──────────────► _jsonl_steps ─┤   {"step": 3, "data": {"timing_s/gen": 357.4, ...}}   (verl's FileLogger)
                                              │   {"step": 3, "timing_s/gen": 357.4, ...}             (flat: other loggers)
     DIR/ or events.out.tfevents.* ─► TFRecord ─► Event ─► Summary.Value ─┤   simple_value, or a scalar tensor
                                                                          ▼
                             merge by step (a key logged twice: the later value) ─► MetricsLog.rows
                             (index ``step``, one float column per key, NaN where a step lacks it)
+
+verl's console logger (``trainer.logger=['console']``, what a terminal or a ``tee``d file holds) prints one
+line per step, ``step:N - key:value - key:value ...``, often behind Ray's ``(TaskRunner pid=...)`` prefix
+and its colour codes; those lines are read, every other line skipped. verl before 2025 named its timers
+``timing/<phase>`` and timed the old log-probs inside ``gen``: such keys are read as ``timing_s/<phase>``
+and the log says so (``MetricsLog.legacy_timing``).
 
 Two layouts of JSON lines are read: verl's FileLogger (``trainer.logger=['console','file']``) writes
 one object per ``log`` call, ``{"step": N, "data": {key: value}}``; a flat ``{"step": N, key: value}``
@@ -29,6 +36,7 @@ is where a file still being written ends. From each ``Event`` (step: field 2), t
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -57,8 +65,9 @@ class MetricsLog:
     """One row per logged step (index ``step``, sorted), one float column per metric key (NaN where absent)."""
 
     source: Path
-    format: Literal["verl-jsonl", "tensorboard"]
+    format: Literal["verl-jsonl", "tensorboard", "verl-console"]
     rows: pd.DataFrame
+    legacy_timing: bool = False  # verl before 2025: ``timing/<phase>`` keys, old log-probs timed inside gen
 
     @property
     def keys(self) -> list[str]:
@@ -74,6 +83,9 @@ def read_metrics_log(path: Path) -> MetricsLog:
         raise MetricsLogError(f"{path}: no such file or directory")
     if _looks_like_events(path):
         return _log(path, "tensorboard", _event_file_steps(path, {}))
+    if _first_console_step(path):
+        steps, legacy = _console_steps(path)
+        return _log(path, "verl-console", steps, legacy)
     return _log(path, "verl-jsonl", _jsonl_steps(path))
 
 
@@ -87,7 +99,7 @@ def is_metrics_log(path: Path) -> bool:
         return bool(_event_files(path)) or any(_event_files(child) for child in _subdirectories(path))
     if not path.is_file():
         return False
-    return _looks_like_events(path) or _first_line_is_metrics(path)
+    return _looks_like_events(path) or _first_line_is_metrics(path) or _first_console_step(path)
 
 
 def require(log: MetricsLog, keys: Sequence[str]) -> None:
@@ -104,7 +116,9 @@ def _some(keys: list[str]) -> str:
     return f"{shown}, and {more} more" if more > 0 else shown
 
 
-def _log(path: Path, kind: Literal["verl-jsonl", "tensorboard"], steps: Steps) -> MetricsLog:
+def _log(
+    path: Path, kind: Literal["verl-jsonl", "tensorboard", "verl-console"], steps: Steps, legacy: bool = False
+) -> MetricsLog:
     """The steps that logged a number, as a frame: one row per step, sorted, one column per key."""
     import pandas as pd
 
@@ -114,7 +128,7 @@ def _log(path: Path, kind: Literal["verl-jsonl", "tensorboard"], steps: Steps) -
     rows = pd.DataFrame.from_dict(logged, orient="index", dtype="float64").sort_index()
     rows.index = rows.index.astype("int64")
     rows.index.name = "step"
-    return MetricsLog(path, kind, rows)
+    return MetricsLog(path, kind, rows, legacy)
 
 
 def _merge(steps: Steps, step: int, metrics: dict[str, float]) -> None:
@@ -174,6 +188,56 @@ def _first_line_is_metrics(path: Path) -> bool:
     if not isinstance(record, dict) or "step" not in record:
         return False
     return isinstance(record.get("data"), dict) or any("/" in str(key) for key in record)
+
+
+# ── console lines ───────────────────────────────────────────────────────────────
+
+#: A step's metrics line as verl's console logger prints it, after any prefix (Ray's, a timestamp).
+CONSOLE_STEP = re.compile(rb"(?:^|[\s)\]])step:(\d{1,9}) - (.*)$")
+ANSI = re.compile(rb"\x1b\[[0-9;]*m")
+LEGACY_TIMING = "timing/"
+
+
+def _first_console_step(path: Path) -> bool:
+    """Whether the first MiB holds a line with a step's metrics as verl's console prints them."""
+    with path.open("rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    return any(_console_match(line) is not None for line in head.split(b"\n"))
+
+
+def _console_match(line: bytes) -> re.Match[bytes] | None:
+    return CONSOLE_STEP.search(ANSI.sub(b"", line.rstrip(b"\r")))
+
+
+def _console_steps(path: Path) -> tuple[Steps, bool]:
+    """Every step line's numeric metrics, merged by step; (steps, whether the keys were verl's legacy timers)."""
+    steps: Steps = {}
+    legacy = False
+    with path.open("rb") as handle:
+        for line in handle:
+            match = _console_match(line)
+            if match is None:
+                continue
+            metrics: dict[str, float] = {}
+            for item in match.group(2).split(b" - "):
+                key, colon, value = item.decode("utf-8", "replace").strip().rpartition(":")
+                number = _console_number(value) if colon else None
+                if not key or number is None:
+                    continue
+                if key.startswith(LEGACY_TIMING):
+                    key, legacy = "timing_s/" + key[len(LEGACY_TIMING) :], True
+                metrics[key] = number
+            _merge(steps, int(match.group(1)), metrics)
+    return steps, legacy
+
+
+def _console_number(text: str) -> float | None:
+    """A finite number as the console prints it (``1.5``, ``-3``, ``2e-05``), else None (text, NaN, inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if abs(value) < float("inf") and value == value else None
 
 
 # ── TensorBoard event files ─────────────────────────────────────────────────────

@@ -1,71 +1,127 @@
-"""Calibrate the analytic model from a framework's metrics log: ``asyncrl calibrate SCENARIO --from-log LOG``.
+"""Calibrate the analytic model from framework metrics logs: ``asyncrl calibrate SCENARIO --from-log LOG``.
 
-    LOG ... ─► analysis.metrics_log ─► per-phase means over the logged steps (LoggedPhases)
-    SCENARIO (the run the log comes from) ─► simulated at 100% efficiency: the learner's seconds by part
-        learner    forward_mfu = no-grad seconds at peak / (old_log_prob + ref + values)
-                   mfu         = training seconds at peak / (update_actor + update_critic − train_step_s);
-                                 train_step_s: the intercept, where the steps' token counts vary enough
-        overheads  switch_s        = update_weights (colocated: waking the engine, reloading its weights)
-                   sample_overhead_s = (step − those phases) / samples: reward scoring, advantages, moving the batch
-        decode     decode_step_s, by bisection until the simulated generation phase matches timing_s/gen
-                   (sync runs, whose generation waits on the long tail's small batches)
-    ─► Efficiency (scenarios.efficiency, ``kind: efficiency``) and, per phase, the log against the fitted model
+    each run: its scenario (its config, as from-verl writes it) + its log(s)
+        ─► analysis.log_phases: per kept step, generation / no-grad / training / the rest, and its tokens
+        ─► the work each term multiplies in each phase, under the current terms:
+               learner phases  simulator.learner_costs.AnalyticLearner.work, at each step's own tokens
+               generation      the simulator itself: the sync run simulated, then again with each
+                               generation term nudged (the same seed: the same lengths), the difference
+                               per unit of the term is its work (common random numbers: exact)
+        ─► observations: each phase's mean over the run's steps (sd: MODEL_ERROR of it, what the model
+           cannot say), and each step's departure from that mean where the steps' tokens vary
+           (sd: the scatter the tokens leave unexplained): they tell fixed costs from per-token ones
+        ─► analysis.term_fit: the posterior of every term's coefficient, the catalogue as its prior;
+           twice (the work under the first fit's terms: which rollouts are compute-bound, what hides FSDP)
+    ─► Efficiency: the terms, their 95% intervals, their covariance; per run and phase the log against the
+       fitted model (simulated again); the terms the logs could not identify (their catalogue values stand)
 
-The profile holds efficiencies, not one run's step times, so it transfers to another split, GPU count,
-tensor parallelism or schedule of the same model and device. What one sync run cannot tell apart is
-said (``LogFit.undetermined``): one generation time fixes one decode term, not the split between an
-engine's fixed per-step latency (the long tail's speed) and its bandwidth (the bulk's).
+Several logs of one cluster (``--from-log A --from-log B``, other model sizes, GPU counts, lengths) fit one
+set of terms jointly: that is what identifies a launch-bound small model's terms beside a compute-bound
+large one's. Only a synchronous run's generation time is the engines' time; an asynchronous run's
+``timing_s/gen`` is the learner's wait, and is left out.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from asyncrl.analysis.metrics_log import MetricsLog, MetricsLogError, read_metrics_log, require
-from asyncrl.scenarios.efficiency import Efficiency
+from asyncrl.analysis.fit_tables import term_text
+from asyncrl.analysis.log_phases import LoggedSteps, logged_steps
+from asyncrl.analysis.metrics_log import MetricsLogError, read_metrics_log
+from asyncrl.analysis.term_fit import Observation, Posterior, Prior, fit_terms
+from asyncrl.scenarios.efficiency import (
+    COEFFICIENT_FORMS,
+    DEFAULTS,
+    VERL_COSTS,
+    Efficiency,
+    coefficient,
+    from_coefficient,
+)
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.simulator.costs import AnalyticCosts
+from asyncrl.scenarios.workload import LengthStream, TrainTokens, forward_passes
+from asyncrl.simulator.costs import AnalyticCosts, colocated_switch_work, colocated_sync_work
+from asyncrl.simulator.learner_costs import AnalyticLearner, LearnerWork, PhaseWork, learner_layout
 from asyncrl.simulator.simulation import Simulation
+from asyncrl.simulator.topology import Placement
 
-#: verl's timing keys (verl/trainer/ppo/ray_trainer.py's marked_timer names, logged as timing_s/<name>).
-GEN, STEP, UPDATE = "timing_s/gen", "timing_s/step", "timing_s/update_actor"
-FORWARD_KEYS = ("timing_s/old_log_prob", "timing_s/ref", "timing_s/values")
-UPDATE_KEYS = (UPDATE, "timing_s/update_critic")
-SWITCH_KEY = "timing_s/update_weights"
-TOKENS_KEY = "perf/total_num_tokens"
-REQUIRED = (STEP, GEN, UPDATE)
-SIMULATED_STEPS = 20  # learner steps simulated per evaluation of the fit (a long tail's steps vary)
-MIN_TOKEN_SPREAD = 0.1  # std / mean of the steps' token counts below which no intercept is fitted
-MAX_DECODE_STEP_S = 10.0  # a fixed decode-step time beyond this is a misdescribed scenario, not a fit
+#: The model's own error on a phase's mean, one sd, relative (what transfer between runs shows it to be:
+#: benchmarks/transfer.py); the profile records it, and the answers' intervals carry it.
+MODEL_ERROR = 0.10
+SIMULATED_STEPS = 12  # learner steps simulated for each look at a sync run's generation (after the first)
+NUDGE = 0.05  # a generation term's relative nudge, to read its work off the simulator
+OUTER_ROUNDS = 2  # fits, each under the previous one's terms
+LINK_BOUND_START = 0.1  # the second start's link_efficiency, relative to the catalogue's
+#: The terms fitted, with each one's prior: how many e-folds (one sd) its catalogue value may be off. Shares
+#: of a peak are known within tens of percent (a link's within a factor of two: GPUs joined by PCIe reach a
+#: tenth of NVLink's); launch, per-sequence and fixed costs within a factor of a few. The same widths are the
+#: catalogue's uncertainty in an answer (asyncrl.uncertainty). train_step_s is not fitted: phase_s is the same
+#: fixed cost, per phase.
+PRIOR_LOG_SD: dict[str, float] = {
+    "mbu": 0.3,
+    "decode_mfu": 0.3,
+    "decode_step_s": 1.0,
+    "decode_seq_s": 1.2,
+    "decode_layer_s": 1.0,
+    "graph_layer_s": 1.2,
+    "mfu": 0.3,
+    "forward_mfu": 0.3,
+    "learner_layer_s": 1.5,
+    "link_efficiency": 0.7,
+    "phase_s": 1.5,
+    "host_efficiency": 0.4,
+    "sample_overhead_s": 1.2,
+    "reshard_bytes_per_s": 1.0,
+    "rollout_sample_s": 1.2,
+    "switch_s": 1.5,
+}
+HELD_LOG_SD = 1e-4  # the prior of a term held at its value
+#: A run's step-by-step departures count as at most this many independent steps (its steps drift together).
+EFFECTIVE_STEPS = 10
+LENGTH_WINDOWS = 3  # a run whose responses drift is fitted in this many windows of steps ...
+LENGTH_DRIFT = 0.15  # ... when their mean response lengths differ by more than this
+#: The terms only a sync run's generation phase pays (the simulator's gap between two learner steps).
+GENERATION_TERMS = (
+    "mbu",
+    "decode_mfu",
+    "decode_step_s",
+    "decode_seq_s",
+    "decode_layer_s",
+    "graph_layer_s",
+    "reshard_bytes_per_s",
+    "rollout_sample_s",
+    "switch_s",
+)
+COLOCATED_TERMS = ("reshard_bytes_per_s", "rollout_sample_s", "switch_s")
+PHASES = ("gen", "forward", "update", "rest")
+PHASE_NAMES = {
+    "gen": "generation (gen, update_weights)",
+    "forward": "no-grad passes (old_log_prob, ref, values)",
+    "update": "training (update_actor, update_critic)",
+    "rest": "the rest (reward, adv, untimed)",
+    "step": "step",
+}
 
 
 @dataclass(frozen=True)
-class LoggedPhases:
-    """Mean seconds per step of each phase the log timed (None: the log has no such key)."""
+class LoggedRun:
+    """One run: its scenario and the phases its log timed."""
 
-    steps: int
-    gen_s: float
-    forward_s: float | None
-    update_s: float
-    switch_s: float | None
-    other_s: float  # step minus the phases the model has (reward scoring, advantages, and what verl does not time)
-    step_s: float
-    tokens: float | None  # prompt + response tokens per step (perf/total_num_tokens)
-    update_per_step: np.ndarray  # each step's update seconds, for the intercept
-    tokens_per_step: np.ndarray | None
+    scenario: Scenario
+    steps: LoggedSteps
+    label: str
+    model_error: float = MODEL_ERROR  # the sd of a phase's mean, relative: what the model cannot say
 
 
 @dataclass(frozen=True)
 class PhaseRow:
-    """One phase: the log's mean seconds, what the fitted model charges, and the term it fixed."""
+    """One phase of one run: the log's mean seconds, what the fitted model charges, the terms it fixed."""
 
     phase: str
     logged_s: float | None
@@ -73,314 +129,486 @@ class PhaseRow:
     term: str
 
 
+@dataclass(frozen=True)
+class TermRow:
+    """One fitted term: its value, its 95% interval, whether the logs identified it, what informed it."""
+
+    term: str
+    value: float
+    low: float
+    high: float
+    identified: bool
+    source: str
+
+
 @dataclass
 class LogFit:
     efficiency: Efficiency
     rows: list[PhaseRow]
+    terms: list[TermRow] = field(default_factory=list)
     undetermined: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def read_logs(paths: Sequence[Path]) -> list[MetricsLog]:
-    """Every log, each checked for the keys the fit needs; ScenarioError (one line, the key) if not."""
-    logs = []
-    for path in paths:
-        try:
-            log = read_metrics_log(path)
-            require(log, REQUIRED)
-        except MetricsLogError as exc:
-            raise ScenarioError(f"from_log: {exc}") from None
-        logs.append(log)
-    return logs
-
-
-def logged_phases(logs: Sequence[MetricsLog]) -> LoggedPhases:
-    """Per-phase means over the steps that timed a whole step."""
-    rows = pd.concat([log.rows for log in logs], ignore_index=True)
-    rows = rows[rows[STEP].notna() & rows[GEN].notna() & rows[UPDATE].notna()]
-    if rows.empty:
-        raise ScenarioError(f"from_log: no step has all of {', '.join(REQUIRED)}")
-
-    def total(keys: Sequence[str]) -> pd.Series | None:
-        present = [key for key in keys if key in rows and rows[key].notna().any()]
-        return rows[present].fillna(0.0).sum(axis=1) if present else None
-
-    forward, update, switch = total(FORWARD_KEYS), total(UPDATE_KEYS), total((SWITCH_KEY,))
-    timed = total((GEN, *FORWARD_KEYS, *UPDATE_KEYS, SWITCH_KEY))  # reward, adv & co. stay in the rest
-    tokens = rows[TOKENS_KEY] if TOKENS_KEY in rows and rows[TOKENS_KEY].notna().all() else None
-    assert update is not None and timed is not None  # update_actor is required
-    return LoggedPhases(
-        steps=len(rows),
-        gen_s=float(rows[GEN].mean()),
-        forward_s=float(forward.mean()) if forward is not None else None,
-        update_s=float(update.mean()),
-        switch_s=float(switch.mean()) if switch is not None else None,
-        other_s=float(max(0.0, (rows[STEP] - timed).mean())),
-        step_s=float(rows[STEP].mean()),
-        tokens=float(tokens.mean()) if tokens is not None else None,
-        update_per_step=update.to_numpy(dtype=float),
-        tokens_per_step=tokens.to_numpy(dtype=float) if tokens is not None else None,
-    )
-
-
 @dataclass(frozen=True)
-class SimulatedPhases:
-    """What the model charges per step (means over the simulated steps)."""
+class SimulatedSteps:
+    """What the model charges per learner step of a simulated run (after its first step), by phase."""
 
-    gen_s: float
-    forward_s: float
-    update_s: float
-    overhead_s: float
-    communication_s: float
-    switch_s: float
-    step_s: float
-    tokens: float
+    gen: np.ndarray
+    forward: np.ndarray
+    update: np.ndarray
+    rest: np.ndarray
+    communication: np.ndarray
+    step: np.ndarray
+    tokens: np.ndarray
+
+    def mean(self, phase: str) -> float:
+        return float(np.mean(getattr(self, phase)))
 
 
-def simulate_phases(scenario: Scenario, efficiency: Efficiency, steps: int = SIMULATED_STEPS) -> SimulatedPhases:
-    """Simulate ``steps`` learner steps of ``scenario`` with ``efficiency``; the per-step means by phase, over
-    the steps after the first (which starts with nothing to load), as verl's phases cut a sync step:
+def simulate_steps(scenario: Scenario, efficiency: Efficiency, steps: int = SIMULATED_STEPS) -> SimulatedSteps:
+    """Simulate ``steps`` + 1 learner steps of ``scenario`` with ``efficiency``; each step after the first
+    (which starts with nothing to load) by phase, as verl's timers cut a sync step:
 
-        step k = switch (weights to the engines, waking them: verl's update_weights)
-               + generation (and the engines' switch back to the learner: verl's gen, which sleeps them)
-               + the learner's step (no-grad passes, training pass, fixed and per-sample costs)
+        step k = generation (weights into the engines, waking them, decoding, putting them to sleep,
+                             collating the batch: everything between two learner phases; verl's gen)
+               + no-grad passes + training passes (their phases, offloads and exposed collectives)
+               + the rest (train_step_s, sample_overhead_s per sample)
     """
-    run = scenario.run.model_copy(update={"steps": max(2, min(steps, scenario.run.steps))})
+    run = scenario.run.model_copy(update={"steps": max(2, steps + 1)})
     short = scenario.model_copy(update={"run": run})
-    costs = AnalyticCosts(short, efficiency)
-    sim = Simulation(short, costs)
+    sim = Simulation(short, AnalyticCosts(short, efficiency))
     sim.run()
-    switch = costs.weight_sync(0) + costs.switch_to_generation()
-    trains = sim.recorder.trains
-    gaps = [later.start - earlier.end - switch for earlier, later in itertools.pairwise(trains)]
-    intervals = [later.end - earlier.end for earlier, later in itertools.pairwise(trains)]
-    parts = sim.learner_steps[1:]
-
-    def mean(values: Sequence[float]) -> float:
-        return float(np.mean(values))
-
-    return SimulatedPhases(
-        gen_s=mean(gaps),
-        forward_s=mean([part.forward_s for part in parts]),
-        update_s=mean([part.update_s for part in parts]),
-        overhead_s=mean([part.overhead_s for part in parts]),
-        communication_s=mean([part.communication_s for part in parts]),
-        switch_s=switch,
-        step_s=mean(intervals),
-        tokens=mean([tokens for *_, tokens, _ in trains[1:]]),
+    trains, parts = sim.recorder.trains, sim.learner_steps[1:]
+    gaps = [later.start - earlier.end for earlier, later in itertools.pairwise(trains)]
+    return SimulatedSteps(
+        gen=np.array(gaps),
+        forward=np.array([part.forward_s for part in parts]),
+        update=np.array([part.update_s for part in parts]),
+        rest=np.array([part.overhead_s for part in parts]),
+        communication=np.array([part.communication_s for part in parts]),
+        step=np.array([later.end - earlier.end for earlier, later in itertools.pairwise(trains)]),
+        tokens=np.array([span.tokens for span in trains[1:]], dtype=float),
     )
+
+
+def read_runs(runs: Sequence[tuple[Scenario, Sequence[Path]]]) -> list[LoggedRun]:
+    """Each run's logs read into phases; ScenarioError (one line naming the file and key) where one cannot be."""
+    logged = []
+    for scenario, paths in runs:
+        per = _updates_per_logged_step(scenario)
+        for path in paths:
+            try:
+                steps = logged_steps(read_metrics_log(path), scenario.batch_samples, per)
+            except MetricsLogError as exc:
+                raise ScenarioError(f"from_log: {exc}") from None
+            if steps.forward is not None and np.mean(steps.forward) > 0 and forward_passes(scenario) == 0:
+                raise ScenarioError(
+                    f"from_log: {path.name} times no-grad passes (old_log_prob, ref, values: "
+                    f"{np.mean(steps.forward):.1f} s a step) but the scenario charges none "
+                    "(algorithm.extra_forward_passes: 0); set it to the passes the run made"
+                )
+            logged.append(LoggedRun(scenario, steps, path.name))
+    return logged
+
+
+def _updates_per_logged_step(scenario: Scenario) -> int:
+    """verl's fully async trainer logs once per sync window of ``trigger_parameter_sync_step`` updates."""
+    every = getattr(scenario.schedule, "sync_every", None)
+    return int(every) if scenario.schedule.kind == "streaming" and every else 1
 
 
 def fit_from_logs(scenario: Scenario, paths: Sequence[Path], progress: Callable[[str], object] | None = None) -> LogFit:
     """The efficiency profile that makes the simulated ``scenario`` spend what its logged run spent."""
+    return fit_runs([(scenario, paths)], progress)
+
+
+def fit_runs(
+    runs: Sequence[tuple[Scenario, Sequence[Path]]],
+    progress: Callable[[str], object] | None = None,
+    free: Collection[str] | None = None,
+    model_error: float = MODEL_ERROR,
+) -> LogFit:
+    """One set of terms for every run's logs (module docstring); ``free``: fit only these, the others held at
+    the scenario's (as the catalogue's fit of one framework's fixed costs does); ``model_error``: the sd of a
+    phase's mean, relative."""
     say = progress or (lambda _: None)
-    logged = logged_phases(read_logs(paths))
-    fit = LogFit(efficiency=scenario.hardware.efficiency(), rows=[])
-    peak = scenario.hardware.efficiency().model_copy(update={"mfu": 1.0, "forward_mfu": 1.0})
-    say("learner")
-    at_peak = simulate_phases(scenario, peak)
-    _check_tokens(logged, at_peak, fit)
-    update = _fit_learner(scenario, logged, at_peak, fit)
-    update |= _fit_overheads(scenario, logged, fit)
-    efficiency = fit.efficiency.model_copy(update=update)
-    if scenario.schedule.kind == "sync":
-        say("generation")
-        efficiency = _fit_decode(scenario, efficiency, logged.gen_s, fit)
-    else:
-        fit.undetermined.append(
-            f"decode (mbu, decode_mfu, decode_step_s): the log's run is {scenario.schedule.kind}, whose "
-            "timing_s/gen is the learner's wait, not the generation time; kept at the catalogue's"
-        )
-    sources = {**efficiency.sources, **_sources(update, scenario)}
-    fitted_to = {
-        "device": scenario.hardware.device_name,
-        "model": scenario.model.label,
-        "logs": ", ".join(str(path) for path in paths),
-        "steps": str(logged.steps),
-    }
-    fit.efficiency = efficiency.model_copy(update={"sources": sources, "fitted_to": fitted_to})
+    logged = [replace(run, model_error=model_error) for run in read_runs(runs)]
+    base = logged[0].scenario.efficiency()
+    priors = _priors(base, free)
+    notes = [note for run in logged for note in run.steps.notes]
+    best: tuple[Efficiency, Posterior] | None = None
+    for number, start in enumerate(_starts(base)):  # the work has regimes (compute- or link-bound): try each
+        efficiency, posterior = start, None
+        for round_ in range(OUTER_ROUNDS):
+            observations: list[Observation] = []
+            for run in logged:
+                say(f"{run.label}: start {number + 1}, round {round_ + 1}")
+                observations += _observations(run, efficiency, notes if number == round_ == 0 else [])
+            posterior = fit_terms(priors, observations)
+            efficiency = _efficiency(base, posterior)
+        assert posterior is not None
+        if best is None or posterior.objective < best[1].objective:
+            best = (efficiency, posterior)
+    assert best is not None
+    efficiency, posterior = best
     say("checking")
-    fit.rows = _rows(logged, simulate_phases(scenario, fit.efficiency), fit.efficiency, scenario.batch_samples)
+    fit = LogFit(efficiency=_with_provenance(efficiency, posterior, logged), rows=[], notes=notes)
+    fit.terms = _term_rows(posterior, logged)
+    fit.undetermined = [
+        f"{row.term}: the logs cannot tell it apart from the other terms of its phases; the catalogue's "
+        f"{term_text(row.term, row.value)} stands (95%: {term_text(row.term, row.low)}-{term_text(row.term, row.high)})"
+        for row in fit.terms
+        if not row.identified and _matters(row.term, logged)
+    ]
+    fit.rows = [row for run in logged for row in _rows(run, fit.efficiency)]
     return fit
 
 
-def _check_tokens(logged: LoggedPhases, simulated: SimulatedPhases, fit: LogFit) -> None:
-    """A note when the scenario's lengths give another token count per step than the log's run had."""
-    if logged.tokens is None:
-        fit.notes.append(f"no {TOKENS_KEY} in the log: the learner was fitted to the scenario's own lengths")
-        return
-    ratio = simulated.tokens / logged.tokens
-    if abs(ratio - 1) > 0.1:
-        fit.notes.append(
-            f"the scenario's lengths give {simulated.tokens:,.0f} tokens per step, the log's run "
-            f"{logged.tokens:,.0f} ({ratio - 1:+.0%}): efficiencies are relative to the scenario's lengths; "
-            "fit them to the log (asyncrl lengths --from-log, from-verl --lengths LOG)"
+def _starts(base: Efficiency) -> list[Efficiency]:
+    """Where the fit starts: the catalogue, and a learner waiting on its links (as on GPUs joined by PCIe)."""
+    return [base, base.model_copy(update={"link_efficiency": base.link_efficiency * LINK_BOUND_START})]
+
+
+def _priors(base: Efficiency, free: Collection[str] | None = None) -> dict[str, Prior]:
+    """Each term's prior, centred on ``base``'s value; a framework cost ``base`` has none of (the catalogue's
+    generic scenario) centred on verl's instead, a framework's typical cost."""
+    typical = DEFAULTS.model_copy(update=VERL_COSTS)
+    priors = {}
+    for term, log_sd in PRIOR_LOG_SD.items():
+        low = 1.0 if COEFFICIENT_FORMS[term] == "inverse" and term != "reshard_bytes_per_s" else 0.0
+        held = free is not None and term not in free
+        centre = coefficient(base, term) if coefficient(base, term) > 0 else coefficient(typical, term)
+        priors[term] = Prior(max(centre, 1e-12), HELD_LOG_SD if held else log_sd, low)
+    return priors
+
+
+def _efficiency(base: Efficiency, posterior: Posterior) -> Efficiency:
+    update = {term: from_coefficient(term, max(posterior.value(term), 1e-12)) for term in posterior.terms}
+    return base.model_copy(update=update)
+
+
+# ── observations ───────────────────────────────────────────────────────────────
+
+
+def _observations(run: LoggedRun, efficiency: Efficiency, notes: list[str]) -> list[Observation]:
+    """The run's phases as observations of the terms (module docstring)."""
+    scenario, steps = run.scenario, run.steps
+    work = _learner_work(scenario, efficiency, steps)
+    if steps.gen is None:  # whole steps only: their sum of every phase
+        generation = _generation_work(scenario, efficiency, notes, run.label)
+        assert steps.step is not None
+        if generation is None:
+            return []
+        whole = [generation.whole.plus(item.forward).plus(item.update).plus(item.rest) for item in work]
+        return [_mean(run, "step", steps.step, whole)]
+    observations: list[Observation] = []
+    for window, factor in _length_windows(steps):
+        scaled = _with_completions_scaled(scenario, factor)
+        generation = _generation_work(scaled, efficiency, notes, run.label)
+        if generation is None:
+            break
+        part = LoggedRun(scaled, steps.window(window), run.label, run.model_error)
+        observations += _generation_observations(
+            part, generation, [item for item, kept in zip(work, window, strict=True) if kept]
         )
+    if steps.forward is not None:
+        forward = [_without_one_pass(item.forward) if steps.legacy else item.forward for item in work]
+        observations += _with_departures(run, "forward", steps.forward, forward)
+    assert steps.update is not None  # a log timing its phases times the training
+    observations += _with_departures(run, "update", steps.update, [item.update for item in work])
+    if steps.rest is not None:
+        observations.append(_mean(run, "rest", steps.rest, [item.rest for item in work]))
+    return observations
 
 
-def _fit_learner(scenario: Scenario, logged: LoggedPhases, at_peak: SimulatedPhases, fit: LogFit) -> dict[str, float]:
-    """forward_mfu and mfu from the no-grad and training phases; train_step_s where token counts vary."""
-    update: dict[str, float] = {}
-    if logged.forward_s is not None and logged.forward_s > 0:
-        if at_peak.forward_s <= 0:
-            raise ScenarioError(
-                f"from_log: the log times no-grad passes ({' + '.join(FORWARD_KEYS)}: {logged.forward_s:.1f} s a "
-                "step) but the scenario charges none (algorithm.extra_forward_passes: 0); set it to the passes "
-                "the run made (1 for old log-probs, 1 more with a reference model)"
-            )
-        update["forward_mfu"] = _utilization(at_peak.forward_s / logged.forward_s, "forward_mfu", fit)
-    elif at_peak.forward_s > 0:
-        fit.undetermined.append(
-            f"forward_mfu: the scenario charges no-grad passes but the log has none of {', '.join(FORWARD_KEYS)}"
-        )
-    intercept, seconds = _update_line(logged, at_peak.update_s)
-    if intercept is None:
-        fit.undetermined.append(
-            "train_step_s (a fixed cost per learner step): one token count per step, or counts that vary by "
-            f"less than {MIN_TOKEN_SPREAD:.0%} across the steps, cannot tell it from mfu; kept at "
-            f"{fit.efficiency.train_step_s:g} s"
-        )
-        intercept = fit.efficiency.train_step_s
-    else:
-        update["train_step_s"] = intercept
-    update["mfu"] = _utilization(at_peak.update_s / max(seconds - intercept, 1e-9), "mfu", fit)
-    return update
+def _length_windows(steps: LoggedSteps) -> list[tuple[np.ndarray, float]]:
+    """The run's steps in up to LENGTH_WINDOWS consecutive windows where their mean response length moves by
+    more than LENGTH_DRIFT between them, each with its mean relative to the run's; else the whole run at 1.
+    A run whose responses doubled is then fitted at each window's own lengths, not at their blend."""
+    whole = np.ones(len(steps.steps), dtype=bool)
+    response = steps.response
+    if response is None or len(response) < 2 * LENGTH_WINDOWS:
+        return [(whole, 1.0)]
+    windows = np.array_split(np.arange(len(response)), LENGTH_WINDOWS)
+    means = np.array([response[index].mean() for index in windows])
+    if means.max() / means.min() - 1 < LENGTH_DRIFT:
+        return [(whole, 1.0)]
+    overall = float(response.mean())
+    masks = []
+    for index, mean in zip(windows, means, strict=True):
+        mask = np.zeros(len(response), dtype=bool)
+        mask[index] = True
+        masks.append((mask, float(mean) / overall))
+    return masks
 
 
-def _update_line(logged: LoggedPhases, update_at_peak: float) -> tuple[float | None, float]:
-    """(intercept or None, mean update seconds): a line through the steps' update times against their
-    tokens, where they vary enough to fix an intercept."""
-    tokens = logged.tokens_per_step
-    mean = float(np.mean(logged.update_per_step))
-    if tokens is None or len(tokens) < 3 or np.std(tokens) / np.mean(tokens) < MIN_TOKEN_SPREAD:
-        return None, mean
-    slope, intercept = np.polyfit(tokens, logged.update_per_step, 1)
-    if slope <= 0:
-        return None, mean
-    return float(max(0.0, intercept)), mean
-
-
-def _utilization(value: float, name: str, fit: LogFit) -> float:
-    """A fitted utilization, held at 1 (with a note) where the log's run was faster than the peak allows."""
-    if value > 1:
-        fit.notes.append(
-            f"{name}: the log's run was {value:.2f}x faster than the devices' peak allows for the scenario's "
-            "tokens (its lengths are longer than the run's, or the model or device differs); held at 1"
-        )
-        return 1.0
-    return value
-
-
-def _fit_overheads(scenario: Scenario, logged: LoggedPhases, fit: LogFit) -> dict[str, float]:
-    """switch_s from update_weights (colocated runs: beyond the weight load and the offload the model charges
-    itself), sample_overhead_s from the rest of the step, per trained sample."""
-    samples = scenario.batch_samples
-    update = {"sample_overhead_s": logged.other_s / samples}
-    if not scenario.cluster.colocated:
-        update["sample_overhead_s"] = (logged.other_s + (logged.switch_s or 0.0)) / samples
-    elif logged.switch_s is not None:
-        costs = AnalyticCosts(scenario, fit.efficiency.model_copy(update={"switch_s": 0.0}))
-        charged = costs.weight_sync(0) + costs.switch_to_generation()
-        update["switch_s"] = max(0.0, logged.switch_s - charged)
-    else:
-        fit.undetermined.append(
-            f"switch_s: no {SWITCH_KEY} in the log; the switch's time (if any) is in sample_overhead_s"
-        )
-    return update
-
-
-def _fit_decode(scenario: Scenario, efficiency: Efficiency, target_s: float, fit: LogFit) -> Efficiency:
-    """decode_step_s (the engine's fixed time per decode step) whose simulated generation phase matches
-    ``target_s``; mbu and decode_mfu stay the catalogue's. A synchronous run's generation waits for its
-    longest rollouts, which decode at small batches where the fixed time dominates, so that is the term
-    its generation time tells best. Where even no fixed time is too slow, the bandwidth and compute
-    efficiencies rise instead (up to 1)."""
-
-    def gen_s(candidate: Efficiency) -> float:
-        return simulate_phases(scenario, candidate).gen_s
-
-    def with_step(step_s: float) -> Efficiency:
-        return efficiency.model_copy(update={"decode_step_s": step_s})
-
-    if gen_s(with_step(0.0)) > target_s:
-        return _faster_decode(scenario, with_step(0.0), target_s, fit)
-    low, high = 0.0, max(efficiency.decode_step_s, 1e-3)
-    while gen_s(with_step(high)) < target_s:
-        low, high = high, high * 4
-        if high > MAX_DECODE_STEP_S:
-            fit.notes.append(
-                f"generation: the log's {target_s:.1f} s needs more than {MAX_DECODE_STEP_S:g} s per decode step; "
-                "check the scenario's lengths and engine sizes against the run's"
-            )
-            return with_step(high)
-    while high - low > 1e-3 * high:
+def _with_completions_scaled(scenario: Scenario, ratio: float) -> Scenario:
+    """The scenario with its completions stretched until their mean (under the cap) is ``ratio`` times its own."""
+    if ratio == 1.0:
+        return scenario
+    lengths = scenario.workload.completion_tokens
+    target = min(lengths.mean * ratio, lengths.cap * 0.999)
+    low, high = math.log(0.05), math.log(20.0)  # the stretch's log, bisected: the mean rises with it
+    for _ in range(40):
         middle = (low + high) / 2
-        low, high = (middle, high) if gen_s(with_step(middle)) < target_s else (low, middle)
-    fit.undetermined.append(
-        "mbu and decode_mfu (the bulk's bandwidth and compute): kept at the catalogue's; a synchronous run's "
-        "generation time, set by its long tail, fixed decode_step_s. A log of the same model at another GPU "
-        "count (or an asynchronous run's generation) would tell the two apart"
+        low, high = (middle, high) if lengths.scaled(math.exp(middle)).mean < target else (low, middle)
+    workload = scenario.workload.model_copy(update={"completion_tokens": lengths.scaled(math.exp(low))})
+    return scenario.model_copy(update={"workload": workload})
+
+
+def _generation_observations(run: LoggedRun, generation: GenerationWork, work: list[LearnerWork]) -> list[Observation]:
+    """The generation phase, or its parts where verl timed them: the engines generating, the weights'
+    update, and the rest of it (module docstring). verl before 2025 timed the old log-probs inside gen."""
+    steps = run.steps
+    assert steps.gen is not None  # a log timing its phases times the generation
+    rest = generation.switches.plus(_one_pass(work)) if steps.legacy else generation.switches
+    if steps.reshard is None:
+        return [_mean(run, "gen", steps.gen, [generation.decode.plus(generation.sync).plus(rest)])]
+    observations = [_mean(run, "reshard", steps.reshard, [generation.sync])]
+    if steps.generate is None:
+        return [*observations, _mean(run, "gen", steps.gen - steps.reshard, [generation.decode.plus(rest)])]
+    observations.append(_mean(run, "generate", steps.generate, [generation.decode]))
+    around = np.maximum(steps.gen - steps.generate - steps.reshard, 0.0)
+    if np.mean(around) > 0:
+        observations.append(_mean(run, "gen (the rest)", around, [rest]))
+    return observations
+
+
+def _mean(run: LoggedRun, phase: str, values: np.ndarray, work: Sequence[PhaseWork]) -> Observation:
+    """A phase's mean over the steps against the mean work, with the model's own error."""
+    value = float(np.mean(values))
+    return Observation(f"{run.label} {phase}", _mean_work(work), _mean_fixed(work), value, run.model_error * value)
+
+
+def _with_departures(run: LoggedRun, phase: str, values: np.ndarray, work: Sequence[PhaseWork]) -> list[Observation]:
+    """The mean, and each step's departure from it where the steps' tokens vary (module docstring)."""
+    observations = [_mean(run, phase, values, work)]
+    tokens = run.steps.tokens
+    if tokens is None or len(values) < 3 or np.std(tokens) < 0.02 * np.mean(tokens):
+        return observations
+    scatter = _unexplained_scatter(values, tokens) * np.sqrt(len(values) / min(len(values), EFFECTIVE_STEPS))
+    mean_work, mean_fixed, mean_value = _mean_work(work), _mean_fixed(work), float(np.mean(values))
+    for value, item in zip(values, work, strict=True):
+        departure = {term: item.terms.get(term, 0.0) - amount for term, amount in mean_work.items()}
+        observations.append(
+            Observation(f"{run.label} {phase} step", departure, item.fixed_s - mean_fixed, value - mean_value, scatter)
+        )
+    return observations
+
+
+def _unexplained_scatter(values: np.ndarray, tokens: np.ndarray) -> float:
+    """The scatter of a phase's step times about a line in their tokens: what the model leaves to noise."""
+    slope, intercept = np.polyfit(tokens, values, 1)
+    residual = values - (slope * tokens + intercept)
+    return max(float(np.std(residual, ddof=2)) if len(values) > 2 else 0.0, 0.01 * float(np.mean(values)), 1e-6)
+
+
+def _mean_work(work: Sequence[PhaseWork]) -> dict[str, float]:
+    terms = {term for item in work for term in item.terms}
+    return {term: float(np.mean([item.terms.get(term, 0.0) for item in work])) for term in terms}
+
+
+def _mean_fixed(work: Sequence[PhaseWork]) -> float:
+    return float(np.mean([item.fixed_s for item in work]))
+
+
+def _one_pass(work: Sequence[LearnerWork]) -> PhaseWork:
+    """One no-grad pass of the average step (old log-probs)."""
+    mean = PhaseWork(_mean_work([item.forward for item in work]), _mean_fixed([item.forward for item in work]))
+    share = 1.0 / max(1.0, float(mean.terms.get("phase_s", 1.0)))
+    return PhaseWork({term: amount * share for term, amount in mean.terms.items()}, mean.fixed_s * share)
+
+
+def _without_one_pass(work: PhaseWork) -> PhaseWork:
+    passes = max(1.0, float(work.terms.get("phase_s", 1.0)))
+    share = (passes - 1.0) / passes
+    return PhaseWork({term: amount * share for term, amount in work.terms.items()}, work.fixed_s * share)
+
+
+def _learner_work(scenario: Scenario, efficiency: Efficiency, steps: LoggedSteps) -> list[LearnerWork]:
+    """Each kept step's learner work at its own tokens: the scenario's batch (its rows' spread and how they
+    fall on the ranks) scaled to the step's token count."""
+    learner = AnalyticLearner(scenario, efficiency, learner_layout(scenario, Placement.of(scenario.cluster)))
+    reference = _reference_tokens(scenario)
+    counts = steps.tokens if steps.tokens is not None else np.full(len(steps.steps), float(reference.actual))
+    work = []
+    for count in counts:
+        scale = float(count) / reference.actual
+        tokens = TrainTokens(
+            actual=round(count),
+            padded=round(reference.padded * scale),
+            actual_square=round(reference.actual_square * scale**2),
+            padded_square=round(reference.padded_square * scale**2),
+            update_imbalance=reference.update_imbalance,
+            forward_imbalance=reference.forward_imbalance,
+            rows=scenario.batch_samples,
+        )
+        work.append(learner.work(tokens))
+    return work
+
+
+def _reference_tokens(scenario: Scenario) -> TrainTokens:
+    """One batch drawn from the scenario's lengths, as the simulator's recorder counts it."""
+    from asyncrl.simulator.learner_costs import attention_weight, data_parallel_ranks
+
+    stream = LengthStream(scenario)
+    groups = []
+    for _ in range(scenario.batch_groups):
+        prompt, completions = stream.next_group()
+        groups.append([prompt + length for length in completions])
+    return TrainTokens.of_array(
+        np.array(groups, dtype=np.int64),
+        scenario.algorithm.updates_per_step,
+        data_parallel_ranks(scenario),
+        attention_weight(scenario),
     )
-    return with_step((low + high) / 2)
 
 
-def _faster_decode(scenario: Scenario, efficiency: Efficiency, target_s: float, fit: LogFit) -> Efficiency:
-    """No fixed step time, and mbu and decode_mfu raised together (up to 1) until generation matches."""
+@dataclass(frozen=True)
+class GenerationWork:
+    """A sync run's generation phase as work: the engines decoding (and prefilling), the weights reaching
+    them, the phase switches around it (colocated: waking, sleeping, collating the batch)."""
 
-    def scaled(factor: float) -> Efficiency:
-        return efficiency.model_copy(
-            update={"mbu": min(1.0, efficiency.mbu * factor), "decode_mfu": min(1.0, efficiency.decode_mfu * factor)}
+    decode: PhaseWork
+    sync: PhaseWork
+    switches: PhaseWork
+
+    @property
+    def whole(self) -> PhaseWork:
+        return self.decode.plus(self.sync).plus(self.switches)
+
+
+def _generation_work(scenario: Scenario, efficiency: Efficiency, notes: list[str], label: str) -> GenerationWork | None:
+    """A sync run's generation phase as work (module docstring): the switches and the weight sync from the cost
+    model's own decomposition, the decoding read off the simulator; None for other runs."""
+    if scenario.schedule.kind != "sync":
+        notes.append(
+            f"{label}: the run is {scenario.schedule.kind}: its timing_s/gen is the learner's wait, not the "
+            "engines' time; the generation terms keep the catalogue's values unless a sync run's log is given"
         )
+        return None
+    layout = learner_layout(scenario, Placement.of(scenario.cluster))
+    costs = AnalyticCosts(scenario, efficiency)
+    if scenario.cluster.colocated:
+        sync = colocated_sync_work(scenario, layout)
+        to_training, to_generation = colocated_switch_work(scenario, layout)
+        switches = to_training.plus(to_generation)
+    else:
+        sync, switches = PhaseWork({}, costs.weight_sync(0)), PhaseWork()
+    around_s = sync.seconds(efficiency) + switches.seconds(efficiency)
+    base = simulate_steps(scenario, efficiency).mean("gen") - around_s
+    terms = {}
+    for term in _generation_terms(scenario):
+        value = coefficient(efficiency, term)
+        step = NUDGE * value
+        nudged = efficiency.model_copy(update={term: from_coefficient(term, value + step)})
+        terms[term] = max(0.0, (simulate_steps(scenario, nudged).mean("gen") - around_s - base) / step)
+    fixed = base - sum(amount * coefficient(efficiency, term) for term, amount in terms.items())
+    return GenerationWork(PhaseWork(terms, fixed), sync, switches)
 
-    low, high = 1.0, 1.0 / min(efficiency.mbu, efficiency.decode_mfu)
-    if simulate_phases(scenario, scaled(high)).gen_s > target_s:
-        fit.notes.append(
-            f"generation: even at full bandwidth and compute the simulated phase is above the log's {target_s:.1f} s "
-            "(prefill, or lengths longer than the run's); held there"
-        )
-        return scaled(high)
-    while high / low > 1.001:
-        middle = math.sqrt(low * high)
-        low, high = (middle, high) if simulate_phases(scenario, scaled(middle)).gen_s > target_s else (low, middle)
-    return scaled(math.sqrt(low * high))
+
+def _generation_terms(scenario: Scenario) -> list[str]:
+    """The terms the engines' decoding pays (the launch term of their mode), read off the simulator."""
+    launch = "decode_layer_s" if scenario.cluster.enforce_eager else "graph_layer_s"
+    return ["mbu", "decode_mfu", "decode_step_s", "decode_seq_s", launch, "mfu"]
 
 
-def _sources(update: dict[str, float], scenario: Scenario) -> dict[str, str]:
-    keys = {
-        "forward_mfu": " + ".join(FORWARD_KEYS),
-        "mfu": " + ".join(UPDATE_KEYS),
-        "train_step_s": f"intercept of {UPDATE} against {TOKENS_KEY}",
-        "switch_s": SWITCH_KEY,
-        "sample_overhead_s": f"({STEP} - the phases above) / samples",
+# ── the fitted profile and its report ─────────────────────────────────────────
+
+
+def _with_provenance(efficiency: Efficiency, posterior: Posterior, logged: Sequence[LoggedRun]) -> Efficiency:
+    intervals, sources = {}, {}
+    for term in posterior.terms:
+        low, high = _term_interval(term, posterior)
+        intervals[term] = (low, high)
+        sources[term] = _source(term, posterior, logged)
+    covariance = {
+        row: {column: float(posterior.log_covariance[i, j]) for j, column in enumerate(posterior.terms)}
+        for i, row in enumerate(posterior.terms)
     }
-    sources = {name: keys[name] for name in update}
-    if scenario.schedule.kind == "sync":
-        sources |= {name: GEN for name in ("mbu", "decode_mfu", "decode_step_s")}
-    return sources
+    first = logged[0].scenario
+    fitted_to = {
+        "device": first.hardware.device_name,
+        "model": ", ".join(dict.fromkeys(run.scenario.model.label for run in logged)),
+        "logs": ", ".join(run.label for run in logged),
+        "steps": str(sum(len(run.steps.steps) for run in logged)),
+    }
+    return efficiency.model_copy(
+        update={
+            "intervals": intervals,
+            "sources": sources,
+            "covariance": covariance,
+            "model_error": MODEL_ERROR,
+            "fitted_to": fitted_to,
+        }
+    )
 
 
-def _rows(logged: LoggedPhases, model: SimulatedPhases, efficiency: Efficiency, samples: int) -> list[PhaseRow]:
-    decode = f"mbu {efficiency.mbu:.2f}, decode_mfu {efficiency.decode_mfu:.2f}, step {efficiency.decode_step_s * 1e3:.2f} ms"
+def _term_interval(term: str, posterior: Posterior) -> tuple[float, float]:
+    """A term's 95% interval in its own form (a share's at most 1)."""
+    bound = 1.0 if COEFFICIENT_FORMS[term] == "inverse" and term != "reshard_bytes_per_s" else 0.0
+    low, high = posterior.interval(term, bound)
+    if COEFFICIENT_FORMS[term] == "value":
+        return low, high
+    return from_coefficient(term, high), from_coefficient(term, max(low, 1e-12))
+
+
+def _source(term: str, posterior: Posterior, logged: Sequence[LoggedRun]) -> str:
+    if not posterior.identified(term):
+        return "default"
+    phases = sorted({phase for run in logged for phase in _phases_paying(term, run)})
+    return "fitted to " + ", ".join(PHASE_NAMES[phase].split(" (")[0] for phase in phases)
+
+
+def _phases_paying(term: str, run: LoggedRun) -> list[str]:
+    learner = {
+        "mfu": ("update", "gen"),
+        "forward_mfu": ("forward",),
+        "learner_layer_s": ("forward", "update"),
+        "link_efficiency": ("forward", "update"),
+        "phase_s": ("forward", "update"),
+        "host_efficiency": ("forward", "update", "gen"),
+        "sample_overhead_s": ("rest",),
+    }
+    phases = learner.get(term, ("gen",))
+    return [phase for phase in phases if run.steps.mean(phase) is not None]
+
+
+def _matters(term: str, logged: Sequence[LoggedRun]) -> bool:
+    """Whether any run pays the term at all (an eager run pays no graph_layer_s, a split one no reshard)."""
+    if term not in GENERATION_TERMS:
+        return True
+    if term in COLOCATED_TERMS:
+        return any(run.scenario.cluster.colocated for run in logged)
+    return any(term in _generation_terms(run.scenario) for run in logged)
+
+
+def _term_rows(posterior: Posterior, logged: Sequence[LoggedRun]) -> list[TermRow]:
+    rows = []
+    for term in posterior.terms:
+        if not _matters(term, logged):
+            continue
+        low, high = _term_interval(term, posterior)
+        value = from_coefficient(term, max(posterior.value(term), 1e-12))
+        rows.append(TermRow(term, value, low, high, posterior.identified(term), _source(term, posterior, logged)))
+    return rows
+
+
+def _rows(run: LoggedRun, efficiency: Efficiency) -> list[PhaseRow]:
+    """Per phase, the log's mean against what the fitted model, simulated, charges."""
+    model = simulate_steps(run.scenario, efficiency)
+    steps = run.steps
+    gen = model.mean("gen") + (_legacy_pass_s(run, efficiency) if steps.legacy else 0.0)
+    forward = model.mean("forward") - (_legacy_pass_s(run, efficiency) if steps.legacy else 0.0)
     return [
-        PhaseRow("generation (gen)", logged.gen_s, model.gen_s, decode),
-        PhaseRow(
-            "no-grad passes (old_log_prob, ref, values)",
-            logged.forward_s,
-            model.forward_s,
-            f"forward_mfu {efficiency.forward_mfu:.3f}",
-        ),
-        PhaseRow(
-            "training (update_actor, update_critic)",
-            logged.update_s,
-            model.update_s + efficiency.train_step_s + model.communication_s,
-            f"mfu {efficiency.mfu:.3f}, train_step_s {efficiency.train_step_s:.2f}",
-        ),
-        PhaseRow("switch (update_weights)", logged.switch_s, model.switch_s, f"switch_s {efficiency.switch_s:.2f}"),
-        PhaseRow(
-            "the rest (reward, adv, untimed)",
-            logged.other_s,
-            efficiency.sample_overhead_s * samples,
-            f"sample_overhead_s {efficiency.sample_overhead_s * 1e3:.2f} ms",
-        ),
-        PhaseRow("step", logged.step_s, model.step_s, "simulated"),
+        PhaseRow(f"{run.label}: {PHASE_NAMES['gen']}", steps.mean("gen"), gen, "decode and switch terms"),
+        PhaseRow(f"{run.label}: {PHASE_NAMES['forward']}", steps.mean("forward"), forward, "forward_mfu, launches"),
+        PhaseRow(f"{run.label}: {PHASE_NAMES['update']}", steps.mean("update"), model.mean("update"), "mfu, launches"),
+        PhaseRow(f"{run.label}: {PHASE_NAMES['rest']}", steps.mean("rest"), model.mean("rest"), "sample_overhead_s"),
+        PhaseRow(f"{run.label}: {PHASE_NAMES['step']}", steps.mean("step"), model.mean("step"), "simulated"),
     ]
+
+
+def _legacy_pass_s(run: LoggedRun, efficiency: Efficiency) -> float:
+    return _one_pass(_learner_work(run.scenario, efficiency, run.steps)).seconds(efficiency)

@@ -3,19 +3,21 @@
 (default)        execute short runs of SCENARIO (as written and sync) beside the profile, fit to them
 --bench          time micro-benchmarks of the executor's engine, learner and weight sync
 --from-run RUN   fit to executor runs already recorded
---from-log LOG   fit the analytic model's efficiencies to a framework's metrics log
+--from-log LOG   fit the analytic model's terms to frameworks' metrics logs (several: one set of terms for all)
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from asyncrl.arguments import positive
 from asyncrl.commands.common import REPLACE_HELP, force_argument, overrides_argument, progress, quiet_argument
 from asyncrl.scenarios.loading import ScenarioError, load_scenario
 from asyncrl.scenarios.outputs import check_output_file
 
+DEFAULT_SCENARIO = "cpu-timing"  # what the short runs and --bench calibrate without a scenario
 BENCH_REPEATS = 5  # --bench: measurements per figure
 BENCH_BATCH_SIZES = "1,2,4,8,16,32"  # --bench: engine batch sizes timed
 
@@ -29,8 +31,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     calibrate.add_argument(
         "scenario",
         nargs="?",
-        default="cpu-timing",
-        help="what to run or measure: its model, learner settings, lengths and schedule (default cpu-timing)",
+        help="what to run or measure: its model, learner settings, lengths and schedule (default cpu-timing); "
+        "with --from-log, the run the logs come from (unset: each log's own printed config)",
     )
     calibrate.add_argument("--model", help="a preset or a local checkpoint directory, instead of the scenario's model")
     calibrate.add_argument(
@@ -62,11 +64,20 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     calibrate.add_argument(
         "--from-log",
-        type=Path,
         action="append",
-        metavar="LOG",
-        help="fit the analytic model's efficiencies to a framework's metrics log of SCENARIO's run (verl's JSONL "
-        "file logger or a TensorBoard directory; repeatable): a profile that transfers to other splits and sizes",
+        metavar="LOG[=SCENARIO]",
+        help="fit the analytic model's terms to a framework's metrics log (verl's console output, its JSONL file "
+        "logger or a TensorBoard directory; repeatable: several runs of one cluster fit one set of terms): the "
+        "log's run is SCENARIO, or the one after =, or, for a console log, the config it printed (with "
+        "--hardware); a profile that transfers to other models, splits and sizes",
+    )
+    calibrate.add_argument(
+        "--preset", help="with --from-log and a console log read as its own run: its model's preset, if not guessed"
+    )
+    calibrate.add_argument(
+        "--hardware",
+        metavar="DEVICE",
+        help="with --from-log and a console log read as its own run: the GPU it ran on (a catalogue name)",
     )
     overrides_argument(calibrate, None)
     quiet_argument(calibrate)
@@ -104,7 +115,7 @@ def _by_running(args: argparse.Namespace) -> int:
     from asyncrl.calibration import CALIBRATION_STEPS, calibrate_by_running, calibration_kinds, executor, runs_directory
     from asyncrl.executor.calibrate import check_device
 
-    scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
+    scenario = load_scenario(args.scenario or DEFAULT_SCENARIO, [*args.overrides, *_model_override(args.model)])
     steps, runs = args.calibration_steps or CALIBRATION_STEPS, runs_directory(args.out)
     kinds = calibration_kinds(scenario)
     check_device(args.device)
@@ -123,7 +134,7 @@ def _bench(args: argparse.Namespace) -> int:
     from asyncrl.executor.calibrate import calibrate, check_device
     from asyncrl.scenarios.profile import save_profile
 
-    scenario = load_scenario(args.scenario, [*args.overrides, *_model_override(args.model)])
+    scenario = load_scenario(args.scenario or DEFAULT_SCENARIO, [*args.overrides, *_model_override(args.model)])
     repeats = args.repeats or BENCH_REPEATS
     sizes = BENCH_BATCH_SIZES if args.batch_sizes is None else args.batch_sizes
     batch_sizes = _batch_sizes(sizes, scenario.engine_concurrency)
@@ -145,20 +156,47 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _from_log(args: argparse.Namespace) -> int:
     from asyncrl.analysis.fit_tables import log_fit_lines
-    from asyncrl.fit_log import fit_from_logs
+    from asyncrl.fit_log import fit_runs
     from asyncrl.scenarios.efficiency import save_efficiency
 
-    scenario = load_scenario(args.scenario, args.overrides)
+    runs = [_log_run(text, args) for text in args.from_log]
     check_output_file(args.out, "--out", replace=args.force)
-    with progress(3, "fitting", "phase", args.quiet) as bar:
-        fit = fit_from_logs(scenario, args.from_log, progress=lambda label: (bar.set_postfix_str(label), bar.update()))
-    source = ", ".join(str(path) for path in args.from_log)
-    save_efficiency(fit.efficiency, args.out, header=f"fitted by asyncrl calibrate {args.scenario} --from-log {source}")
-    print(log_fit_lines(source, fit.rows, fit.undetermined, fit.notes))
+    with progress(None, "fitting", "look", args.quiet) as bar:
+        fit = fit_runs(runs, progress=lambda label: (bar.set_postfix_str(label[-40:]), bar.update()))
+    source = ", ".join(str(path) for _, paths in runs for path in paths)
+    header = f"fitted by asyncrl calibrate{' ' + args.scenario if args.scenario else ''} --from-log {source}"
+    save_efficiency(fit.efficiency, args.out, header=header)
+    print(log_fit_lines(source, fit.rows, fit.terms, fit.notes))
     print(
-        f"wrote {args.out} (use it as hardware.profile: it holds efficiencies, so it also fits other splits and sizes)"
+        f"wrote {args.out} (use it as hardware.profile: its terms fit other models, splits and sizes of this cluster)"
     )
     return 0
+
+
+def _log_run(text: str, args: argparse.Namespace) -> tuple[Any, list[Path]]:
+    """One ``--from-log`` value: (its run's scenario, [the log])."""
+    from asyncrl.scenarios.verl_printed import has_printed_config
+
+    log_text, _, named = text.rpartition("=") if "=" in text else (text, "", "")
+    log = Path(log_text).expanduser()
+    if named:
+        return load_scenario(named, args.overrides), [log]
+    if args.scenario:
+        return load_scenario(args.scenario, args.overrides), [log]
+    if not log.is_file() or not has_printed_config(log):
+        raise ScenarioError(
+            f"--from-log: {log} prints no verl config to read its run from: give the SCENARIO it comes from "
+            "(positional, or LOG=SCENARIO)"
+        )
+    if args.hardware is None:
+        raise ScenarioError(f"--hardware: give the GPU {log}'s run used (a catalogue name: asyncrl list)")
+    from asyncrl.commands.importers import verl_scenario
+
+    own = argparse.Namespace(
+        config=log, lengths=str(log), prompt_lengths=None, device=args.hardware, preset=args.preset
+    )
+    imported, _ = verl_scenario(own, write_relative_to=Path(f"{log.stem}.yaml"))
+    return imported.scenario, [log]
 
 
 def _from_run(args: argparse.Namespace) -> int:

@@ -208,7 +208,7 @@ def print_json(data: Any) -> int:
     return 0
 
 
-def progress(total: int, desc: str, unit: str, quiet: bool, leave: bool = True) -> tqdm:
+def progress(total: int | None, desc: str, unit: str, quiet: bool, leave: bool = True) -> tqdm:
     """A progress bar on stderr; none when ``quiet`` or when stderr is not a terminal."""
     from tqdm import tqdm
 
