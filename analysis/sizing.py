@@ -211,9 +211,11 @@ def sizing_lines(
     top: int,
     price_per_device_hour: float | None = None,
     about_target: str | None = None,
+    interval: str | None = None,
 ) -> str:
-    """The baseline and the ``top`` best splits; how many more rows the CSV holds; what did not fit; and
-    what the time to target is a time to (``about_target``), or that it is not predicted."""
+    """The baseline and the ``top`` best splits; how many more rows the CSV holds; what did not fit; the best
+    plan's interval (``interval``); and what the time to target is a time to (``about_target``), or that it is
+    not predicted."""
     with_target = about_target is not None
     rows = table_rows(ranked, price_per_device_hour, with_target)
     order = "soonest to target first" if with_target else "best first"
@@ -227,6 +229,8 @@ def sizing_lines(
     excluded = [variant for variant, summary in ranked if summary is None]
     if excluded:
         lines.append(excluded_line(excluded, len(ranked)))
+    if interval:
+        lines.append(interval)
     lines.append(f"time to target: {about_target}" if with_target else NOT_PREDICTED)
     return "\n".join(lines)
 

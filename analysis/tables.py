@@ -161,12 +161,15 @@ def devices_label(scenario: Scenario) -> str:
     return f"{cluster.generation_devices}+{cluster.training_devices} {scenario.hardware.device_name}"
 
 
-def simulation_lines(scenario: Scenario, summary: RunSummary, about_target: str | None = None) -> str:
-    """A simulated run: what ran where, its summary, then its time to target (``about_target`` says to what
-    and under which penalty; without it, that the time is not predicted)."""
+def simulation_lines(
+    scenario: Scenario, summary: RunSummary, about_target: str | None = None, interval: Sequence[str] = ()
+) -> str:
+    """A simulated run: what ran where, its summary, its figures' intervals (``interval``'s lines), then its time
+    to target (``about_target`` says to what and under which penalty; without it, that it is not predicted)."""
     lines = [
         f"{scenario.name}: {scenario.schedule.kind} on {devices_label(scenario)} (simulated)",
         summary_lines(summary),
+        *interval,
     ]
     if about_target is None:
         return "\n".join([*lines, NOT_PREDICTED])
@@ -256,9 +259,10 @@ def speedup_lines(
     results: Sequence[Simulated[Labelled]],
     price_per_device_hour: float | None = None,
     about_target: str | None = None,
+    interval: str | None = None,
 ) -> str:
     """The scenario as written (the first result) against each baseline: figures, how much faster it is,
-    and device-hours (and cost, when priced) per 1,000 trained samples.
+    and device-hours (and cost, when priced) per 1,000 trained samples; ``interval``, the speedups' intervals.
 
     With ``about_target`` (the results then come from ``with_equal_quality``), a column says how much
     sooner the scenario as written reaches the target reward, and a block below the table each run's time
@@ -290,6 +294,7 @@ def speedup_lines(
             format_table(header, rows),
             *reasons,
             baselines_line(scenario),
+            *([interval] if interval else []),
             *(_target_block(results, about_target) if about_target is not None else [NOT_PREDICTED]),
         ]
     )

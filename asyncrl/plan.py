@@ -117,12 +117,12 @@ def calibrated(scenario: Scenario, log: Path, out: Path, quiet: bool) -> tuple[S
     from asyncrl.scenarios.efficiency import save_efficiency
     from asyncrl.scenarios.loading import variant
 
-    with progress(3, "fitting", "phase", quiet) as bar:
-        fit = fit_from_logs(scenario, [log], progress=lambda label: (bar.set_postfix_str(label), bar.update()))
+    with progress(None, "fitting", "look", quiet) as bar:
+        fit = fit_from_logs(scenario, [log], progress=lambda label: (bar.set_postfix_str(label[-40:]), bar.update()))
     profile = out / "profile.yaml"
     save_efficiency(fit.efficiency, profile, header=f"fitted by asyncrl plan --log {log}")
     return variant(scenario, {"hardware.profile": str(profile.resolve())}), log_fit_lines(
-        str(log), fit.rows, fit.undetermined, fit.notes
+        str(log), fit.rows, fit.terms, fit.notes
     )
 
 

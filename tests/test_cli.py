@@ -113,10 +113,12 @@ def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
     assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5", "--json"]) == 0
     summaries = json.loads(capsys.readouterr().out)
     assert main(["speedup", "quickstart", "--steps", "3", "--quiet", "--price-per-device-hour", "2.5"]) == 0
-    header, _, *rows, baselines, not_predicted = capsys.readouterr().out.splitlines()[1:]
+    header, _, *rows, baselines, interval, not_predicted = capsys.readouterr().out.splitlines()[1:]
     assert baselines.startswith("sync baselines keep the scenario's engines (tp1)")
+    assert interval.startswith("as written vs sync, same split") and "(95%: " in interval
     assert header.split()[-6:] == ["as", "written", "vs", "this", "dev-h/1k", "USD/1k"]
     assert not_predicted.startswith("time to target: not predicted")
+    assert set(summaries.pop("uncertainty")) >= {"sources", "sync, same split"}
     for row, summary in zip(rows, summaries.values(), strict=True):
         # 16 devices × wall / 3600 per 1,000 of the 3 × 512 trained samples, then × 2.5 per device-hour
         hours = 16 * summary["wall_time_s"] / 3600 / (3 * 512) * 1000

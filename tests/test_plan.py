@@ -15,8 +15,9 @@ from asyncrl.scenarios.record import Simulated, validate_summary
 from asyncrl.simulator.sweep import Variant
 
 from asyncrl.cli import main
+from asyncrl.simulated_log import write_simulated_log
 from tests.run_records import hand_summary
-from tests.test_fit_log import TRUE, colocated, write_log
+from tests.test_fit_log import TRUE, colocated
 
 RECIPE = Path(__file__).parent / "data" / "verl" / "dapo_7b_math_fsdp2_16_16.sh"
 LENGTHS = "{kind: lognormal, median: 2048, sigma: 1}"
@@ -109,7 +110,7 @@ def test_plan_calibrates_on_the_log_and_sizes_a_sync_runs_async_options(tmp_path
     scenario = colocated(8)
     config = tmp_path / "sync.yaml"
     config.write_text(yaml.safe_dump(scenario.model_dump(mode="json")))
-    log = write_log(scenario, TRUE, tmp_path / "log.jsonl")
+    log = write_simulated_log(scenario, TRUE, tmp_path / "log.jsonl")
     out = tmp_path / "plan"
     assert (
         main(["plan", str(config), "--log", str(log), "--splits", "2", "--steps", "12", "--quiet", "--out", str(out)])
@@ -117,11 +118,11 @@ def test_plan_calibrates_on_the_log_and_sizes_a_sync_runs_async_options(tmp_path
     )
     printed = capsys.readouterr().out
     fitted = load_profile(out / "profile.yaml")
-    assert fitted.mfu == pytest.approx(TRUE.mfu, rel=1e-3)  # calibrate --from-log's fit
-    assert "generation (gen)" in printed  # the fit's table, as calibrate --from-log prints it
+    assert fitted.mfu == pytest.approx(TRUE.mfu, rel=0.05)  # calibrate --from-log's fit
+    assert "log.jsonl: generation" in printed  # the fit's table, as calibrate --from-log prints it
     schedules = {line["schedule"] for line in _rows(out / "size.csv")}
     assert schedules == {"sync", "pipelined", "streaming"}  # a sync run: one step off and streaming-1 sized
-    assert printed.splitlines()[-1].startswith("verdict: ")
+    assert printed.splitlines()[-1].startswith("verdict: ") and "interval: " in printed
 
 
 def test_a_scenario_takes_no_framework_flags(tmp_path: Path, capsys) -> None:

@@ -211,10 +211,35 @@ def run_speedup(args: argparse.Namespace) -> int:
     scenario = load_fitting(args)
     fit, about = penalty_fit(args.penalty, scenario)
     results = with_equal_quality(simulate_speedup(scenario, progress=not args.quiet, penalty=fit))
+    found = speedup_uncertainty(results)
     if args.json:
-        return print_json({variant.label: summary_or_reason(variant, summary) for variant, summary in results})
-    print(speedup_lines(scenario, results, args.price_per_device_hour, about))
+        figures = {variant.label: summary_or_reason(variant, summary) for variant, summary in results}
+        return print_json({**figures, "uncertainty": found.to_json()} if found else figures)
+    interval = speedup_interval_line(found) if found is not None else None
+    print(speedup_lines(scenario, results, args.price_per_device_hour, about, interval))
     return 0
+
+
+def speedup_uncertainty(results: list[Any]) -> Any:
+    """The as-written run's speedup over each baseline that fits, with its interval (None: none fits)."""
+    from asyncrl.uncertainty import ratio_uncertainty
+
+    written = results[0].summary
+    fitting = [(variant, summary) for variant, summary in results[1:] if summary is not None]
+    if written is None or not fitting:
+        return None
+    ratios = {
+        variant.label: written.throughput.samples_per_s / summary.throughput.samples_per_s
+        for variant, summary in fitting
+    }
+    return ratio_uncertainty([results[0].subject.scenario, *(variant.scenario for variant, _ in fitting)], ratios)
+
+
+def speedup_interval_line(found: Any) -> str:
+    """``as written vs sync, same split 2.44x (95%: 2.1-2.8x) ...; moves it most: ...``."""
+    parts = [f"{label} {item.value:.2f}x (95%: {item.shown('x', '.2f')})" for label, item in found.intervals.items()]
+    first = next(iter(found.intervals))
+    return f"as written vs {'; vs '.join(parts)}; {found.sources}; moves it most: {found.most(first)}"
 
 
 def run_size(args: argparse.Namespace) -> int:
@@ -244,9 +269,18 @@ def run_size(args: argparse.Namespace) -> int:
         return print_json(
             [{"label": variant.label, **summary_or_reason(variant, summary)} for variant, summary in ranked]
         )
-    print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour, about))
+    ranking = _ranking(ranked)
+    interval = ranking.line() if ranking is not None else None
+    print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour, about, interval))
     print(f"wrote {out}")
     return 0
+
+
+def _ranking(ranked: list[Any]) -> Any:
+    from asyncrl.analysis.verdict import plan_name
+    from asyncrl.uncertainty import ranking_uncertainty
+
+    return ranking_uncertainty(ranked, plan_name)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -279,9 +313,10 @@ def run_plan(args: argparse.Namespace) -> int:
     print("\n".join([*planned.notes, *([fit] if fit else [])]) or f"{planned.origin}: an asyncrl scenario")
     if steps_note:
         print(steps_note)
-    print(sizing_lines(scenario, devices, ranked, args.top))
+    ranking = _ranking(ranked)
+    print(sizing_lines(scenario, devices, ranked, args.top, interval=ranking.line() if ranking else None))
     print(f"wrote {', '.join(str(path) for path in written)}")
-    print(decided.line())
+    print(decided.line() + (ranking.caveat(with_intervals=True) if ranking is not None else ""))
     return 0
 
 

@@ -99,6 +99,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import simulation_lines
     from asyncrl.simulator.backend import Simulator
     from asyncrl.simulator.target import step_ends_of_events, time_to_target
+    from asyncrl.uncertainty import interval_lines, run_uncertainty
 
     scenario = load_fitting(args)
     fit, about = penalty_fit(args.penalty, scenario)
@@ -110,9 +111,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     if fit is not None:
         reached = time_to_target(fit, summary, step_ends_of_events(record.events))
         summary = summary.model_copy(update={"time_to_target": reached})
+    nominal = {"step_time_s": summary.step_time_s.mean, "samples_per_s": summary.throughput.samples_per_s}
+    found = run_uncertainty(scenario, nominal)
     if args.json:
-        return print_json(summary.to_json())
-    print(simulation_lines(scenario, summary, about))
+        return print_json({**summary.to_json(), "uncertainty": found.to_json()})
+    print(simulation_lines(scenario, summary, about, interval_lines(found)))
     print(f"wrote {out}/ (summary.json, events.parquet, scenario.yaml)")
     return 0
 
