@@ -252,6 +252,7 @@ class Simulation:
         self, on_step: StepCallback | None, until_converged: Tolerance | None
     ) -> Generator[simpy.Event, None, None]:
         env = self.env
+        self.state.publish(self.state.first_version)  # the starting weights, loadable as the executor's are
         self.dispatch()  # the first groups
         step = 0
         while step < self.steps:

@@ -180,7 +180,9 @@ def test_deaths_keep_every_group_once(
     ids=["sync-2", "pipelined-2", "streaming-in-flight", "streaming-3", "nodes-of-2"],
 )
 def test_simulated_failures_keep_every_group_trained_once(overrides: list[str]) -> None:
-    failures = ["run.failures.every_s=2.5", "run.failures.restart_s=0.5"]
+    # Fail about three times a run, whatever the cost model makes of its length.
+    healthy_s = simulate(load_scenario("cpu-timing", ["run.steps=12", *overrides])).summary.wall_time_s
+    failures = [f"run.failures.every_s={healthy_s / 3:.3f}", "run.failures.restart_s=0.5"]
     failing = load_scenario("cpu-timing", ["run.steps=12", *failures, *overrides])
     failed = simulate(failing)
     summary = failed.summary
@@ -190,10 +192,11 @@ def test_simulated_failures_keep_every_group_trained_once(overrides: list[str]) 
 
 
 def test_a_sync_run_on_one_engine_waits_out_the_restart_and_the_lost_work() -> None:
-    # One engine, sync: while it is down nothing is generated, and the learner waits for the lost groups.
+    # One engine, sync, failing in its first generation (before any publish: it reloads the starting weights):
+    # while it is down nothing is generated, and the learner waits for the lost groups.
     base = load_scenario("cpu-timing", ["run.steps=6", "schedule.kind=sync"])
     failing = load_scenario(
-        "cpu-timing", ["run.steps=6", "schedule.kind=sync", "run.failures={at_s: [1.0], restart_s: 2}"]
+        "cpu-timing", ["run.steps=6", "schedule.kind=sync", "run.failures={at_s: [0.1], restart_s: 2}"]
     )
     healthy, failed = simulate(base).summary, simulate(failing).summary
     assert failed.restarts is not None and failed.restarts.down_s == 2.0
