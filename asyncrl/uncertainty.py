@@ -232,7 +232,9 @@ class Ranking:
         if following is not None and following.low < 1:
             shown = f": {following.shown('x', '.2f')}" if with_intervals else ""
             notes.append(f"the best plan changes inside it ({self.against['next']} may be faster{shown})")
-        return "; " + "; ".join(notes) if notes else "; the verdict and the best plan hold across it"
+        if not notes:
+            return "; the verdict and the best plan hold across it"
+        return ("; not settled: " if with_intervals else "; ") + "; ".join(notes)
 
 
 def ranking_uncertainty(ranked: Sequence[object], name: Callable[[Scenario], str]) -> Ranking | None:

@@ -28,17 +28,19 @@ run of the same machine: another model size, split, GPU count, tensor parallelis
 
 Sources of the defaults (dense bf16 peaks, as in ``scenarios.catalog``; docs/calibration.md has them too):
 
-* ``mbu`` 0.5, ``decode_mfu`` 0.5, ``decode_step_s`` 2 ms, ``decode_seq_s`` 10 µs: vLLM inside RL frameworks on
-  H100, fitted with the launch terms below to NeMo-RL's published H100 runs (``benchmarks/published/``); a
+* ``mbu`` 0.5, ``decode_mfu`` 0.5, ``decode_step_s`` 1.5 ms, ``decode_seq_s`` 10 µs: vLLM inside RL frameworks
+  on H100 and H20, where the published sync runs' fit (``python benchmarks/catalogue.py``) puts the engine's
+  fixed step at 1.25 ms (95%: 0.36-4.4 ms) and cannot separate ``mbu`` from ``decode_mfu``; a
   decode GEMV alone reaches 70-85% of the bandwidth (Databricks, "LLM Inference Performance Engineering", 2023);
   a step also reads the KV cache, samples and returns log-probabilities. The scheduler's and sampler's work
   per running sequence is what ``decode_seq_s`` counts.
 * ``decode_layer_s`` 0.10 ms: a decode step of Llama-3.1-8B on an H100 SXM takes 8.4 ms eager, 5.1 ms as a CUDA
   graph (cloudai.pt, "CUDA Graphs + torch.compile: 1.65x LLM Decode Speedup"): 3.3 ms of kernel launches over
   32 layers. ``graph_layer_s`` 0.015 ms: what a replayed graph still spends per layer (its kernels' gaps).
-* ``mfu`` 0.4, ``forward_mfu`` 0.4: the matrix products of FSDP and Megatron trainers of 7-70B dense models at
-  micro-batches of thousands of tokens (Megatron-LM's scaling tables; verl's docs/perf/dpsk.md lists 0.31-0.40
-  for Qwen3-30B-A3B). A small model's passes are launch-bound instead: ``learner_layer_s`` 0.3 ms per layer and
+* ``mfu`` 0.5, ``forward_mfu`` 0.5: the matrix products of FSDP and Megatron trainers of 7-70B dense models at
+  micro-batches of thousands of tokens (Megatron-LM's scaling tables reach 0.4-0.55; verl's docs/perf/dpsk.md
+  lists 0.31-0.40 for Qwen3-30B-A3B); the published sync runs' fit gives 0.65 (0.56-0.76) and 0.46
+  (0.40-0.54). A small model's passes are launch-bound instead: ``learner_layer_s`` 0.3 ms per layer and
   forward pass of a micro-batch (eager PyTorch under FSDP: some 15-20 kernels and FSDP's hooks per layer).
 * ``link_efficiency`` 0.7: NCCL's all-gathers and reduce-scatters reach 70-80% of NVLink's bandwidth at the sizes
   of a layer's weights (nccl-tests' bus bandwidth); a node whose GPUs talk over PCIe reaches a tenth of it.

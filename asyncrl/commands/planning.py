@@ -301,9 +301,14 @@ def run_plan(args: argparse.Namespace) -> int:
     written = planned.write(out)
     csv_path = write_sizing_csv(out / "size.csv", ranked)
     decided = verdict(ranked)
+    ranking = _ranking(ranked)
+    caveat = ranking.caveat(with_intervals=True) if ranking is not None else ""
     if args.json:
         rows = [{"label": v.label, **summary_or_reason(v, s)} for v, s in ranked]
-        return print_json({"verdict": decided.line(), "speedup": decided.speedup, "plans": rows})
+        found = ranking.found.to_json() if ranking is not None else None
+        return print_json(
+            {"verdict": decided.line() + caveat, "speedup": decided.speedup, "uncertainty": found, "plans": rows}
+        )
     plot = plot_path(None, out / "size.png")
     if plot is not None:
         from asyncrl.analysis.plots import sizing
@@ -313,10 +318,9 @@ def run_plan(args: argparse.Namespace) -> int:
     print("\n".join([*planned.notes, *([fit] if fit else [])]) or f"{planned.origin}: an asyncrl scenario")
     if steps_note:
         print(steps_note)
-    ranking = _ranking(ranked)
     print(sizing_lines(scenario, devices, ranked, args.top, interval=ranking.line() if ranking else None))
     print(f"wrote {', '.join(str(path) for path in written)}")
-    print(decided.line() + (ranking.caveat(with_intervals=True) if ranking is not None else ""))
+    print(decided.line() + caveat)
     return 0
 
 
