@@ -64,8 +64,10 @@ def small() -> Scenario:
 
 @pytest.fixture
 def local_ray() -> Iterator[None]:
-    """A local Ray instance of two CPUs for one test (the Ray tests skip where ray is not installed)."""
+    """A local Ray instance of two CPUs for one test (the Ray tests skip where ray is not installed). A new
+    one each time (``address="local"``): without it ray.init joins a cluster another pytest worker started
+    moments before, and refuses num_cpus there (it happened in a fresh-clone CI run)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
