@@ -2,11 +2,8 @@
 
     each run: its scenario (its config, as from-verl writes it) + its log(s)
         ─► analysis.log_phases: per kept step, generation / no-grad / training / the rest, and its tokens
-        ─► the work each term multiplies in each phase, under the current terms:
-               learner phases  simulator.learner_costs.AnalyticLearner.work, at each step's own tokens
-               generation      the simulator itself: the sync run simulated, then again with each
-                               generation term nudged (the same seed: the same lengths), the difference
-                               per unit of the term is its work (common random numbers: exact)
+        ─► asyncrl.log_work: the work each term multiplies in each phase, under the current terms (the
+           learner's at each step's own tokens; generation's read off the simulator)
         ─► observations: each phase's mean over the run's steps (sd: MODEL_ERROR of it, what the model
            cannot say), and each step's departure from that mean where the steps' tokens vary
            (sd: the scatter the tokens leave unexplained): they tell fixed costs from per-token ones
@@ -23,8 +20,6 @@ large one's. Only a synchronous run's generation time is the engines' time; an a
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,71 +30,44 @@ from asyncrl.analysis.fit_tables import term_text
 from asyncrl.analysis.log_phases import LoggedSteps, logged_steps
 from asyncrl.analysis.metrics_log import MetricsLogError, read_metrics_log
 from asyncrl.analysis.term_fit import Observation, Posterior, Prior, fit_terms
+from asyncrl.log_work import (
+    GenerationWork,
+    generation_terms,
+    generation_work,
+    learner_work,
+    length_windows,
+    mean_fixed,
+    mean_work,
+    one_pass,
+    simulate_steps,
+    with_completions_scaled,
+    without_one_pass,
+)
 from asyncrl.scenarios.efficiency import (
     COEFFICIENT_FORMS,
     DEFAULTS,
+    MODEL_ERROR,
+    PRIOR_LOG_SD,
     VERL_COSTS,
     Efficiency,
     coefficient,
+    coefficient_floor,
     from_coefficient,
 )
 from asyncrl.scenarios.loading import ScenarioError
 from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.workload import LengthStream, TrainTokens, forward_passes
-from asyncrl.simulator.costs import AnalyticCosts, colocated_switch_work, colocated_sync_work
-from asyncrl.simulator.learner_costs import AnalyticLearner, LearnerWork, PhaseWork, learner_layout
-from asyncrl.simulator.simulation import Simulation
-from asyncrl.simulator.topology import Placement
+from asyncrl.scenarios.workload import forward_passes
+from asyncrl.simulator.learner_costs import LearnerWork, PhaseWork
 
-#: The model's own error on a phase's mean, one sd, relative (what transfer between runs shows it to be:
-#: benchmarks/transfer.py); the profile records it, and the answers' intervals carry it.
-MODEL_ERROR = 0.10
-SIMULATED_STEPS = 12  # learner steps simulated for each look at a sync run's generation (after the first)
-NUDGE = 0.05  # a generation term's relative nudge, to read its work off the simulator
 OUTER_ROUNDS = 2  # fits, each under the previous one's terms
 LINK_BOUND_START = 0.1  # the second start's link_efficiency, relative to the catalogue's
-#: The terms fitted, with each one's prior: how many e-folds (one sd) its catalogue value may be off. Shares
-#: of a peak are known within tens of percent (a link's within a factor of two: GPUs joined by PCIe reach a
-#: tenth of NVLink's); launch, per-sequence and fixed costs within a factor of a few. The same widths are the
-#: catalogue's uncertainty in an answer (asyncrl.uncertainty). train_step_s is not fitted: phase_s is the same
-#: fixed cost, per phase.
-PRIOR_LOG_SD: dict[str, float] = {
-    "mbu": 0.3,
-    "decode_mfu": 0.3,
-    "decode_step_s": 1.0,
-    "decode_seq_s": 1.2,
-    "decode_layer_s": 1.0,
-    "graph_layer_s": 1.2,
-    "mfu": 0.3,
-    "forward_mfu": 0.3,
-    "learner_layer_s": 1.5,
-    "link_efficiency": 0.7,
-    "phase_s": 1.5,
-    "host_efficiency": 0.4,
-    "sample_overhead_s": 1.2,
-    "reshard_bytes_per_s": 1.0,
-    "rollout_sample_s": 1.2,
-    "switch_s": 1.5,
-}
 HELD_LOG_SD = 1e-4  # the prior of a term held at its value
 #: A run's step-by-step departures count as at most this many independent steps (its steps drift together).
 EFFECTIVE_STEPS = 10
-LENGTH_WINDOWS = 3  # a run whose responses drift is fitted in this many windows of steps ...
-LENGTH_DRIFT = 0.15  # ... when their mean response lengths differ by more than this
-#: The terms only a sync run's generation phase pays (the simulator's gap between two learner steps).
-GENERATION_TERMS = (
-    "mbu",
-    "decode_mfu",
-    "decode_step_s",
-    "decode_seq_s",
-    "decode_layer_s",
-    "graph_layer_s",
-    "reshard_bytes_per_s",
-    "rollout_sample_s",
-    "switch_s",
-)
 COLOCATED_TERMS = ("reshard_bytes_per_s", "rollout_sample_s", "switch_s")
-PHASES = ("gen", "forward", "update", "rest")
+#: The terms only a sync run's generation phase pays (the simulator's gap between two learner steps).
+DECODE_TERMS = ("mbu", "decode_mfu", "decode_step_s", "decode_seq_s", "decode_layer_s", "graph_layer_s")
+GENERATION_TERMS = (*DECODE_TERMS, *COLOCATED_TERMS)
 PHASE_NAMES = {
     "gen": "generation (gen, update_weights)",
     "forward": "no-grad passes (old_log_prob, ref, values)",
@@ -148,48 +116,6 @@ class LogFit:
     terms: list[TermRow] = field(default_factory=list)
     undetermined: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class SimulatedSteps:
-    """What the model charges per learner step of a simulated run (after its first step), by phase."""
-
-    gen: np.ndarray
-    forward: np.ndarray
-    update: np.ndarray
-    rest: np.ndarray
-    communication: np.ndarray
-    step: np.ndarray
-    tokens: np.ndarray
-
-    def mean(self, phase: str) -> float:
-        return float(np.mean(getattr(self, phase)))
-
-
-def simulate_steps(scenario: Scenario, efficiency: Efficiency, steps: int = SIMULATED_STEPS) -> SimulatedSteps:
-    """Simulate ``steps`` + 1 learner steps of ``scenario`` with ``efficiency``; each step after the first
-    (which starts with nothing to load) by phase, as verl's timers cut a sync step:
-
-        step k = generation (weights into the engines, waking them, decoding, putting them to sleep,
-                             collating the batch: everything between two learner phases; verl's gen)
-               + no-grad passes + training passes (their phases, offloads and exposed collectives)
-               + the rest (train_step_s, sample_overhead_s per sample)
-    """
-    run = scenario.run.model_copy(update={"steps": max(2, steps + 1)})
-    short = scenario.model_copy(update={"run": run})
-    sim = Simulation(short, AnalyticCosts(short, efficiency))
-    sim.run()
-    trains, parts = sim.recorder.trains, sim.learner_steps[1:]
-    gaps = [later.start - earlier.end for earlier, later in itertools.pairwise(trains)]
-    return SimulatedSteps(
-        gen=np.array(gaps),
-        forward=np.array([part.forward_s for part in parts]),
-        update=np.array([part.update_s for part in parts]),
-        rest=np.array([part.overhead_s for part in parts]),
-        communication=np.array([part.communication_s for part in parts]),
-        step=np.array([later.end - earlier.end for earlier, later in itertools.pairwise(trains)]),
-        tokens=np.array([span.tokens for span in trains[1:]], dtype=float),
-    )
 
 
 def read_runs(runs: Sequence[tuple[Scenario, Sequence[Path]]]) -> list[LoggedRun]:
@@ -276,7 +202,7 @@ def _priors(base: Efficiency, free: Collection[str] | None = None) -> dict[str, 
     typical = DEFAULTS.model_copy(update=VERL_COSTS)
     priors = {}
     for term, log_sd in PRIOR_LOG_SD.items():
-        low = 1.0 if COEFFICIENT_FORMS[term] == "inverse" and term != "reshard_bytes_per_s" else 0.0
+        low = coefficient_floor(term)
         held = free is not None and term not in free
         centre = coefficient(base, term) if coefficient(base, term) > 0 else coefficient(typical, term)
         priors[term] = Prior(max(centre, 1e-12), HELD_LOG_SD if held else log_sd, low)
@@ -294,18 +220,18 @@ def _efficiency(base: Efficiency, posterior: Posterior) -> Efficiency:
 def _observations(run: LoggedRun, efficiency: Efficiency, notes: list[str]) -> list[Observation]:
     """The run's phases as observations of the terms (module docstring)."""
     scenario, steps = run.scenario, run.steps
-    work = _learner_work(scenario, efficiency, steps)
+    work = learner_work(scenario, efficiency, steps)
     if steps.gen is None:  # whole steps only: their sum of every phase
-        generation = _generation_work(scenario, efficiency, notes, run.label)
+        generation = generation_work(scenario, efficiency, notes, run.label)
         assert steps.step is not None
         if generation is None:
             return []
         whole = [generation.whole.plus(item.forward).plus(item.update).plus(item.rest) for item in work]
         return [_mean(run, "step", steps.step, whole)]
     observations: list[Observation] = []
-    for window, factor in _length_windows(steps):
-        scaled = _with_completions_scaled(scenario, factor)
-        generation = _generation_work(scaled, efficiency, notes, run.label)
+    for window, factor in length_windows(steps):
+        scaled = with_completions_scaled(scenario, factor)
+        generation = generation_work(scaled, efficiency, notes, run.label)
         if generation is None:
             break
         part = LoggedRun(scaled, steps.window(window), run.label, run.model_error)
@@ -313,7 +239,7 @@ def _observations(run: LoggedRun, efficiency: Efficiency, notes: list[str]) -> l
             part, generation, [item for item, kept in zip(work, window, strict=True) if kept]
         )
     if steps.forward is not None:
-        forward = [_without_one_pass(item.forward) if steps.legacy else item.forward for item in work]
+        forward = [without_one_pass(item.forward) if steps.legacy else item.forward for item in work]
         observations += _with_departures(run, "forward", steps.forward, forward)
     assert steps.update is not None  # a log timing its phases times the training
     observations += _with_departures(run, "update", steps.update, [item.update for item in work])
@@ -322,47 +248,12 @@ def _observations(run: LoggedRun, efficiency: Efficiency, notes: list[str]) -> l
     return observations
 
 
-def _length_windows(steps: LoggedSteps) -> list[tuple[np.ndarray, float]]:
-    """The run's steps in up to LENGTH_WINDOWS consecutive windows where their mean response length moves by
-    more than LENGTH_DRIFT between them, each with its mean relative to the run's; else the whole run at 1.
-    A run whose responses doubled is then fitted at each window's own lengths, not at their blend."""
-    whole = np.ones(len(steps.steps), dtype=bool)
-    response = steps.response
-    if response is None or len(response) < 2 * LENGTH_WINDOWS:
-        return [(whole, 1.0)]
-    windows = np.array_split(np.arange(len(response)), LENGTH_WINDOWS)
-    means = np.array([response[index].mean() for index in windows])
-    if means.max() / means.min() - 1 < LENGTH_DRIFT:
-        return [(whole, 1.0)]
-    overall = float(response.mean())
-    masks = []
-    for index, mean in zip(windows, means, strict=True):
-        mask = np.zeros(len(response), dtype=bool)
-        mask[index] = True
-        masks.append((mask, float(mean) / overall))
-    return masks
-
-
-def _with_completions_scaled(scenario: Scenario, ratio: float) -> Scenario:
-    """The scenario with its completions stretched until their mean (under the cap) is ``ratio`` times its own."""
-    if ratio == 1.0:
-        return scenario
-    lengths = scenario.workload.completion_tokens
-    target = min(lengths.mean * ratio, lengths.cap * 0.999)
-    low, high = math.log(0.05), math.log(20.0)  # the stretch's log, bisected: the mean rises with it
-    for _ in range(40):
-        middle = (low + high) / 2
-        low, high = (middle, high) if lengths.scaled(math.exp(middle)).mean < target else (low, middle)
-    workload = scenario.workload.model_copy(update={"completion_tokens": lengths.scaled(math.exp(low))})
-    return scenario.model_copy(update={"workload": workload})
-
-
 def _generation_observations(run: LoggedRun, generation: GenerationWork, work: list[LearnerWork]) -> list[Observation]:
     """The generation phase, or its parts where verl timed them: the engines generating, the weights'
     update, and the rest of it (module docstring). verl before 2025 timed the old log-probs inside gen."""
     steps = run.steps
     assert steps.gen is not None  # a log timing its phases times the generation
-    rest = generation.switches.plus(_one_pass(work)) if steps.legacy else generation.switches
+    rest = generation.switches.plus(one_pass(work)) if steps.legacy else generation.switches
     if steps.reshard is None:
         return [_mean(run, "gen", steps.gen, [generation.decode.plus(generation.sync).plus(rest)])]
     observations = [_mean(run, "reshard", steps.reshard, [generation.sync])]
@@ -378,7 +269,7 @@ def _generation_observations(run: LoggedRun, generation: GenerationWork, work: l
 def _mean(run: LoggedRun, phase: str, values: np.ndarray, work: Sequence[PhaseWork]) -> Observation:
     """A phase's mean over the steps against the mean work, with the model's own error."""
     value = float(np.mean(values))
-    return Observation(f"{run.label} {phase}", _mean_work(work), _mean_fixed(work), value, run.model_error * value)
+    return Observation(f"{run.label} {phase}", mean_work(work), mean_fixed(work), value, run.model_error * value)
 
 
 def _with_departures(run: LoggedRun, phase: str, values: np.ndarray, work: Sequence[PhaseWork]) -> list[Observation]:
@@ -388,11 +279,13 @@ def _with_departures(run: LoggedRun, phase: str, values: np.ndarray, work: Seque
     if tokens is None or len(values) < 3 or np.std(tokens) < 0.02 * np.mean(tokens):
         return observations
     scatter = _unexplained_scatter(values, tokens) * np.sqrt(len(values) / min(len(values), EFFECTIVE_STEPS))
-    mean_work, mean_fixed, mean_value = _mean_work(work), _mean_fixed(work), float(np.mean(values))
+    average, average_fixed, mean_value = mean_work(work), mean_fixed(work), float(np.mean(values))
     for value, item in zip(values, work, strict=True):
-        departure = {term: item.terms.get(term, 0.0) - amount for term, amount in mean_work.items()}
+        departure = {term: item.terms.get(term, 0.0) - amount for term, amount in average.items()}
         observations.append(
-            Observation(f"{run.label} {phase} step", departure, item.fixed_s - mean_fixed, value - mean_value, scatter)
+            Observation(
+                f"{run.label} {phase} step", departure, item.fixed_s - average_fixed, value - mean_value, scatter
+            )
         )
     return observations
 
@@ -402,116 +295,6 @@ def _unexplained_scatter(values: np.ndarray, tokens: np.ndarray) -> float:
     slope, intercept = np.polyfit(tokens, values, 1)
     residual = values - (slope * tokens + intercept)
     return max(float(np.std(residual, ddof=2)) if len(values) > 2 else 0.0, 0.01 * float(np.mean(values)), 1e-6)
-
-
-def _mean_work(work: Sequence[PhaseWork]) -> dict[str, float]:
-    terms = {term for item in work for term in item.terms}
-    return {term: float(np.mean([item.terms.get(term, 0.0) for item in work])) for term in terms}
-
-
-def _mean_fixed(work: Sequence[PhaseWork]) -> float:
-    return float(np.mean([item.fixed_s for item in work]))
-
-
-def _one_pass(work: Sequence[LearnerWork]) -> PhaseWork:
-    """One no-grad pass of the average step (old log-probs)."""
-    mean = PhaseWork(_mean_work([item.forward for item in work]), _mean_fixed([item.forward for item in work]))
-    share = 1.0 / max(1.0, float(mean.terms.get("phase_s", 1.0)))
-    return PhaseWork({term: amount * share for term, amount in mean.terms.items()}, mean.fixed_s * share)
-
-
-def _without_one_pass(work: PhaseWork) -> PhaseWork:
-    passes = max(1.0, float(work.terms.get("phase_s", 1.0)))
-    share = (passes - 1.0) / passes
-    return PhaseWork({term: amount * share for term, amount in work.terms.items()}, work.fixed_s * share)
-
-
-def _learner_work(scenario: Scenario, efficiency: Efficiency, steps: LoggedSteps) -> list[LearnerWork]:
-    """Each kept step's learner work at its own tokens: the scenario's batch (its rows' spread and how they
-    fall on the ranks) scaled to the step's token count."""
-    learner = AnalyticLearner(scenario, efficiency, learner_layout(scenario, Placement.of(scenario.cluster)))
-    reference = _reference_tokens(scenario)
-    counts = steps.tokens if steps.tokens is not None else np.full(len(steps.steps), float(reference.actual))
-    work = []
-    for count in counts:
-        scale = float(count) / reference.actual
-        tokens = TrainTokens(
-            actual=round(count),
-            padded=round(reference.padded * scale),
-            actual_square=round(reference.actual_square * scale**2),
-            padded_square=round(reference.padded_square * scale**2),
-            update_imbalance=reference.update_imbalance,
-            forward_imbalance=reference.forward_imbalance,
-            rows=scenario.batch_samples,
-        )
-        work.append(learner.work(tokens))
-    return work
-
-
-def _reference_tokens(scenario: Scenario) -> TrainTokens:
-    """One batch drawn from the scenario's lengths, as the simulator's recorder counts it."""
-    from asyncrl.simulator.learner_costs import attention_weight, data_parallel_ranks
-
-    stream = LengthStream(scenario)
-    groups = []
-    for _ in range(scenario.batch_groups):
-        prompt, completions = stream.next_group()
-        groups.append([prompt + length for length in completions])
-    return TrainTokens.of_array(
-        np.array(groups, dtype=np.int64),
-        scenario.algorithm.updates_per_step,
-        data_parallel_ranks(scenario),
-        attention_weight(scenario),
-    )
-
-
-@dataclass(frozen=True)
-class GenerationWork:
-    """A sync run's generation phase as work: the engines decoding (and prefilling), the weights reaching
-    them, the phase switches around it (colocated: waking, sleeping, collating the batch)."""
-
-    decode: PhaseWork
-    sync: PhaseWork
-    switches: PhaseWork
-
-    @property
-    def whole(self) -> PhaseWork:
-        return self.decode.plus(self.sync).plus(self.switches)
-
-
-def _generation_work(scenario: Scenario, efficiency: Efficiency, notes: list[str], label: str) -> GenerationWork | None:
-    """A sync run's generation phase as work (module docstring): the switches and the weight sync from the cost
-    model's own decomposition, the decoding read off the simulator; None for other runs."""
-    if scenario.schedule.kind != "sync":
-        notes.append(
-            f"{label}: the run is {scenario.schedule.kind}: its timing_s/gen is the learner's wait, not the "
-            "engines' time; the generation terms keep the catalogue's values unless a sync run's log is given"
-        )
-        return None
-    layout = learner_layout(scenario, Placement.of(scenario.cluster))
-    costs = AnalyticCosts(scenario, efficiency)
-    if scenario.cluster.colocated:
-        sync = colocated_sync_work(scenario, layout)
-        to_training, to_generation = colocated_switch_work(scenario, layout)
-        switches = to_training.plus(to_generation)
-    else:
-        sync, switches = PhaseWork({}, costs.weight_sync(0)), PhaseWork()
-    around_s = sync.seconds(efficiency) + switches.seconds(efficiency)
-    base = simulate_steps(scenario, efficiency).mean("gen") - around_s
-    terms = {}
-    for term in _generation_terms(scenario):
-        value = coefficient(efficiency, term)
-        step = NUDGE * value
-        nudged = efficiency.model_copy(update={term: from_coefficient(term, value + step)})
-        terms[term] = max(0.0, (simulate_steps(scenario, nudged).mean("gen") - around_s - base) / step)
-    fixed = base - sum(amount * coefficient(efficiency, term) for term, amount in terms.items())
-    return GenerationWork(PhaseWork(terms, fixed), sync, switches)
-
-
-def _generation_terms(scenario: Scenario) -> list[str]:
-    """The terms the engines' decoding pays (the launch term of their mode), read off the simulator."""
-    launch = "decode_layer_s" if scenario.cluster.enforce_eager else "graph_layer_s"
-    return ["mbu", "decode_mfu", "decode_step_s", "decode_seq_s", launch, "mfu"]
 
 
 # ── the fitted profile and its report ─────────────────────────────────────────
@@ -547,8 +330,7 @@ def _with_provenance(efficiency: Efficiency, posterior: Posterior, logged: Seque
 
 def _term_interval(term: str, posterior: Posterior) -> tuple[float, float]:
     """A term's 95% interval in its own form (a share's at most 1)."""
-    bound = 1.0 if COEFFICIENT_FORMS[term] == "inverse" and term != "reshard_bytes_per_s" else 0.0
-    low, high = posterior.interval(term, bound)
+    low, high = posterior.interval(term, coefficient_floor(term))
     if COEFFICIENT_FORMS[term] == "value":
         return low, high
     return from_coefficient(term, high), from_coefficient(term, max(low, 1e-12))
@@ -581,7 +363,7 @@ def _matters(term: str, logged: Sequence[LoggedRun]) -> bool:
         return True
     if term in COLOCATED_TERMS:
         return any(run.scenario.cluster.colocated for run in logged)
-    return any(term in _generation_terms(run.scenario) for run in logged)
+    return any(term in generation_terms(run.scenario) for run in logged)
 
 
 def _term_rows(posterior: Posterior, logged: Sequence[LoggedRun]) -> list[TermRow]:
@@ -599,8 +381,8 @@ def _rows(run: LoggedRun, efficiency: Efficiency) -> list[PhaseRow]:
     """Per phase, the log's mean against what the fitted model, simulated, charges."""
     model = simulate_steps(run.scenario, efficiency)
     steps = run.steps
-    gen = model.mean("gen") + (_legacy_pass_s(run, efficiency) if steps.legacy else 0.0)
-    forward = model.mean("forward") - (_legacy_pass_s(run, efficiency) if steps.legacy else 0.0)
+    moved = one_pass(learner_work(run.scenario, efficiency, steps)).seconds(efficiency) if steps.legacy else 0.0
+    gen, forward = model.mean("gen") + moved, model.mean("forward") - moved  # verl before 2025 timed one in gen
     return [
         PhaseRow(f"{run.label}: {PHASE_NAMES['gen']}", steps.mean("gen"), gen, "decode and switch terms"),
         PhaseRow(f"{run.label}: {PHASE_NAMES['forward']}", steps.mean("forward"), forward, "forward_mfu, launches"),
@@ -608,7 +390,3 @@ def _rows(run: LoggedRun, efficiency: Efficiency) -> list[PhaseRow]:
         PhaseRow(f"{run.label}: {PHASE_NAMES['rest']}", steps.mean("rest"), model.mean("rest"), "sample_overhead_s"),
         PhaseRow(f"{run.label}: {PHASE_NAMES['step']}", steps.mean("step"), model.mean("step"), "simulated"),
     ]
-
-
-def _legacy_pass_s(run: LoggedRun, efficiency: Efficiency) -> float:
-    return _one_pass(_learner_work(run.scenario, efficiency, run.steps)).seconds(efficiency)

@@ -18,9 +18,40 @@ from typing import Literal
 
 import numpy as np
 
-from asyncrl.fit_log import simulate_steps
+from asyncrl.log_work import simulate_steps
 from asyncrl.scenarios.efficiency import Efficiency
+from asyncrl.scenarios.loading import validate_scenario
 from asyncrl.scenarios.scenario import Scenario
+
+
+def verl_like_run(preset: str, devices: int, devices_per_engine: int = 2, **learner: object) -> Scenario:
+    """A verl-like colocated sync GRPO run on H100s to write logs of: eager engines, 64 prompts of 8 (lognormal
+    completions, median 400), 4 updates a step, one no-grad pass; ``learner`` fields over 8 rows per micro-batch."""
+    return validate_scenario(
+        {
+            "name": f"{preset} on {devices}",
+            "framework": "verl",
+            "model": {"preset": preset},
+            "hardware": {"device": "h100"},
+            "cluster": {
+                "generation_devices": devices,
+                "training_devices": devices,
+                "devices_per_engine": devices_per_engine,
+                "colocated": True,
+                "enforce_eager": True,
+            },
+            "workload": {
+                "prompts_per_step": 64,
+                "samples_per_prompt": 8,
+                "prompt_tokens": {"kind": "fixed", "value": 200},
+                "completion_tokens": {"kind": "lognormal", "median": 400, "sigma": 0.8, "max_tokens": 2048},
+            },
+            "schedule": {"kind": "sync", "max_concurrency": 256},
+            "algorithm": {"updates_per_step": 4, "extra_forward_passes": 1},
+            "learner": {"micro_batch_rows": 8, **learner},
+            "run": {"steps": 20, "seed": 3},
+        }
+    )
 
 
 def write_simulated_log(

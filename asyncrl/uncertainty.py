@@ -24,8 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asyncrl.fit_log import MODEL_ERROR, PRIOR_LOG_SD
-from asyncrl.scenarios.efficiency import Efficiency, coefficient, from_coefficient
+from asyncrl.scenarios.efficiency import (
+    MODEL_ERROR,
+    PRIOR_LOG_SD,
+    Efficiency,
+    coefficient,
+    coefficient_floor,
+    from_coefficient,
+)
 from asyncrl.scenarios.scenario import Scenario
 from asyncrl.simulator.costs import AnalyticCosts
 from asyncrl.simulator.simulation import Simulation
@@ -122,9 +128,7 @@ def inputs(scenario: Scenario) -> tuple[list[Input], np.ndarray, float, str]:
 
 def _term_nudge(term: str) -> Callable[[Scenario, Efficiency, float], tuple[Scenario, Efficiency]]:
     def nudge(scenario: Scenario, efficiency: Efficiency, logs: float) -> tuple[Scenario, Efficiency]:
-        value = coefficient(efficiency, term) * math.exp(logs)
-        if term in ("mbu", "decode_mfu", "mfu", "forward_mfu", "link_efficiency", "host_efficiency"):
-            value = max(value, 1.0)  # a share stays at most 1 (its coefficient, 1 / share, at least 1)
+        value = max(coefficient(efficiency, term) * math.exp(logs), coefficient_floor(term))  # a share stays ≤ 1
         return scenario, efficiency.model_copy(update={term: from_coefficient(term, value)})
 
     return nudge

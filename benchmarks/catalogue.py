@@ -40,7 +40,8 @@ from asyncrl.analysis.tables import format_table  # noqa: E402
 from asyncrl.scenarios.efficiency import DEFAULTS  # noqa: E402
 from asyncrl.scenarios.scenario import Scenario  # noqa: E402
 
-from asyncrl.fit_log import fit_runs, simulate_steps  # noqa: E402
+from asyncrl.fit_log import fit_runs  # noqa: E402
+from asyncrl.log_work import simulate_steps  # noqa: E402
 
 VERL = ("verl-one-step-off-7b.yaml", "verl-fully-async-7b.yaml", "verl-fully-async-30b-moe.yaml")
 NEMO_RL = ("nemo-rl-h100.yaml",)

@@ -35,11 +35,12 @@ sys.path.insert(0, str(ROOT))
 
 from asyncrl.analysis.tables import format_table  # noqa: E402
 from asyncrl.scenarios.efficiency import DEFAULTS, FRAMEWORKS, Efficiency, save_efficiency  # noqa: E402
-from asyncrl.scenarios.loading import ScenarioError, validate_scenario  # noqa: E402
+from asyncrl.scenarios.loading import ScenarioError  # noqa: E402
 from asyncrl.scenarios.scenario import Scenario  # noqa: E402
 
-from asyncrl.fit_log import fit_runs, read_runs, simulate_steps  # noqa: E402
-from asyncrl.simulated_log import write_simulated_log  # noqa: E402
+from asyncrl.fit_log import fit_runs, read_runs  # noqa: E402
+from asyncrl.log_work import simulate_steps  # noqa: E402
+from asyncrl.simulated_log import verl_like_run, write_simulated_log  # noqa: E402
 from asyncrl.uncertainty import run_uncertainty  # noqa: E402
 
 #: The simulated cluster's terms: verl's catalogue terms with the model's and the learner's moved away from it
@@ -107,39 +108,11 @@ class Prediction:
         return self.low_s <= self.logged_s <= self.high_s
 
 
-def simulated_scenario(preset: str, devices: int, per_engine: int, rows: int) -> Scenario:
-    """A verl-like colocated sync GRPO run on H100s (eager engines, 64 prompts of 8, 4 updates a step)."""
-    return validate_scenario(
-        {
-            "name": f"{preset} on {devices}",
-            "framework": "verl",
-            "model": {"preset": preset},
-            "hardware": {"device": "h100"},
-            "cluster": {
-                "generation_devices": devices,
-                "training_devices": devices,
-                "devices_per_engine": per_engine,
-                "colocated": True,
-                "enforce_eager": True,
-            },
-            "workload": {
-                "prompts_per_step": 64,
-                "samples_per_prompt": 8,
-                "prompt_tokens": {"kind": "fixed", "value": 200},
-                "completion_tokens": {"kind": "lognormal", "median": 400, "sigma": 0.8, "max_tokens": 2048},
-            },
-            "schedule": {"kind": "sync", "max_concurrency": 256},
-            "algorithm": {"updates_per_step": 4, "extra_forward_passes": 1},
-            "learner": {"micro_batch_rows": rows},
-            "run": {"steps": 20, "seed": 3},
-        }
-    )
-
-
 def simulated_runs(folder: Path) -> list[Run]:
     runs = []
     for seed, spec in enumerate(SIMULATED_RUNS):
-        scenario = simulated_scenario(*spec)
+        preset, devices, per_engine, rows = spec
+        scenario = verl_like_run(preset, devices, per_engine, micro_batch_rows=rows)
         log = write_simulated_log(scenario, TRUE, folder / f"run{seed}.jsonl", noise=NOISE, seed=seed)
         runs.append(logged_run(scenario.name, scenario, log))
     return runs

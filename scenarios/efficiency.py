@@ -154,14 +154,44 @@ TERMS = (
     "rollout_sample_s",
     "switch_s",
 )
+#: The model's own error on a phase's mean, one sd, relative (what transfer between runs shows it to be:
+#: benchmarks/transfer.py); the profile records it, and the answers' intervals carry it.
+MODEL_ERROR = 0.10
+#: Each term's uncertainty: how many e-folds (one sd) its catalogue value may be off. Shares of a peak are
+#: known within tens of percent (a link's within a factor of two: GPUs joined by PCIe reach a tenth of
+#: NVLink's); launch, per-sequence and fixed costs within a factor of a few. It is the fit's prior
+#: (asyncrl.fit_log) and the catalogue's uncertainty in an answer (asyncrl.uncertainty). train_step_s has none:
+#: it is not fitted (phase_s is the same fixed cost, per phase).
+PRIOR_LOG_SD: dict[str, float] = {
+    "mbu": 0.3,
+    "decode_mfu": 0.3,
+    "decode_step_s": 1.0,
+    "decode_seq_s": 1.2,
+    "decode_layer_s": 1.0,
+    "graph_layer_s": 1.2,
+    "mfu": 0.3,
+    "forward_mfu": 0.3,
+    "learner_layer_s": 1.5,
+    "link_efficiency": 0.7,
+    "phase_s": 1.5,
+    "host_efficiency": 0.4,
+    "sample_overhead_s": 1.2,
+    "reshard_bytes_per_s": 1.0,
+    "rollout_sample_s": 1.2,
+    "switch_s": 1.5,
+}
 #: How each term enters the model linearly: ``inverse`` (a share or a rate: time is proportional to 1 / it) or
 #: ``value`` (seconds: time is proportional to it). The fit works in these coefficients.
+#: Shares of a peak (at most 1) are inverse, and so is the one rate, ``reshard_bytes_per_s``.
+SHARES = ("mbu", "decode_mfu", "mfu", "forward_mfu", "link_efficiency", "host_efficiency")
 COEFFICIENT_FORMS: dict[str, Literal["inverse", "value"]] = {
-    term: "inverse"
-    if term in ("mbu", "decode_mfu", "mfu", "forward_mfu", "link_efficiency", "host_efficiency", "reshard_bytes_per_s")
-    else "value"
-    for term in TERMS
+    term: "inverse" if term in (*SHARES, "reshard_bytes_per_s") else "value" for term in TERMS
 }
+
+
+def coefficient_floor(term: str) -> float:
+    """The least coefficient a term can have: 1 for a share (its coefficient is 1 / share), else 0."""
+    return 1.0 if term in SHARES else 0.0
 
 
 def coefficient(efficiency: Efficiency, term: str) -> float:

@@ -18,8 +18,9 @@ from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_sce
 from asyncrl.scenarios.scenario import Scenario
 
 from asyncrl.cli import main
-from asyncrl.fit_log import fit_from_logs, fit_runs, simulate_steps
-from asyncrl.simulated_log import write_simulated_log
+from asyncrl.fit_log import fit_from_logs, fit_runs
+from asyncrl.log_work import simulate_steps
+from asyncrl.simulated_log import verl_like_run, write_simulated_log
 from asyncrl.uncertainty import run_uncertainty
 
 CONSOLE = Path(__file__).parent / "data" / "verl" / "console.log"
@@ -31,31 +32,7 @@ TRUE = Efficiency(
 
 def colocated(devices: int, preset: str = "qwen2.5-7b", **learner: Any) -> Scenario:
     """A verl-like colocated sync GRPO run on H100s, eager engines of two devices: 64 prompts of 8."""
-    return validate_scenario(
-        {
-            "name": f"sync-{preset}-{devices}",
-            "framework": "verl",
-            "model": {"preset": preset},
-            "hardware": {"device": "h100"},
-            "cluster": {
-                "generation_devices": devices,
-                "training_devices": devices,
-                "devices_per_engine": 2,
-                "colocated": True,
-                "enforce_eager": True,
-            },
-            "workload": {
-                "prompts_per_step": 64,
-                "samples_per_prompt": 8,
-                "prompt_tokens": {"kind": "fixed", "value": 200},
-                "completion_tokens": {"kind": "lognormal", "median": 400, "sigma": 0.8, "max_tokens": 2048},
-            },
-            "schedule": {"kind": "sync", "max_concurrency": 256},
-            "algorithm": {"updates_per_step": 4, "extra_forward_passes": 1},
-            "learner": {"micro_batch_rows": 8, **learner},
-            "run": {"steps": 20, "seed": 3},
-        }
-    )
+    return verl_like_run(preset, devices, **learner)
 
 
 def within(fit: Any, term: str, truth: Efficiency) -> bool:

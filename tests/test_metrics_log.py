@@ -17,10 +17,10 @@ from asyncrl.analysis.metrics_log import (
     MetricsLog,
     MetricsLogError,
     is_metrics_log,
-    masked_crc,
     read_metrics_log,
     require,
 )
+from asyncrl.analysis.tfevents import masked_crc
 
 from tests.lengths_data import word_counts, write_completions
 
