@@ -11,7 +11,9 @@
 Nothing is fitted per case beyond that one calibration from the sync run: the async prediction is the
 profile used on another split, GPU count and schedule. Seconds per step are per *verl* step (a fully
 async run logs one step per parameter sync, ``learner_steps_per_step`` of asyncrl's learner steps), taken
-over the second half of the simulated run (the steady state a 400-step mean reports).
+over the second half of the simulated run (the steady state a 400-step mean reports). A case's ``sweep``
+(a verl key and the published step at each of its values) predicts the async run at each value with the
+case's profile, and a row compares the step's fall between two of them (verl's staleness ablation).
 
     python benchmarks/published.py [FILE.yaml ...] [--steps N] [--json] [--keep DIR]
 """
@@ -22,6 +24,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,16 +128,63 @@ def predict_case(
         log = write_sync_log(runs["sync"]["published"], folder / "sync.jsonl")
         profile = folder / "profile.yaml"
         save_efficiency(fit_from_logs(scenarios["sync"], [log]).efficiency, profile)
-        return [
-            Prediction(
-                case=label,
-                run=run,
-                published_s=float(spec["published"]["step"]),
-                catalogue_s=steady_step_s(scenarios[run], spec["learner_steps_per_step"]),
-                calibrated_s=steady_step_s(with_profile(scenarios[run], profile), spec["learner_steps_per_step"]),
-            )
+        predictions = [
+            predict_run(label, run, float(spec["published"]["step"]), scenarios[run], profile, spec)
             for run, spec in runs.items()
         ]
+        if "sweep" in case:
+            predictions += predict_sweep(source, case["sweep"], runs["async"], label, steps, profile)
+        return predictions
+
+
+def predict_run(label: str, run: str, published: float, scenario: Scenario, profile: Path, spec: dict) -> Prediction:
+    """One run with the catalogue's terms and with the profile: seconds per verl step."""
+    per = spec["learner_steps_per_step"]
+    catalogue, calibrated = steady_step_s(scenario, per), steady_step_s(with_profile(scenario, profile), per)
+    return Prediction(label, run, published, catalogue, calibrated)
+
+
+def predict_sweep(
+    source: dict[str, Any], sweep: dict[str, Any], spec: dict[str, Any], label: str, steps: int, profile: Path
+) -> list[Prediction]:
+    """The async run at each published value of the swept verl key (the case's profile, nothing refitted)."""
+    key = sweep_name(sweep)
+    predictions = []
+    for value, published in sweep["published"].items():
+        run = {**spec, "overrides": [*spec["overrides"], f"{sweep['key']}={value}"]}
+        scenario = scenario_of(source, run, f"{label} ({key}={value})", steps)
+        predictions.append(predict_run(f"{label}, {key} sweep", f"{value}", float(published), scenario, profile, spec))
+    return predictions
+
+
+def sweep_name(sweep: dict[str, Any]) -> str:
+    """``+async_training.staleness_threshold`` -> ``staleness_threshold``."""
+    return str(sweep["key"]).rsplit(".", 1)[-1]
+
+
+def sweep_effects(source_cases: list[dict[str, Any]], predictions: list[Prediction]) -> list[list[str]]:
+    """Per sweep, the step's fall between its ``effect`` values, published against predicted (a table row)."""
+    rows = []
+    for case in source_cases:
+        sweep = case.get("sweep")
+        if sweep is None:
+            continue
+        points = {item.run: item for item in predictions if item.case.endswith(f"{sweep_name(sweep)} sweep")}
+        start, end = (points[str(value)] for value in sweep["effect"])
+
+        def fall(first: float | None, last: float | None) -> str:
+            return "-" if first is None or last is None else f"{1 - last / first:.0%}"
+
+        rows.append(
+            [
+                start.case,
+                f"{sweep['effect'][0]} -> {sweep['effect'][1]}",
+                fall(start.published_s, end.published_s),
+                fall(start.catalogue_s, end.catalogue_s),
+                fall(start.calibrated_s, end.calibrated_s),
+            ]
+        )
+    return rows
 
 
 def predict_file(path: Path, steps: int, keep: Path | None = None) -> list[list[Prediction]]:
@@ -160,7 +210,8 @@ def _slug(path: Path, case: dict[str, Any]) -> str:
     return "-".join([path.stem, *words])
 
 
-def table(predictions: list[Prediction]) -> str:
+def table(predictions: list[Prediction], effects: Sequence[list[str]] = ()) -> str:
+    """Each run's step (a sweep's points by their value), then the speedups, then each sweep's effect."""
     rows = []
     for item in predictions:
         calibrated = item.calibrated_s
@@ -174,7 +225,10 @@ def table(predictions: list[Prediction]) -> str:
             ]
         )
     for case in dict.fromkeys(item.case for item in predictions):
-        sync, other = (next(i for i in predictions if i.case == case and i.run == run) for run in ("sync", "async"))
+        runs = {item.run: item for item in predictions if item.case == case}
+        if "sync" not in runs or "async" not in runs:
+            continue  # a sweep's points: their effect row follows
+        sync, other = runs["sync"], runs["async"]
         published = sync.published_s / other.published_s
         catalogue = sync.catalogue_s / other.catalogue_s
         calibrated = (
@@ -183,6 +237,7 @@ def table(predictions: list[Prediction]) -> str:
             else f"{sync.calibrated_s / other.calibrated_s:.2f}x"
         )
         rows.append([case, "speedup", f"{published:.2f}x", f"{catalogue:.2f}x", calibrated])
+    rows += [[case, f"fall {values}", *falls] for case, values, *falls in effects]
     header = ["case", "run", "published s/step", "catalogue (error)", "calibrated on sync (error)"]
     return format_table(header, rows)
 
@@ -200,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     files = args.cases or sorted(CASES.glob("*.yaml"))
     predictions = [item for path in files for case in predict_file(path, args.steps, args.keep) for item in case]
+    cases = [case for path in files for case in yaml.safe_load(path.read_text()).get("cases", [])]
     if args.json:
         print(json.dumps([item.__dict__ for item in predictions], indent=2))
     else:
-        print(table(predictions))
+        print(table(predictions, sweep_effects(cases, predictions)))
     return 0
 
 

@@ -80,3 +80,22 @@ def test_areal_cases_solve_the_median_that_reproduces_the_sync_step() -> None:
     step = module.steady_step_s(sync, 1)
     case["sync"]["published"] = {"hours": step * source["batches"] / 3600}
     assert published_areal.fit_median(source, case, module.steady_step_s) == pytest.approx(900, rel=0.01)
+
+
+def test_a_sweep_compares_the_steps_fall_between_its_two_values() -> None:
+    """verl's staleness ablation: 231.3 s at threshold 0, 146.1 s at 0.3, a fall of 1 - 146.1 / 231.3 = 37%."""
+    module = published()
+    sweep = {"key": "+async_training.staleness_threshold", "effect": [0, 0.3]}
+    case = "verl: 128 GPUs, staleness_threshold sweep"
+    points = [
+        module.Prediction(case, "0", 231.3, 200.0, 250.0),
+        module.Prediction(case, "0.1", 171.3, 180.0, 200.0),
+        module.Prediction(case, "0.3", 146.1, 150.0, 175.0),
+    ]
+    ((label, values, published_fall, catalogue_fall, calibrated_fall),) = module.sweep_effects(
+        [{"sweep": sweep}], points
+    )
+    assert (label, values) == (case, "0 -> 0.3")
+    assert (published_fall, catalogue_fall, calibrated_fall) == ("37%", "25%", "30%")  # 1 - 150/200, 1 - 175/250
+    rows = module.table(points, [[label, values, published_fall, catalogue_fall, calibrated_fall]]).splitlines()
+    assert rows[-1].split()[-4:] == ["0.3", "37%", "25%", "30%"]  # the effect row; no speedup row for a sweep
