@@ -1,0 +1,1 @@
+"""Analysis: reads run records and logs, runs nothing (records, fits, plots, summaries)."""

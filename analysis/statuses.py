@@ -1,7 +1,7 @@
 """One status vocabulary for every row that stands for runs: the run summary's, a study cell's, a validate row's.
 
-    summary.json "status" (RunStatus) ─► cells.csv "status"     (analysis.study, asyncrl.study)
-                                      └► validate.csv "status"  (analysis.validation, asyncrl.validate)
+    summary.json "status" (RunStatus) ─► cells.csv "status"     (analysis.summaries.study, asyncrl.experiments.study)
+                                      └► validate.csv "status"  (analysis.summaries.validation, asyncrl.experiments.validate)
 
 A row whose runs completed is ``complete``, one whose run was interrupted ``interrupted``, any other
 that did not finish ``failed``. Tables read back from disk may predate the shared words: ``read_status``
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final, get_args
 
-from asyncrl.scenarios.record import RunStatus
+from ..scenarios.record.record import RunStatus
 
 COMPLETE: Final[RunStatus] = "complete"
 INTERRUPTED: Final[RunStatus] = "interrupted"

@@ -11,15 +11,16 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from asyncrl.scenarios.memory import memory_problem
-from asyncrl.scenarios.record import Simulated
+from ..scenarios.costs.memory import memory_problem
+from ..scenarios.record.record import Simulated
 
 if TYPE_CHECKING:
     import pandas as pd
-    from asyncrl.scenarios.penalty import Penalty, PenaltyFit, TimeToTarget
-    from asyncrl.scenarios.record import Breakdown, RunSummary
-    from asyncrl.scenarios.run_summary import Restarts
-    from asyncrl.scenarios.scenario import Scenario
+
+    from ..scenarios.record.record import Breakdown, RunSummary
+    from ..scenarios.record.run_summary import Restarts
+    from ..scenarios.spec.scenario import Scenario
+    from ..scenarios.staleness.penalty import Penalty, PenaltyFit, TimeToTarget
 
 FIGURE_HEADER = ["samples/s", "step s", "stale mean", "stale max", "gen util", "train util", "dropped"]
 SAMPLES_PER_UNIT = 1000  # device-hours and cost are per 1,000 trained samples

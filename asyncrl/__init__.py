@@ -1,25 +1,18 @@
 """asyncrl: plan, run and check asynchronous RL schedules for language models.
 
-The project's parts live in top-level folders (``scenarios/``, ``simulator/``,
-``executor/``, ``analysis/``) but are installed, and imported, as subpackages
-of ``asyncrl`` (``asyncrl.simulator`` and so on), so they never collide with a
-user's own packages of those common names. ``pyproject.toml`` maps each folder
-to its ``asyncrl.*`` name for installs; in a source checkout (tests, scripts
-run from the repository root) the same names resolve through the line below,
-which lets ``asyncrl``'s subpackages be found beside this folder too.
+The project's parts live in top-level folders (``scenarios/``, ``simulator/``, ``executor/``,
+``analysis/``) and are installed as subpackages of ``asyncrl`` (``asyncrl.simulator`` and so on), so
+their common names never collide with a user's own packages: ``pyproject.toml`` maps each folder to its
+name, and ``scripts/setup.sh`` installs the checkout editable, so the same names resolve to these folders.
 """
 
 from pathlib import Path
 
+from asyncrl.scenarios import compiled
+
 __version__ = "0.1.0"
 
-_checkout = Path(__file__).resolve().parent.parent
-if (_checkout / "pyproject.toml").is_file() and (_checkout / "simulator" / "__init__.py").is_file():
-    __path__.append(str(_checkout))
-
-from asyncrl.compiled import native_dirs  # noqa: E402  (after __path__: the compiled hot loop, if built)
-
-__path__[:0] = native_dirs("")
+compiled.settle(Path(__file__).parent)  # the compiled hot loop, where built from these sources (see there)
 
 #: The Python API (``asyncrl/api.py``), imported on first use so ``import asyncrl`` stays instant.
 _API = ("load_scenario", "simulate", "execute", "compare", "RunRecord", "Scenario")

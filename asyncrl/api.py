@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from asyncrl.scenarios import loading
-from asyncrl.scenarios.record import RunRecord
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.record.record import RunRecord
+from asyncrl.scenarios.spec import loading
+from asyncrl.scenarios.spec.scenario import Scenario
 
 __all__ = ["RunRecord", "Scenario", "compare", "execute", "load_scenario", "simulate"]
 
@@ -52,8 +51,8 @@ def execute(
 
 def compare(a: RunRecord | str | Path, b: RunRecord | str | Path) -> pd.DataFrame:
     """Run B's figures against run A's (records or run directories): one row per figure, with ``a``, ``b``
-    and ``error``, B's relative error against A (``(b − a) / |a|``, ``analysis.compare``)."""
-    from asyncrl.analysis.compare import compare_summaries
+    and ``error``, B's relative error against A (``(b − a) / |a|``, ``analysis.records.compare``)."""
+    from asyncrl.analysis.records.compare import compare_summaries
 
     comparison = compare_summaries(_summary(a), _summary(b))
     rows = [(figure.label, figure.a, figure.b, figure.relative_error) for figure in comparison.figures]
@@ -69,7 +68,7 @@ def _path(out: str | Path | None) -> Path | None:
 
 
 def _summary(run: RunRecord | str | Path) -> Any:
-    from asyncrl.scenarios.record import RunRecordError, read_summary
+    from asyncrl.scenarios.record.record import RunRecordError, read_summary
 
     if isinstance(run, RunRecord):
         if run.summary is None:

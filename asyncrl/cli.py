@@ -26,7 +26,7 @@
 What ``--out`` means for each, and the default output names: ``asyncrl.commands.common``.
 
 Scenario commands take overrides bare (``schedule.max_staleness=2``) or as ``--set``. Bad input prints
-one line per wrong field (``asyncrl.arguments`` words flag errors, and writes an error about one of a
+one line per wrong field (``asyncrl.commands.arguments`` words flag errors, and writes an error about one of a
 command's arguments with the flag's name) and exits with status 2; a run that fails prints one line and
 exits with status 1 (ASYNCRL_TRACEBACK=1 shows the traceback). Ctrl-C ends a command with status 130 and
 SIGTERM with 143, each with one line: a run records itself as interrupted, pool workers are stopped.
@@ -42,10 +42,11 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
+from asyncrl.scenarios.spec.loading import ScenarioError
+
 from asyncrl import __version__
-from asyncrl.arguments import EXIT_BAD_INPUT, Parser, add_examples, as_flag, error, one_line, split_assignments
 from asyncrl.commands import FAMILIES
-from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.commands.arguments import EXIT_BAD_INPUT, Parser, add_examples, as_flag, error, one_line, split_assignments
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130

@@ -17,9 +17,9 @@ import statistics
 
 from asyncrl.analysis.tables import format_table
 from asyncrl.executor.calibrate import calibrate
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.costs.profile import CostProfile
+from asyncrl.scenarios.spec.loading import load_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import simulate
 from tqdm import tqdm

@@ -1,20 +1,20 @@
-"""The catalogue's terms fitted to the published synchronous runs: where scenarios/efficiency.py's defaults
+"""The catalogue's terms fitted to the published synchronous runs: where scenarios/costs/efficiency.py's defaults
 stand, and how well one set of terms reproduces every table at once.
 
     benchmarks/published/*.yaml  the sync run of each case (the async runs are held out: they check the
         │                        terms on another split and schedule, benchmarks/published.py)
         ├─ verl (H20):     its published phases as verl's JSONL (gen, old_log_prob, update_actor, step)
         ├─ NeMo-RL (H100): its step time alone (a log of whole steps)
-        └─ asyncrl.fit_log.fit_runs over all of them at once, the catalogue as the prior
+        └─ asyncrl.calibration.fit_log.fit_runs over all of them at once, the catalogue as the prior
     ─► per term: the catalogue's value, the fitted one and its 95% interval, whether the runs identified it;
        per run: the published step against the catalogue's and the fitted terms' simulated step
 
 AReaL's sync runs are left out: their lengths are solved from their own step time, so they cannot inform
-the terms. The defaults in scenarios/efficiency.py are this fit's, rounded, where the runs identified a term;
+the terms. The defaults in scenarios/costs/efficiency.py are this fit's, rounded, where the runs identified a term;
 the others keep their physical sources (run this again after changing the model: the fit should not move).
 
 With ``--framework nemo-rl`` only that framework's fixed costs (``FRAMEWORK_TERMS``) are fitted, to its own
-v0.5 H100 table's sync runs, the rest held at the catalogue's: ``scenarios.efficiency.FRAMEWORKS``' values.
+v0.5 H100 table's sync runs, the rest held at the catalogue's: ``scenarios.costs.efficiency.FRAMEWORKS``' values.
 
     python benchmarks/catalogue.py [--framework nemo-rl] [--steps N]
 """
@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import published  # noqa: E402
 import published_nemo_rl  # noqa: E402
 from asyncrl.analysis.tables import format_table  # noqa: E402
-from asyncrl.scenarios.efficiency import DEFAULTS  # noqa: E402
-from asyncrl.scenarios.scenario import Scenario  # noqa: E402
+from asyncrl.scenarios.costs.efficiency import DEFAULTS  # noqa: E402
+from asyncrl.scenarios.spec.scenario import Scenario  # noqa: E402
 
-from asyncrl.fit_log import fit_runs  # noqa: E402
-from asyncrl.log_work import simulate_steps  # noqa: E402
+from asyncrl.calibration.fit_log import fit_runs  # noqa: E402
+from asyncrl.calibration.log_work import simulate_steps  # noqa: E402
 
 VERL = ("verl-one-step-off-7b.yaml", "verl-fully-async-7b.yaml", "verl-fully-async-30b-moe.yaml")
 NEMO_RL = ("nemo-rl-h100.yaml",)

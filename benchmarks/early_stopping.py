@@ -16,7 +16,7 @@ import argparse
 import time
 
 import numpy as np
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.sweep import simulate_sizing, sizing_variants
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from asyncrl.executor.engine import ContinuousBatchingEngine, Request, generate_all
-from asyncrl.executor.models import build_model
+from asyncrl.executor.generation.engine import ContinuousBatchingEngine, Request, generate_all
+from asyncrl.executor.generation.models import build_model
 from transformers import GenerationConfig, PreTrainedModel
 
 PRESET = "tiny"

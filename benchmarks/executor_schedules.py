@@ -18,9 +18,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from asyncrl.executor.runtime import execute
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import DevicePools, summarize
+from asyncrl.executor.processes.runtime import execute
+from asyncrl.scenarios.record.record import DevicePools, summarize
+from asyncrl.scenarios.spec.loading import load_scenario
 
 
 def main() -> None:

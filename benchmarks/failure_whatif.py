@@ -22,13 +22,13 @@ import argparse
 from pathlib import Path
 
 from asyncrl.executor.backend import Executor
-from asyncrl.scenarios.loading import load_scenario, variant
-from asyncrl.scenarios.profile import load_profile
-from asyncrl.scenarios.record import RunRecord
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.costs.profile import load_profile
+from asyncrl.scenarios.record.record import RunRecord
+from asyncrl.scenarios.spec.loading import load_scenario, variant
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.backend import Simulator
 
-from asyncrl.calibration import calibration_scenario, execute_calibration_runs, executor, fit_calibration_runs
+from asyncrl.calibration.runs import calibration_scenario, execute_calibration_runs, executor, fit_calibration_runs
 
 CALIBRATION_FAILURE_S = 1.5  # inside a short calibration run of a CPU scenario
 

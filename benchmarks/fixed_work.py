@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 
 import simpy
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.memory import memory_problem
-from asyncrl.scenarios.record import RunRecord
+from asyncrl.scenarios.costs.memory import memory_problem
+from asyncrl.scenarios.record.record import RunRecord
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.simulation import Simulation, without_cycle_collection
 from asyncrl.simulator.summary import run_summary

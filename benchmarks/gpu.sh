@@ -8,7 +8,8 @@
 # For an image with Python, torch and transformers but not simpy and pydantic, and no network: those come from
 # local wheel folders (--wheels, repeatable; or ASYNCRL_WHEELS=DIR:DIR; default ../shared/wheels-gpu and .whl/),
 # installed with pip --no-index into ASYNCRL_GPU_SITE (default ${TMPDIR:-/tmp}/asyncrl-gpu-site). torch is never
-# installed. The project runs from this checkout (PYTHONPATH). Logs, the profile, runs, figures and the report go
+# installed. The project runs from this checkout, through a folder of links laid out as the installed package
+# (asyncrl/ with the four parts inside it, as pyproject.toml maps them) on PYTHONPATH. Logs, the profile, runs, figures and the report go
 # to --out (default runs/gpu): gpu.log is the whole session, <step>.log each step's output.
 #
 # ASYNCRL_GPU_DEVICE=cpu ASYNCRL_GPU_SCENARIO=cpu-timing runs the same steps on CPU, to check the script itself.
@@ -67,15 +68,18 @@ if [ -n "$missing" ]; then
   fi
   step install 60 "$python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-index "${links[@]}" \
     --target "$site" --upgrade $missing || { echo "gpu.sh: could not install $missing from ${links[*]}"; exit 1; }
-  export PYTHONPATH="$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
-else
-  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# The checkout as the installed package, without installing it (the image may lack setuptools): links.
+tree="$site-tree"
+bash "$repo/scripts/link-tree.sh" "$tree"
+export PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONSAFEPATH=1  # python -c and -m would put this folder first, and its asyncrl/ holds no parts
 
 # Can the project be imported? A failure here is not "no GPU": print it and stop.
 step import 60 "$python" -c "
 import sys, torch, transformers, asyncrl.executor
-import asyncrl.executor.runtime, asyncrl.executor.calibrate, asyncrl.simulator.simulation, asyncrl.analysis.report
+import asyncrl.executor.processes.runtime, asyncrl.executor.calibrate, asyncrl.simulator.simulation, asyncrl.analysis.plots.report
 print('python', sys.version.split()[0], '| torch', torch.__version__, '| transformers', transformers.__version__)
 print('asyncrl from', asyncrl.executor.__file__)
 " || { echo "gpu.sh: cannot import the project (error above); this is not a GPU problem"; exit 1; }

@@ -24,8 +24,8 @@ from typing import Any
 
 from asyncrl.analysis.tables import format_table
 from asyncrl.executor.calibrate import DECODE_STEPS, SHORT_PROMPT
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.spec.loading import load_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 
 
 def decode_figures(scenario: Scenario, decode_step_s: dict[int, float]) -> list[dict[str, float]]:

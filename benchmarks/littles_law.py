@@ -12,7 +12,7 @@ instants; λ·W uses their time average, which differs when admissions follow pu
 from __future__ import annotations
 
 from asyncrl.analysis.tables import format_table
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.simulation import simulate
 
 VARIANTS = {

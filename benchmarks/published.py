@@ -5,7 +5,7 @@
         │                              case (a row pair) the published seconds per step
         ├─ from-verl (scenarios.verl) ─► the sync and the async scenario, the same lengths for both
         ├─ the sync run's metrics log, written from its published phase means (verl's JSONL layout)
-        ├─ calibrate --from-log (asyncrl.fit_log) ─► one efficiency profile, fitted to the sync run only
+        ├─ calibrate --from-log (asyncrl.calibration.fit_log) ─► one efficiency profile, fitted to the sync run only
         └─ simulate both runs, with the catalogue's efficiencies and with the profile ─► the table
 
 Nothing is fitted per case beyond that one calibration from the sync run: the async prediction is the
@@ -36,13 +36,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from asyncrl.analysis.tables import format_table  # noqa: E402
-from asyncrl.scenarios.efficiency import save_efficiency  # noqa: E402
-from asyncrl.scenarios.loading import dump_scenario, validate_scenario  # noqa: E402
-from asyncrl.scenarios.scenario import Scenario  # noqa: E402
-from asyncrl.scenarios.verl import plan_from_verl, read_config, settle_concurrency  # noqa: E402
+from asyncrl.scenarios.costs.efficiency import save_efficiency  # noqa: E402
+from asyncrl.scenarios.spec.loading import dump_scenario, validate_scenario  # noqa: E402
+from asyncrl.scenarios.spec.scenario import Scenario  # noqa: E402
 from asyncrl.simulator.simulation import Simulation  # noqa: E402
 
-from asyncrl.fit_log import fit_from_logs  # noqa: E402
+from asyncrl.calibration.fit_log import fit_from_logs  # noqa: E402
+from asyncrl.frameworks.verl.importer import plan_from_verl, read_config, settle_concurrency  # noqa: E402
 
 CASES = ROOT / "benchmarks" / "published"
 BASE_CONFIG = ROOT / "tests" / "data" / "verl_ppo_trainer.yaml"  # verl's trainer config layout, trimmed

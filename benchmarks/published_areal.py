@@ -16,9 +16,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from asyncrl.scenarios.loading import dump_scenario, validate_scenario
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.verl_defaults import merge
+from asyncrl.scenarios.spec.loading import dump_scenario, validate_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
+
+from asyncrl.frameworks.verl.defaults import merge
 
 FIT_STEPS = 12  # sync steps simulated per trial median (the second half is averaged)
 FIT_ROUNDS = 16  # bisection rounds on log(median): the bracket shrinks 65,536-fold

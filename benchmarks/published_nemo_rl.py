@@ -17,11 +17,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from asyncrl.analysis.log_lengths import capped_mean
-from asyncrl.scenarios.loading import validate_scenario
-from asyncrl.scenarios.model_config import figures_from_config
-from asyncrl.scenarios.nemo_rl import plan_from_nemo_rl
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.spec.loading import validate_scenario
+from asyncrl.scenarios.spec.model_config import figures_from_config
+from asyncrl.scenarios.spec.scenario import Scenario
+
+from asyncrl.frameworks.nemo_rl.importer import plan_from_nemo_rl
+from asyncrl.frameworks.verl.log_lengths import capped_mean
 
 
 def completion_for(mean: float, sigma: float, cap: int) -> dict[str, Any]:

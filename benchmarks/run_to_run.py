@@ -4,7 +4,7 @@
 
 Executes the scenario ``--count`` times in this process, one after the other,
 and prints per run the learner's seconds per padded token
-(``analysis.fit_learner.train_spans``), the mean decode-only engine step and the wall time, then each
+(``analysis.fits.fit_learner.train_spans``), the mean decode-only engine step and the wall time, then each
 figure's max/min. Every run computes the same thing (same seed, same lengths),
 so the spread is the machine's: it bounds how closely any prediction from
 another run (a calibration) can match one execution. ``asyncrl validate
@@ -19,11 +19,11 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from asyncrl.analysis.fit_learner import train_spans
+from asyncrl.analysis.fits.fit_learner import train_spans
 from asyncrl.analysis.tables import format_table
-from asyncrl.executor.runtime import execute
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import read_events
+from asyncrl.executor.processes.runtime import execute
+from asyncrl.scenarios.record.record import read_events
+from asyncrl.scenarios.spec.loading import load_scenario
 
 
 def one_run(scenario_name: str, overrides: list[str], out: Path) -> dict[str, float]:

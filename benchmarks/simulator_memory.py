@@ -18,7 +18,7 @@ import sys
 CHILD = """
 import json, resource, sys, tempfile
 from pathlib import Path
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.simulation import simulate
 scenario = load_scenario(sys.argv[1], sys.argv[2:])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

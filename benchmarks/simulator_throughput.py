@@ -21,12 +21,11 @@ import time
 from collections.abc import Callable, Generator
 
 import simpy
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import DevicePools, RunSummary, summarize
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios import compiled
+from asyncrl.scenarios.record.record import DevicePools, RunSummary, summarize
+from asyncrl.scenarios.spec.loading import load_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.simulation import Simulation, without_cycle_collection
-
-from asyncrl import compiled
 
 BARE_EVENTS = 1_000_000
 

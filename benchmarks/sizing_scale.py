@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.memory import memory_problem
+from asyncrl.scenarios import compiled
+from asyncrl.scenarios.costs.memory import memory_problem
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.sweep import simulate_sizing, sizing_variants
-
-from asyncrl import compiled
 
 
 def plans_per_minute(devices: int, workers: int, exact: bool) -> tuple[int, float, int]:

@@ -10,7 +10,7 @@ Two sources of runs:
 
 * **simulated** (the default): a cluster whose terms are known (``TRUE``, away from the catalogue's), five verl-like
   synchronous GRPO runs on it (0.5B to 7B, 8 and 16 H100s, tensor parallel 1 and 2, 4 or 8 rows per micro-batch),
-  each logged by ``asyncrl.simulated_log`` with 2% scatter per phase. The recovery table says, for the joint fit of
+  each logged by ``asyncrl.calibration.simulated_log`` with 2% scatter per phase. The recovery table says, for the joint fit of
   all five, whether each identified term's interval holds the truth.
 * **real logs**: ``--log LOG=SCENARIO`` (repeatable) or ``--log LOG`` for a verl console log that printed its
   config (then ``--hardware`` names the GPU). The logs' own step times are the truth.
@@ -34,14 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from asyncrl.analysis.tables import format_table  # noqa: E402
-from asyncrl.scenarios.efficiency import DEFAULTS, FRAMEWORKS, Efficiency, save_efficiency  # noqa: E402
-from asyncrl.scenarios.loading import ScenarioError  # noqa: E402
-from asyncrl.scenarios.scenario import Scenario  # noqa: E402
+from asyncrl.scenarios.costs.efficiency import DEFAULTS, FRAMEWORKS, Efficiency, save_efficiency  # noqa: E402
+from asyncrl.scenarios.spec.loading import ScenarioError  # noqa: E402
+from asyncrl.scenarios.spec.scenario import Scenario  # noqa: E402
 
-from asyncrl.fit_log import fit_runs, read_runs  # noqa: E402
-from asyncrl.log_work import simulate_steps  # noqa: E402
-from asyncrl.simulated_log import verl_like_run, write_simulated_log  # noqa: E402
-from asyncrl.uncertainty import run_uncertainty  # noqa: E402
+from asyncrl.calibration.fit_log import fit_runs, read_runs  # noqa: E402
+from asyncrl.calibration.log_work import simulate_steps  # noqa: E402
+from asyncrl.calibration.simulated_log import verl_like_run, write_simulated_log  # noqa: E402
+from asyncrl.planning.uncertainty import run_uncertainty  # noqa: E402
 
 #: The simulated cluster's terms: verl's catalogue terms with the model's and the learner's moved away from it
 #: (the fit must find those; a prediction left at the catalogue misses by a third to a half). Its fixed costs of

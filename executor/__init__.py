@@ -3,9 +3,9 @@
     runtime (learner + coordinator) ──commands──► actors (continuous-batching engines)
             ◄──finished groups── actors           weights ──torch.distributed──► actors
 
-    executor.run(scenario, out=None) ──► scenarios.record.RunRecord (executor.backend.Executor)
+    executor.run(scenario, out=None) ──► scenarios.record.record.RunRecord (executor.backend.Executor)
 
-See ``executor/runtime.py`` for the process layout and ``docs/executor.md``.
+See ``executor/processes/runtime.py`` for the process layout and ``docs/executor.md``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from asyncrl.scenarios.record import RunRecord
-    from asyncrl.scenarios.scenario import Scenario
+    from ..scenarios.record.record import RunRecord
+    from ..scenarios.spec.scenario import Scenario
 
 
 def run(scenario: Scenario, out: Path | None = None, *, device: str = "cpu", runtime: str = "local") -> RunRecord:
     """Execute ``scenario`` on ``device``; its record, written to ``out`` when given (else kept in memory only)."""
-    from asyncrl.executor.backend import Executor  # on call: importing the package imports no torch
+    from .backend import Executor  # on call: importing the package imports no torch
 
     return Executor(device, runtime).run(scenario, out)

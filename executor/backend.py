@@ -1,4 +1,4 @@
-"""The executor as a backend (``scenarios.backend.Backend``): a scenario in, its measured record out.
+"""The executor as a backend (``scenarios.rules.backend.Backend``): a scenario in, its measured record out.
 
 Executor(device, runtime, on_step).run(scenario, out) ──runtime.execute──► out/ ──► RunRecord
                                                 out None: a temporary directory, removed after
@@ -10,10 +10,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncrl.executor.restarts import DEFAULT_MAX_RESTARTS
-from asyncrl.executor.runtime import StepCallback, execute
-from asyncrl.scenarios.record import RunRecord
-from asyncrl.scenarios.scenario import Scenario
+from ..scenarios.record.record import RunRecord
+from ..scenarios.spec.scenario import Scenario
+from .processes.restarts import DEFAULT_MAX_RESTARTS
+from .processes.runtime import StepCallback, execute
 
 
 @dataclass(frozen=True)

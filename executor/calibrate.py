@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from asyncrl.executor.engine import ContinuousBatchingEngine, Request, Rollout
-from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.profile import CostProfile, running_maximum
-from asyncrl.scenarios.scenario import Scenario
+
+from ..scenarios.costs.profile import CostProfile, running_maximum
+from ..scenarios.spec.loading import ScenarioError
+from ..scenarios.spec.scenario import Scenario
+from .generation.engine import ContinuousBatchingEngine, Request, Rollout
 
 DECODE_STEPS = 16  # decode steps timed per measurement
 SHORT_PROMPT, LONG_PROMPT = 16, 128
@@ -68,10 +69,10 @@ def calibrate(
     """Measure on the scenario's model and learner settings (the executor's code paths), on ``device``.
 
     ``progress`` is called once per round (the warm-up, then each of the ``repeats``), then for the sync."""
-    from asyncrl.executor.placement import use_device
-    from asyncrl.executor.precision import executor_dtype
-    from asyncrl.executor.sync_probe import time_weight_syncs
-    from asyncrl.executor.work import load_scenario_task, policy_model
+    from .generation.precision import executor_dtype
+    from .processes.placement import use_device
+    from .sync_probe import time_weight_syncs
+    from .tasks.work import load_scenario_task, policy_model
 
     use_device("cuda:0" if device == "cuda" else device)
     task = load_scenario_task(scenario)
@@ -126,7 +127,7 @@ def calibrate(
 
 
 def _learner(scenario: Scenario, policy: Any, task: Any, device: str) -> Any:
-    from asyncrl.executor.learner import Learner
+    from .learning.learner import Learner
 
     torch.set_num_threads(scenario.training_devices)
     pad = task.tokenizer.pad_token_id if task else 0

@@ -7,7 +7,7 @@
     evaluation (run.eval_every) ── held-out answers ────────────────┼──► eval.parquet
     scenario ───────────────────────────────────────────────────────┴──► scenario.yaml, summary.json
 
-The files are the simulator's (``scenarios.record.RunRecord.write``, with ``backend:
+The files are the simulator's (``scenarios.record.record.RunRecord.write``, with ``backend:
 "executor"``) plus the tables ``metrics`` (loss, reward, KL, staleness per step) and
 ``engine_steps``.
 ``summary.json`` is written only when the run ends and says ``status``:
@@ -16,7 +16,7 @@ when the run was resumed; ``dtype``, the engines' number format). At a
 checkpoint the events and metrics so far are written, and the summary of that
 moment goes to ``checkpoint/progress.json`` with ``status: checkpoint``: a
 directory without summary.json is a run that has not ended, or was killed. A run
-resumed after its learner died (``--auto-resume``: ``executor.supervisor``) records the
+resumed after its learner died (``--auto-resume``: ``executor.processes.supervisor``) records the
 death as a ``restart`` row of the learner and ``lost`` rows (``learner_restart_rows``).
 """
 
@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from asyncrl.executor.messages import STEP_COLUMNS
-from asyncrl.scenarios.record import EVENT_COLUMNS, RunRecord, RunStatus, event_row
-from asyncrl.scenarios.run_summary import Throughput
-from asyncrl.scenarios.scenario import Scenario
+
+from ..scenarios.record.record import EVENT_COLUMNS, RunRecord, RunStatus, event_row
+from ..scenarios.record.run_summary import Throughput
+from ..scenarios.spec.scenario import Scenario
+from .processes.messages import STEP_COLUMNS
 
 PROGRESS_FILE = Path("checkpoint") / "progress.json"
 
@@ -103,7 +104,9 @@ class RunLog:
         self.previous = PreviousRun.empty()
         self.metrics: list[dict[str, float]] = []
         self.resumed_from: int | None = None
-        self.evaluation: pd.DataFrame | None = None  # eval.parquet's rows (executor.evaluation), when evaluated
+        self.evaluation: pd.DataFrame | None = (
+            None  # eval.parquet's rows (executor.learning.evaluation), when evaluated
+        )
 
     def continue_from(self, previous: PreviousRun, step: int) -> None:
         self.previous, self.resumed_from = previous, step

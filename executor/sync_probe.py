@@ -4,7 +4,7 @@
     learner.model.state_dict() ──flatten, cast──► flat ──send──► buffer ──unflatten──► engine.load_weights
                                   ◄───────────────────── ack (after the load, synchronized) ──┘
 
-Both ends sit where a one-engine run puts them (``executor.placement``): on two GPUs, NCCL between them; on one GPU
+Both ends sit where a one-engine run puts them (``executor.processes.placement``): on two GPUs, NCCL between them; on one GPU
 or on CPU, gloo through host memory. A measurement runs from the flatten to the ack, so it covers what an engine
 waits for when it loads a new version (the learner's flatten included), with the clock read after
 ``torch.cuda.synchronize``. The receiver's model is built empty (no random initialisation): only its layout matters,
@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
-from asyncrl.scenarios.scenario import Scenario
+
+from ..scenarios.spec.scenario import Scenario
 
 if TYPE_CHECKING:
     from torch import nn
@@ -31,10 +32,10 @@ JOIN_TIMEOUT_S = 300.0
 
 def time_weight_syncs(scenario: Scenario, learner_model: nn.Module, device: str, rounds: int) -> list[float]:
     """Seconds of ``rounds`` weight syncs of ``learner_model`` to a receiver process, one engine's way."""
-    from asyncrl.executor.distributed import join_process_group, leave_process_group, rendezvous_address
-    from asyncrl.executor.placement import place
-    from asyncrl.executor.precision import executor_dtype
-    from asyncrl.executor.weights import WeightLayout, send_weights, staging_device
+    from .generation.precision import executor_dtype
+    from .processes.distributed import join_process_group, leave_process_group, rendezvous_address
+    from .processes.placement import place
+    from .processes.weights import WeightLayout, send_weights, staging_device
 
     placement = place(device, torch.cuda.device_count() if device == "cuda" else 0, engines=1)
     staging = staging_device(placement.backend, placement.learner)
@@ -88,10 +89,10 @@ def _receiver_main(
 
 
 def _receive(scenario: Scenario, device: str, backend: str, rendezvous: str, rounds: int) -> None:
-    from asyncrl.executor.engine import ContinuousBatchingEngine
-    from asyncrl.executor.placement import use_device
-    from asyncrl.executor.weights import WeightLayout, receive_weights, staging_device
-    from asyncrl.executor.work import empty_engine_model, load_scenario_task
+    from .generation.engine import ContinuousBatchingEngine
+    from .processes.placement import use_device
+    from .processes.weights import WeightLayout, receive_weights, staging_device
+    from .tasks.work import empty_engine_model, load_scenario_task
 
     torch.set_num_threads(scenario.cluster.devices_per_engine if device == "cpu" else 1)
     use_device(device)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from asyncrl.scenarios.scenario import Scenario
+from ..scenarios.spec.scenario import Scenario
 
 TRACKERS = ("tensorboard", "wandb")
 #: The module each tracker needs, and the package that provides it.

@@ -15,8 +15,9 @@ pip() { .venv/bin/python -m pip "$@"; }
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   pip install --quiet torch==2.13.0
 fi
-pip install --quiet -e ".[executor,analysis,ray,dev]"
-# The simulator's hot loop compiled with mypyc (asyncrl/compiled.py; about a minute, once per change of those
-# modules): the same answers, sizing about 1.4 times as fast. Without a C compiler it says so and asyncrl runs as Python.
-.venv/bin/python scripts/compile.py
-echo "asyncrl is set up in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"
+# The dependencies and the test tools (mypy among them); then asyncrl again, built in this environment so that
+# setup.py compiles the simulator's hot loop with its mypyc (scenarios/compiled.py; about a minute): the same
+# answers, sizing about 1.4 times as fast. Without a C compiler asyncrl runs as Python; the last line says which.
+ASYNCRL_PURE_PYTHON=1 pip install --quiet -e ".[executor,analysis,ray,dev]"
+pip install --quiet --no-deps --no-build-isolation -e .
+echo "asyncrl is set up in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'); compiled simulator: $(.venv/bin/python -c 'from asyncrl.scenarios import compiled; print("yes" if compiled.active() else "no")'))"

@@ -5,7 +5,7 @@
 # it sees .venv's torch, pandas, pytest and the rest, and holds only transformers==VERSION and the libraries that
 # version pins (tokenizers, huggingface_hub), so a run installs a few MB instead of a second torch. Given VENV_DIR
 # (the GPU-image mimic's), that venv is used as it is, with what the tests need added. The project is put on the
-# path, not installed.
+# path as a folder of links laid out as the installed package (scripts/link-tree.sh), not installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:?usage: test-transformers.sh VERSION [VENV_DIR] [PYTEST ARGS...]}
@@ -17,4 +17,6 @@ tests=("$@")
 "$venv/bin/python" -m pip install --quiet "transformers==$version" safetensors "simpy>=4.1" "pydantic>=2.7" \
   "pyyaml>=6" "numpy>=1.26" "pandas>=2.2" "pyarrow>=15" "tqdm>=4.66" "pytest>=8" "hypothesis>=6.100"
 "$venv/bin/python" -c "import torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__)"
-PYTHONPATH=. "$venv/bin/python" -m pytest -p no:cacheprovider "${tests[@]}"
+tree="$(cd "$venv" && pwd)/asyncrl-tree"
+bash scripts/link-tree.sh "$tree"
+"$venv/bin/python" -m pytest -p no:cacheprovider -o "pythonpath=$tree ." "${tests[@]}"

@@ -1,6 +1,6 @@
 """The SimPy simulator: predicts a scenario's run (``run``) on any cluster, in seconds of simulated time.
 
-simulator.run(scenario, out=None) ──► scenarios.record.RunRecord (see simulator/simulation.py)
+simulator.run(scenario, out=None) ──► scenarios.record.record.RunRecord (see simulator/simulation.py)
 """
 
 from __future__ import annotations
@@ -8,18 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asyncrl.compiled import native_dirs
-
-__path__[:0] = native_dirs("simulator")  # the hot modules compiled, when built (``asyncrl.compiled``)
-
 if TYPE_CHECKING:
-    from asyncrl.scenarios.record import RunRecord
-    from asyncrl.scenarios.scenario import Scenario
-    from asyncrl.simulator.costs import CostModel
+    from ..scenarios.record.record import RunRecord
+    from ..scenarios.spec.scenario import Scenario
+    from .costs import CostModel
 
 
 def run(scenario: Scenario, out: Path | None = None, *, costs: CostModel | None = None) -> RunRecord:
     """Simulate ``scenario``; its record, also written to ``out`` when given (``simulator.backend.Simulator``)."""
-    from asyncrl.simulator.backend import Simulator  # on call: importing the package stays free
+    from .backend import Simulator  # on call: importing the package stays free
 
     return Simulator(costs).run(scenario, out)

@@ -1,4 +1,4 @@
-"""The simulator as a backend (``scenarios.backend.Backend``): a scenario in, its predicted record out.
+"""The simulator as a backend (``scenarios.rules.backend.Backend``): a scenario in, its predicted record out.
 
 Simulator(costs, on_step).run(scenario, out) ──simulate──► RunRecord ──write──► out/ (if given)
 """
@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncrl.scenarios.outputs import run_directory
-from asyncrl.scenarios.record import RunRecord
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.simulator.costs import CostModel
-from asyncrl.simulator.simulation import StepCallback, simulate
+from ..scenarios.record.outputs import run_directory
+from ..scenarios.record.record import RunRecord
+from ..scenarios.spec.scenario import Scenario
+from .costs import CostModel
+from .simulation import StepCallback, simulate
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.scenario import Scenario
+from ..scenarios.spec.loading import ScenarioError
+from ..scenarios.spec.scenario import Scenario
 
 BYTES_PER_ROW = 1_000
 BYTES_PER_ENGINE = 4_000

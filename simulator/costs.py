@@ -49,7 +49,7 @@
                   the batch for the trainer), before it switch_s
         measured: 0 (calibration times no switch)
 
-The analytic terms (shares of the peaks, launch and fixed seconds) are ``scenarios.efficiency``'s:
+The analytic terms (shares of the peaks, launch and fixed seconds) are ``scenarios.costs.efficiency``'s:
 catalogue defaults, or a profile fitted to a framework's metrics logs. An engine spans ``devices_per_engine`` devices: their peak and
 bandwidth add. For mixture-of-experts models a small batch reads only the experts it
 uses, hence ``min(params, active · b)`` weight bytes per decode step. Where the devices
@@ -61,12 +61,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from asyncrl.scenarios.catalog import DeviceSpec
-from asyncrl.scenarios.efficiency import Efficiency
-from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.workload import TrainTokens
-from asyncrl.simulator.learner_costs import (
+from ..scenarios.costs.catalog import DeviceSpec
+from ..scenarios.costs.efficiency import Efficiency
+from ..scenarios.costs.profile import CostProfile
+from ..scenarios.rules.workload import TrainTokens
+from ..scenarios.spec.scenario import Scenario
+from .learner_costs import (
     AnalyticLearner,
     LearnerLayout,
     LearnerStep,
@@ -74,7 +74,7 @@ from asyncrl.simulator.learner_costs import (
     learner_layout,
     learner_state_bytes,
 )
-from asyncrl.simulator.topology import Placement, all_gather_s, all_reduce_s, broadcast_s, intra_node_link, network_link
+from .topology import Placement, all_gather_s, all_reduce_s, broadcast_s, intra_node_link, network_link
 
 __all__ = [
     "AllReduceCost",

@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from asyncrl.simulator.engine import Engine
+
+from .engine import Engine
 
 
 class Loaded(NamedTuple):

@@ -36,11 +36,12 @@ from collections.abc import Generator
 from typing import NamedTuple, Protocol
 
 import simpy
-from asyncrl.scenarios.failures import NO_VERSION
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.simulator.costs import CostModel
-from asyncrl.simulator.host import Host
-from asyncrl.simulator.rollouts import Rollouts, WeightLoad
+
+from ..scenarios.spec.failures import NO_VERSION
+from ..scenarios.spec.scenario import Scenario
+from .costs import CostModel
+from .host import Host
+from .rollouts import Rollouts, WeightLoad
 
 _EPS = 1e-9
 

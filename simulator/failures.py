@@ -5,7 +5,7 @@
         ScheduleState.engine_lost(engine, groups) ─► dispatch: the groups go out again (``Regenerate``)
         restart_s later: ScheduleState.engine_restored(engine) ─► dispatch: Load, then work
 
-What a restart costs is what the executor pays (``scenarios.failures`` has the rules): the engine is
+What a restart costs is what the executor pays (``scenarios.spec.failures`` has the rules): the engine is
 down for ``restart_s`` (``run.failures.restart_s``, else the cost model's ``engine_start``: a process
 start and a model load), then loads the weights like any engine (a weight sync), and every group it
 held is generated again from its first token, on whichever engine may take it first. A failure that
@@ -20,15 +20,17 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, NamedTuple
 
 import simpy
-from asyncrl.scenarios.errors import ScenarioError
-from asyncrl.scenarios.failures import FailureSpec, failure_plan
-from asyncrl.scenarios.record import EVENT_COLUMNS, event_row
-from asyncrl.scenarios.run_summary import Restarts
+
+from ..scenarios.files.errors import ScenarioError
+from ..scenarios.record.record import EVENT_COLUMNS, event_row
+from ..scenarios.record.run_summary import Restarts
+from ..scenarios.spec.failures import FailureSpec, failure_plan
 
 if TYPE_CHECKING:
     import pandas as pd
-    from asyncrl.simulator.costs import CostModel
-    from asyncrl.simulator.simulation import Simulation
+
+    from .costs import CostModel
+    from .simulation import Simulation
 
 
 class LostSpan(NamedTuple):

@@ -1,4 +1,4 @@
-"""The host's cores, shared by the busy engines and the learner of a CPU run (``scenarios.cores``).
+"""The host's cores, shared by the busy engines and the learner of a CPU run (``scenarios.rules.cores``).
 
     engine-0 ──busy(2 threads)──►┐                    engine:  min(1, cores / d / (1 + time_slicing)) / (1 + ε)
     engine-1 ──busy(1 thread)───►├─ Host: demand d ─► learner: min(1, cores / d) / (1 + κ)
@@ -8,7 +8,7 @@ A worker tells the host when it starts and stops computing. When that changes
 a busy worker's rate, the worker first accounts the time so far at the old
 rate, then goes on at the new one (an engine replans its next finish, the
 learner its step's end). While the cores are oversubscribed an engine runs
-``1 + time_slicing`` times slower than its share (``scenarios.cores``). Besides the sharing, the learner computes
+``1 + time_slicing`` times slower than its share (``scenarios.rules.cores``). Besides the sharing, the learner computes
 ``1 + train_contention`` times slower while an engine computes (a measured
 profile's figure: on one CPU the two share caches and memory bandwidth), κ
 above; and an engine computes ``1 + engine_contention`` times slower while the
@@ -24,9 +24,9 @@ from collections.abc import Generator
 from typing import Protocol
 
 import simpy
-from asyncrl.scenarios.cores import CoreShare
 
-from asyncrl.compiled import mypyc_attr
+from ..scenarios.compiled import mypyc_attr
+from ..scenarios.rules.cores import CoreShare
 
 _EPS = 1e-12  # seconds of work left that count as none (float residue of the interrupts)
 
@@ -81,7 +81,7 @@ class Host:
                 member.rate_changed(rate)
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (``asyncrl.compiled``), yet open to subclasses
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (``asyncrl.scenarios.compiled``), yet open to subclasses
 class Computation:
     """A worker that runs one piece of work at a time, a known number of full-speed seconds (the learner's step)."""
 

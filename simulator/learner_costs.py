@@ -24,7 +24,7 @@ microseconds per kernel, its launches tens.
 
 Data-parallel ranks: ``D / learner.model_parallel`` (the devices that share one copy of a sequence: Ulysses
 sequence parallelism, Megatron's tensor × pipeline × context parallelism). The rows are dealt to them as
-``scenarios.workload.rank_loads`` does, and each minibatch waits for its busiest rank. With
+``scenarios.rules.workload.rank_loads`` does, and each minibatch waits for its busiest rank. With
 ``learner.pipeline_stages`` p, a device runs layers / p of each micro-batch, and a minibatch of m micro-batches
 takes m + p − 1 of its slots: every part of the pass is (m + p − 1) / m longer (1F1B's bubble).
 
@@ -39,7 +39,7 @@ collectives, not with the larger of the two (docs/calibration.md). ``learner.bac
 share of the weights (tensor and pipeline parallel): its distributed optimizer reduces the gradients and
 gathers the weights once per update.
 
-Every second but the collectives' is a term of ``scenarios.efficiency`` times a work figure
+Every second but the collectives' is a term of ``scenarios.costs.efficiency`` times a work figure
 (``PhaseWork``): the same decomposition the log calibration fits (``analysis.log_fit``).
 """
 
@@ -48,12 +48,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from asyncrl.scenarios.efficiency import Efficiency, coefficient
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.workload import TrainTokens, forward_passes
-from asyncrl.simulator.topology import Link, Placement, all_gather_s, all_reduce_s, intra_node_link, network_link
+from ..scenarios.costs.efficiency import Efficiency, coefficient
+from ..scenarios.rules.workload import TrainTokens, forward_passes
+from ..scenarios.spec.scenario import Scenario
+from .topology import Link, Placement, all_gather_s, all_reduce_s, intra_node_link, network_link
 
-# Bytes the learner keeps per weight between steps, besides what the engine holds. scenarios/memory.py
+# Bytes the learner keeps per weight between steps, besides what the engine holds. scenarios/costs/memory.py
 # counts the learner's whole memory; these are the terms the colocated phase switch and the offloads move:
 MASTER_WEIGHT_BYTES = 4  # an fp32 master copy of each weight (verl's FSDP holds its parameters in fp32)
 OPTIMIZER_BYTES = 8  # Adam's two fp32 moments
@@ -90,7 +90,7 @@ class LearnerStep:
 @dataclass(frozen=True)
 class PhaseWork:
     """A phase's seconds as the model adds them up: per term, the seconds one unit of its coefficient costs
-    (``scenarios.efficiency.coefficient``: 1 / a share or a rate, seconds as they are), plus what no term scales."""
+    (``scenarios.costs.efficiency.coefficient``: 1 / a share or a rate, seconds as they are), plus what no term scales."""
 
     terms: dict[str, float] = field(default_factory=dict)
     fixed_s: float = 0.0

@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from asyncrl.scenarios.run_summary import RunSummary
-from asyncrl.scenarios.scenario import Scenario
+from ..scenarios.record.run_summary import RunSummary
+from ..scenarios.spec.scenario import Scenario
 
 
 def connect() -> None:

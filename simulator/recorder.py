@@ -1,7 +1,7 @@
 """The run's event table, built once at the end from the rollouts and what the recorder appended.
 
     Rollouts (groups, samples) ─┐
-    Recorder: prefills, syncs,  ├─► events() ─► table of ``scenarios.record.EVENT_COLUMNS``
+    Recorder: prefills, syncs,  ├─► events() ─► table of ``scenarios.record.record.EVENT_COLUMNS``
       switches, trains, drops  ─┘
 
 During the run the recorder only appends (cheap per event); ``events`` builds
@@ -25,11 +25,12 @@ import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-from asyncrl.scenarios.record import EVENT_COLUMNS
-from asyncrl.scenarios.workload import TrainTokens
-from asyncrl.simulator.costs import AllReduceCost
-from asyncrl.simulator.rollouts import Rollouts, WeightLoad, cut_at_loads
-from asyncrl.simulator.spans import Block, SpanLog, Spans
+
+from ..scenarios.record.record import EVENT_COLUMNS
+from ..scenarios.rules.workload import TrainTokens
+from .costs import AllReduceCost
+from .rollouts import Rollouts, WeightLoad, cut_at_loads
+from .spans import Block, SpanLog, Spans
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from asyncrl.simulator.budget import over_budget
+from .budget import over_budget
 
 
 class WeightLoad(NamedTuple):

@@ -4,11 +4,11 @@
        ▲                                        │                    │
        └──── Load / Start (dispatch) ◄──────────┴──── publish(v) ◄───┘
 
-Every decision is ``scenarios.state.ScheduleState``'s, the same object the
+Every decision is ``scenarios.rules.state.ScheduleState``'s, the same object the
 executor's coordinator holds; this module applies its answers to simulated
 engines and moves simulated time. The live per-group state is in
 ``simulator.rollouts``; the recorder only appends. ``simulate`` returns the
-run's record (``scenarios.record.RunRecord``).
+run's record (``scenarios.record.record.RunRecord``).
 
 One decision per instant: engines that finish at the same moment all report
 before the state is asked to dispatch (``AfterInstant``), as the executor's
@@ -40,24 +40,25 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
-from asyncrl.scenarios.actions import Load, LoadEmpty, Regenerate, Start
-from asyncrl.scenarios.cores import core_share
-from asyncrl.scenarios.policy import FinishedGroup
-from asyncrl.scenarios.record import RunRecord
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import ScheduleState
-from asyncrl.scenarios.workload import LengthStream
-from asyncrl.simulator.budget import plan
-from asyncrl.simulator.convergence import Tolerance, steady_span
-from asyncrl.simulator.costs import CostModel, cost_model
-from asyncrl.simulator.dormant import Dormant
-from asyncrl.simulator.engine import Engine
-from asyncrl.simulator.failures import EngineFailures
-from asyncrl.simulator.host import Computation, Host
-from asyncrl.simulator.learner_costs import LearnerStep, attention_weight, data_parallel_ranks
-from asyncrl.simulator.recorder import Recorder
-from asyncrl.simulator.rollouts import Rollouts
 from simpy.events import EventPriority
+
+from ..scenarios.record.record import RunRecord
+from ..scenarios.rules.actions import Load, LoadEmpty, Regenerate, Start
+from ..scenarios.rules.cores import core_share
+from ..scenarios.rules.policy import FinishedGroup
+from ..scenarios.rules.state import ScheduleState
+from ..scenarios.rules.workload import LengthStream
+from ..scenarios.spec.scenario import Scenario
+from .budget import plan
+from .convergence import Tolerance, steady_span
+from .costs import CostModel, cost_model
+from .dormant import Dormant
+from .engine import Engine
+from .failures import EngineFailures
+from .host import Computation, Host
+from .learner_costs import LearnerStep, attention_weight, data_parallel_ranks
+from .recorder import Recorder
+from .rollouts import Rollouts
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -21,15 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from asyncrl.scenarios.busy import SpanOrder, busy_seconds
-from asyncrl.scenarios.run_summary import RunSummary
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.summarize import Labels, Tally, summary_of
-from asyncrl.simulator.convergence import Tolerance
-from asyncrl.simulator.costs import CostModel
-from asyncrl.simulator.recorder import first_load_after
-from asyncrl.simulator.rollouts import cut_at_loads
-from asyncrl.simulator.simulation import Simulation
+
+from ..scenarios.record.busy import SpanOrder, busy_seconds
+from ..scenarios.record.run_summary import RunSummary
+from ..scenarios.record.summarize import Labels, Tally, summary_of
+from ..scenarios.spec.scenario import Scenario
+from .convergence import Tolerance
+from .costs import CostModel
+from .recorder import first_load_after
+from .rollouts import cut_at_loads
+from .simulation import Simulation
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def generation_spans(run: RolloutArrays) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def tally(run: RolloutArrays, first: int, last: int, order: SpanOrder | None = None) -> Tally:
     """The figures of steps ``[first, last)``: spans cut to their time, rollouts trained by those steps.
-    ``order``: ``SpanOrder.of(*generation_spans(run))``, shared by the tallies of one run (``scenarios.busy``)."""
+    ``order``: ``SpanOrder.of(*generation_spans(run))``, shared by the tallies of one run (``scenarios.record.busy``)."""
     begin = float(run.train_end[first - 1]) if first > 0 else 0.0
     end = float(run.train_end[last - 1]) if last > 0 else 0.0
     engines, busy_start, busy_end = generation_spans(run)

@@ -7,7 +7,7 @@
 
 Each variant is a full ``Scenario`` built from the original by changing a few fields and validating again, so a
 variant the catalog cannot hold (an engine that cannot hold one group, a split that does not divide) is skipped. A
-valid variant whose pools do not fit in device memory (``scenarios.memory``) is kept with no summary (None) and not
+valid variant whose pools do not fit in device memory (``scenarios.costs.memory``) is kept with no summary (None) and not
 simulated, so tables can say why it is missing.
 
 In a pool of N workers each simulation is budgeted 1/N of the memory available
@@ -17,7 +17,7 @@ Sweeps summarize each run straight from the simulation (``simulator.summary``), 
 each run once its step time and staleness have converged (``simulator.convergence``) and extrapolates it to
 ``run.steps`` (its summary says ``extrapolated: true``); ``exact=True`` simulates every step.
 
-Given a staleness penalty fit (``scenarios.penalty``), each summary also carries ``time_to_target``
+Given a staleness penalty fit (``scenarios.staleness.penalty``), each summary also carries ``time_to_target``
 (``simulator.target``), worked out in the worker while the run's step times are at hand, and sizing
 ranks by it instead of by throughput.
 
@@ -42,20 +42,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from asyncrl.scenarios import loading
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
-from asyncrl.scenarios.memory import memory_problem
-from asyncrl.scenarios.penalty import PenaltyFit
-from asyncrl.scenarios.pools import new_pool, stopping
-from asyncrl.scenarios.record import RunSummary, Simulated
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.schedules import schedule_label
-from asyncrl.scenarios.textfile import safe_load
-from asyncrl.simulator.convergence import Tolerance
-from asyncrl.simulator.simulation import Simulation, without_cycle_collection
-from asyncrl.simulator.summary import run_summary
-from asyncrl.simulator.target import step_ends, time_to_target
 from tqdm import tqdm
+
+from ..scenarios.costs.memory import memory_problem
+from ..scenarios.files.pools import new_pool, stopping
+from ..scenarios.files.textfile import safe_load
+from ..scenarios.record.record import RunSummary, Simulated
+from ..scenarios.spec import loading
+from ..scenarios.spec.loading import ScenarioError, load_scenario
+from ..scenarios.spec.scenario import Scenario
+from ..scenarios.spec.schedules import schedule_label
+from ..scenarios.staleness.penalty import PenaltyFit
+from .convergence import Tolerance
+from .simulation import Simulation, without_cycle_collection
+from .summary import run_summary
+from .target import step_ends, time_to_target
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 SIZING_TOLERANCE = Tolerance()  # when size ends a run (``simulator.convergence``)
@@ -75,7 +76,7 @@ Result = Simulated[Variant]  # a variant and its simulated summary; None: does n
 
 
 def with_changes(scenario: Scenario, **sections: dict[str, Any]) -> Scenario:
-    """A variant of ``scenario`` (``scenarios.loading.variant``) with some fields of some sections replaced; a
+    """A variant of ``scenario`` (``scenarios.spec.loading.variant``) with some fields of some sections replaced; a
     schedule of another kind starts from that kind's defaults (keeping ``max_concurrency``), not from the
     settings of the one it replaces."""
     changes: dict[str, Any] = {}
@@ -279,7 +280,7 @@ def simulate_all(
     task = partial(_summary_of, until_converged=until_converged, penalty=penalty)
     scenarios = [v.scenario for v in variants]
     if runtime == "ray":  # each node's memory is its own; Ray places the tasks
-        from asyncrl.simulator.ray_tasks import summaries_on_ray
+        from .ray_tasks import summaries_on_ray
 
         for variant, summary in zip(variants, summaries_on_ray(task, scenarios, bar.update), strict=True):
             yield Simulated(variant, summary)

@@ -1,4 +1,4 @@
-"""A simulated run's predicted wall time to a target reward, under a staleness penalty (``scenarios.penalty``).
+"""A simulated run's predicted wall time to a target reward, under a staleness penalty (``scenarios.staleness.penalty``).
 
     simulated step ends ──┐
     summary: staleness (token mean), dropped / generated ─► fit.steps(s, d) ─► time at which that many steps ended
@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from asyncrl.scenarios.penalty import PenaltyFit, TimeToTarget, predict_time_to_target
-from asyncrl.scenarios.record import RunSummary
-from asyncrl.simulator.simulation import Simulation
+
+from ..scenarios.record.record import RunSummary
+from ..scenarios.staleness.penalty import PenaltyFit, TimeToTarget, predict_time_to_target
+from .simulation import Simulation
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from asyncrl.scenarios.catalog import DeviceSpec
-from asyncrl.scenarios.scenario import ClusterSpec
+from ..scenarios.costs.catalog import DeviceSpec
+from ..scenarios.spec.scenario import ClusterSpec
 
 # NCCL's latency figures for ring algorithms (src/graph/tuning.cc, baseLat and hwLat), in seconds.
 # "Simple" is the protocol NCCL picks for large messages (weights, gradients); LL for small ones

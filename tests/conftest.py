@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asyncrl.scenarios.loading import validate_scenario
-from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.record import RunRecord
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.costs.profile import CostProfile
+from asyncrl.scenarios.record.record import RunRecord
+from asyncrl.scenarios.spec.loading import validate_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import simulate
 

@@ -1,21 +1,21 @@
 """The demo's report page, built from simulated runs of its three scenarios (no execution: seconds, not minutes).
 
 The "measured" runs are simulated too, so the figures' numbers mean nothing; the page, its sections and its
-figures are the ones ``asyncrl demo`` writes (``asyncrl.demo._report``), which is what the layout tests check.
+figures are the ones ``asyncrl demo`` writes (``asyncrl.experiments.demo._report``), which is what the layout tests check.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from asyncrl.analysis.compare import compare_speedup, compare_summaries
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import RunSummary
+from asyncrl.analysis.records.compare import compare_speedup, compare_summaries
+from asyncrl.scenarios.record.record import RunSummary
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.backend import Simulator
 
-from asyncrl.calibration import as_kind
-from asyncrl.demo import DEMO_SCENARIOS, ScenarioOutcome, _report
-from asyncrl.trial import Trial
+from asyncrl.calibration.runs import as_kind
+from asyncrl.experiments.demo import DEMO_SCENARIOS, ScenarioOutcome, _report
+from asyncrl.experiments.trial import Trial
 
 
 def demo_page(out: Path, steps: int = 4) -> Path:

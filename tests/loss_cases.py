@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import torch
-from asyncrl.executor.loss_inputs import LossBatch
+from asyncrl.executor.learning.loss_inputs import LossBatch
 
 F64 = torch.float64
 PAD = None  # marks a padded position in the hand tables below

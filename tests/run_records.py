@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from asyncrl.scenarios.record import EVENT_COLUMNS, write_run
+from asyncrl.scenarios.record.record import EVENT_COLUMNS, write_run
 
 
 def hand_summary(**changes: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Hand-checked values for executor.advantages: group-relative advantages, PPO's token rewards and GAE.
+"""Hand-checked values for executor.learning.advantages: group-relative advantages, PPO's token rewards and GAE.
 
 Expected numbers are written out as plain arithmetic from the hand computation in the comment
 next to them; they never come from calling the code under test.
@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from asyncrl.executor.advantages import gae, grpo_advantages, ppo_token_rewards, rloo_advantages
+from asyncrl.executor.learning.advantages import gae, grpo_advantages, ppo_token_rewards, rloo_advantages
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

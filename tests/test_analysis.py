@@ -10,8 +10,8 @@ from typing import Any, get_args
 
 import numpy as np
 import pytest
-from asyncrl.analysis import compare, trace
-from asyncrl.scenarios.record import RunSummary, read_summary, validate_summary
+from asyncrl.analysis.records import compare, trace
+from asyncrl.scenarios.record.record import RunSummary, read_summary, validate_summary
 from pydantic import BaseModel
 
 from asyncrl.cli import main

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from asyncrl.executor.backend import Executor
-from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.record import RunRecord, RunRecordError, validate_summary
+from asyncrl.scenarios.record.record import RunRecord, RunRecordError, validate_summary
+from asyncrl.scenarios.spec.loading import ScenarioError
 from asyncrl.simulator.backend import Simulator
 
 import asyncrl

@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.record import EVENT_COLUMNS, DevicePools, summarize
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.costs.profile import CostProfile
+from asyncrl.scenarios.record.record import EVENT_COLUMNS, DevicePools, summarize
+from asyncrl.scenarios.spec.loading import load_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import AllReduceCost, AnalyticCosts, DecodeTable, MeasuredCosts
 from asyncrl.simulator.simulation import simulate
 from hypothesis import given

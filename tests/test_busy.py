@@ -1,4 +1,4 @@
-"""Busy seconds of spans cut to a window, sorted once before the cut (``scenarios.busy.SpanOrder``).
+"""Busy seconds of spans cut to a window, sorted once before the cut (``scenarios.record.busy.SpanOrder``).
 
 The simulator's summary sorts a run's spans once and measures them cut to two windows; the seconds must be
 the same double as sorting the cut spans afresh. Spans here start and end on a coarse grid, so cutting
@@ -8,7 +8,7 @@ them makes many starts and ends equal: the ties that could have told the two ord
 from __future__ import annotations
 
 import numpy as np
-from asyncrl.scenarios.busy import SpanOrder, busy_seconds, running_max, union_length
+from asyncrl.scenarios.record.busy import SpanOrder, busy_seconds, running_max, union_length
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

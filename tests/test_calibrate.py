@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("torch")
 
 from asyncrl.executor.calibrate import interleaved
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import load_profile
+from asyncrl.scenarios.costs.profile import load_profile
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
 

@@ -1,6 +1,6 @@
 """Chaos, bounded in time: actors killed at random moments in short CPU runs (local processes, and Ray actors on a
 simulated multi-node cluster, one of them with its node), a learner killed under ``--auto-resume``; every record
-still trains every planned group exactly once (``analysis.exactly_once``)."""
+still trains every planned group exactly once (``analysis.records.exactly_once``)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from asyncrl.analysis.exactly_once import exactly_once_violations
-from asyncrl.executor.runtime import execute
-from asyncrl.executor.supervisor import Options, supervise
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import RunRecord
+from asyncrl.analysis.records.exactly_once import exactly_once_violations
+from asyncrl.executor.processes.runtime import execute
+from asyncrl.executor.processes.supervisor import Options, supervise
+from asyncrl.scenarios.record.record import RunRecord
+from asyncrl.scenarios.spec.loading import load_scenario
 
 SHORT = ["run.steps=8", "workload.completion_tokens.max_tokens=48", "workload.prompts_per_step=2"]
 #: One schedule of each kind, each run with two engines: where the lost groups may go, and with which weights.

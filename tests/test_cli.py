@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 from asyncrl.analysis.tables import format_cell
-from asyncrl.scenarios.loading import load_scenario, shipped_scenarios
-from asyncrl.scenarios.record import EVENT_COLUMNS, read_summary
+from asyncrl.scenarios.record.record import EVENT_COLUMNS, read_summary
+from asyncrl.scenarios.spec.loading import load_scenario, shipped_scenarios
 
 from asyncrl.cli import main
 
@@ -86,7 +86,7 @@ def test_json_output_and_overrides(tmp_path: Path, capsys) -> None:
 
 
 def test_a_path_given_with_set_is_relative_to_the_working_directory(tmp_path: Path, monkeypatch) -> None:
-    from asyncrl.scenarios.profile import CostProfile, save_profile
+    from asyncrl.scenarios.costs.profile import CostProfile, save_profile
 
     profile = CostProfile(decode_step_s={1: 0.01}, prefill_token_s=1e-5, train_token_s=1e-4, weight_sync_s=0.1)
     save_profile(profile, tmp_path / "p.yaml")
@@ -264,8 +264,8 @@ def _parser_help(command: str) -> str:
 def test_an_error_about_an_argument_is_printed_with_its_flag() -> None:
     import argparse
 
-    from asyncrl.arguments import as_flag
     from asyncrl.cli import _parser
+    from asyncrl.commands.arguments import as_flag
 
     calibrate = _parser()._subparsers._group_actions[0].choices["calibrate"]
     assert as_flag("calibration_steps: give at least 4", calibrate) == "--calibration-steps: give at least 4"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from asyncrl.scenarios.catalog import DEVICES, MODEL_PRESETS
-from asyncrl.scenarios.loading import shipped_scenarios
+from asyncrl.scenarios.costs.catalog import DEVICES, MODEL_PRESETS
+from asyncrl.scenarios.spec.loading import shipped_scenarios
 
 from asyncrl import __version__
-from asyncrl.arguments import EXAMPLES
 from asyncrl.cli import _parse, _parser, main
+from asyncrl.commands.arguments import EXAMPLES
 
 
 def asyncrl(*args: str) -> subprocess.CompletedProcess[str]:

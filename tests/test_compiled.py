@@ -1,4 +1,4 @@
-"""The compiled hot loop (``asyncrl.compiled``) gives the pure Python's records to the byte.
+"""The compiled hot loop (``scenarios/compiled.py``, built by ``setup.py``) gives the pure Python's records to the byte.
 
 Each case is simulated in this process (compiled, when a build of the current sources exists) and in a
 child process with ``ASYNCRL_PURE_PYTHON=1``; every file each writes must be identical. The cases reach
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from asyncrl.scenarios.outputs import LOCK_FILE
+from asyncrl.scenarios import compiled
+from asyncrl.scenarios.record.outputs import LOCK_FILE
 
-from asyncrl import compiled
 from asyncrl.cli import main
 
 CASES: dict[str, list[str]] = {
@@ -38,7 +38,7 @@ CASES: dict[str, list[str]] = {
 }
 
 PURE = """
-from asyncrl import compiled
+from asyncrl.scenarios import compiled
 from asyncrl.cli import main
 assert not compiled.active()
 for argv in {argvs!r}:
@@ -63,7 +63,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_compiled_and_pure_python_write_the_same_records(tmp_path: Path) -> None:
     if not compiled.active():
-        pytest.skip("no compiled build of the current sources (scripts/compile.py)")
+        pytest.skip("no compiled build of the current sources (bash scripts/setup.sh builds it)")
     native, pure = tmp_path / "native", tmp_path / "pure"
     for case in CASES:
         assert main(_argv(case, native)) == 0, case
@@ -89,12 +89,38 @@ def test_without_mypy_the_hot_modules_import_as_python() -> None:
     """The GPU image has no mypy: ``mypyc_attr`` is a stand-in there and the classes work as written."""
     code = (
         "import sys; sys.modules['mypy_extensions'] = None\n"  # (an import of it now fails)
-        "from asyncrl import compiled; assert not compiled.active()\n"
-        "from asyncrl.scenarios.state import ScheduleState\n"
-        "from asyncrl.scenarios.loading import load_scenario\n"
+        "from asyncrl.scenarios import compiled; assert not compiled.active()\n"
+        "from asyncrl.scenarios.rules.state import ScheduleState\n"
+        "from asyncrl.scenarios.spec.loading import load_scenario\n"
         "class Traced(ScheduleState): pass\n"
         "print(Traced(load_scenario('quickstart'), 8).dispatch()[0])\n"
     )
     env = {**os.environ, "ASYNCRL_PURE_PYTHON": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.startswith("Start(engine=0"), done.stdout
+
+
+def test_a_build_of_older_sources_is_removed_before_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An edited hot module makes the build stale: settle() removes it (so the sources run) and says so."""
+    package, asyncrl_dir = tmp_path, tmp_path / "asyncrl"
+    for module in compiled.HOT_MODULES:
+        (package / f"{module}.py").parent.mkdir(parents=True, exist_ok=True)
+        (package / f"{module}.py").write_text("x = 1\n")
+    asyncrl_dir.mkdir(exist_ok=True)
+    suffix = compiled.importlib.machinery.EXTENSION_SUFFIXES[0]
+    built = [package / f"{module}{suffix}" for module in compiled.HOT_MODULES] + [asyncrl_dir / f"hot__mypyc{suffix}"]
+    for path in built:
+        path.write_bytes(b"")
+    build_file = tmp_path / "compiled-build.txt"
+    monkeypatch.setattr(compiled, "PACKAGE", package)
+    monkeypatch.setattr(compiled, "BUILD_FILE", build_file)
+    monkeypatch.delenv("ASYNCRL_PURE_PYTHON", raising=False)
+    build_file.write_text(compiled.fingerprint() + "\n")
+    compiled.settle(asyncrl_dir)  # current: kept
+    assert all(path.exists() for path in built) and build_file.exists()
+    (package / f"{compiled.HOT_MODULES[0]}.py").write_text("x = 2\n")  # an edit
+    compiled.settle(asyncrl_dir)
+    assert not any(path.exists() for path in built) and not build_file.exists()
+    assert "built from older sources and is removed" in capsys.readouterr().err

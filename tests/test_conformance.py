@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 import torch
-from asyncrl.executor.coordinator import Coordinator
-from asyncrl.executor.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroups, StepFinished
-from asyncrl.scenarios.actions import Action, Dispatch, Load, Taken
-from asyncrl.scenarios.policy import FinishedGroup
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import ScheduleState
+from asyncrl.executor.processes.coordinator import Coordinator
+from asyncrl.executor.processes.messages import FinishedRollout, LoadWeights, RolloutDone, StartGroups, StepFinished
+from asyncrl.scenarios.rules.actions import Action, Dispatch, Load, Taken
+from asyncrl.scenarios.rules.policy import FinishedGroup
+from asyncrl.scenarios.rules.state import ScheduleState
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import CostModel, MeasuredCosts
 from asyncrl.simulator.simulation import Simulation
 

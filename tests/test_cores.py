@@ -1,6 +1,6 @@
 """Processor sharing of a CPU host's cores (``hardware.host_cores``), worked by hand.
 
-The rule (scenarios/cores.py): while the busy processes want more threads than
+The rule (scenarios/rules/cores.py): while the busy processes want more threads than
 the host has cores, each runs at cores / threads-wanted of its full speed.
 """
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import simpy
-from asyncrl.analysis.fit import at_full_speed
-from asyncrl.scenarios.cores import CoreShare, core_share, full_speed_seconds
-from asyncrl.scenarios.loading import ScenarioError
+from asyncrl.analysis.fits.fit import at_full_speed
+from asyncrl.scenarios.rules.cores import CoreShare, core_share, full_speed_seconds
+from asyncrl.scenarios.spec.loading import ScenarioError
 from asyncrl.simulator.host import Computation, Host
 
 from tests.conftest import profile, run, small_scenario
@@ -132,7 +132,7 @@ def test_the_fit_measures_the_slicing_from_oversubscribed_steps_against_the_alon
     Thirty steps run alone, then the learner computes over [1, 2]: share 1/2, slicing 0.25, so an engine
     runs at 0.4 and a step of work w takes w / 0.4. The first overlapped step starts 0.5 ms before the
     learner: 0.5 ms alone, the rest at 0.4."""
-    from asyncrl.analysis.fit import fit_time_slicing
+    from asyncrl.analysis.fits.fit import fit_time_slicing
 
     rows, clock = [], 0.0
     for index in range(30):
@@ -191,7 +191,7 @@ def test_the_learner_slows_by_the_profiles_contention_while_the_engine_computes(
 def test_the_fit_separates_contention_from_the_learners_own_cost() -> None:
     # Train spans of 0.01 s + 1e-4 s per token; every other one half overlapped by an engine step and
     # slowed by κ = 0.3 over that half: × (1 + 0.3 · 0.5).
-    from asyncrl.analysis.fit_learner import fit_contention, fit_learner, train_spans
+    from asyncrl.analysis.fits.fit_learner import fit_contention, fit_learner, train_spans
 
     rows, steps, clock = [], [], 0.0
     for step in range(8):
@@ -252,7 +252,7 @@ def test_the_fit_measures_the_orchestration_delays() -> None:
     # One engine: step 0 retires everything at 1.0; the learner publishes at 1.5 (train 1.2-1.5, batch ready
     # at 1.0, so it started 0.2 s late); the engine loads 1.6-1.8 and resumes at 2.0: 0.5 s after the
     # publish, less the 0.2 s load, is a 0.3 s wake.
-    from asyncrl.analysis.fit_timing import train_start_delays, wake_delays
+    from asyncrl.analysis.fits.fit_timing import train_start_delays, wake_delays
 
     steps = pd.DataFrame(
         {

@@ -1,4 +1,4 @@
-"""Hand-checked values for executor.corrections: each off-policy correction through the losses.
+"""Hand-checked values for executor.learning.corrections: each off-policy correction through the losses.
 
 Expected numbers are written out as plain arithmetic from the hand computation in the comment
 next to them; they never come from calling the code under test.
@@ -10,9 +10,9 @@ import typing
 
 import pytest
 import torch
-from asyncrl.executor.corrections import CORRECTIONS
-from asyncrl.executor.loss_inputs import LossBatch, LossConfig
-from asyncrl.executor.losses import LOSSES, grpo_loss, rloo_loss
+from asyncrl.executor.learning.corrections import CORRECTIONS
+from asyncrl.executor.learning.loss_inputs import LossBatch, LossConfig
+from asyncrl.executor.learning.losses import LOSSES, grpo_loss, rloo_loss
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -287,7 +287,7 @@ def test_weighted_corrections_log_the_behaviour_weight(name: str, correction: st
 
 
 def test_corrections_match_the_scenario_names() -> None:
-    from asyncrl.scenarios.scenario import AlgorithmSpec
+    from asyncrl.scenarios.spec.scenario import AlgorithmSpec
 
     names = set(typing.get_args(AlgorithmSpec.model_fields["correction"].annotation))
     assert set(CORRECTIONS) == names == set(CORRECTIONS.names)

@@ -1,4 +1,4 @@
-"""Each term of the analytic cost model alone, against values worked by hand (scenarios/efficiency.py's terms).
+"""Each term of the analytic cost model alone, against values worked by hand (scenarios/costs/efficiency.py's terms).
 
 The scenario here is a verl-like run of Qwen2.5-0.5B on one H100 (989 TFLOP/s, 3.35 TB/s, PCIe at 64 GB/s one
 way): 24 layers, 494,032,768 weights (0.988 GB in bf16), a 151,936-word vocabulary.
@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from asyncrl.scenarios.efficiency import TERMS, Efficiency, coefficient, from_coefficient
-from asyncrl.scenarios.loading import validate_scenario
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.workload import TrainTokens
+from asyncrl.scenarios.costs.efficiency import TERMS, Efficiency, coefficient, from_coefficient
+from asyncrl.scenarios.rules.workload import TrainTokens
+from asyncrl.scenarios.spec.loading import validate_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import AnalyticCosts
 from hypothesis import given, settings
 from hypothesis import strategies as st

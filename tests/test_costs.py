@@ -1,12 +1,12 @@
-"""Cost formulas against examples worked by hand with the datasheet figures (scenarios/catalog.py) and
+"""Cost formulas against examples worked by hand with the datasheet figures (scenarios/costs/catalog.py) and
 NCCL's latencies (simulator/topology.py): each term alone, its arithmetic in a comment."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.workload import TrainTokens, forward_passes, start_of_step_minibatches
+from asyncrl.scenarios.rules.workload import TrainTokens, forward_passes, start_of_step_minibatches
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.costs import AnalyticCosts, MeasuredCosts, learner_layout
 from asyncrl.simulator.learner_costs import Collectives
 from asyncrl.simulator.simulation import Simulation
@@ -20,7 +20,7 @@ H100_PEAK, H100_BANDWIDTH = 989e12, 3350e9
 LLAMA_8B = 8_030_261_248
 BASE_SIMPLE, NETWORK_HOP = 8.4e-6, 14e-6  # NCCL's ring latencies, Simple protocol (src/graph/tuning.cc)
 SPLIT_4_4 = ["cluster.generation_devices=4", "cluster.training_devices=4"]
-# The catalogue's terms (scenarios/efficiency.py): a decode step pays 1.5 ms, 15 µs per layer (a replayed CUDA graph;
+# The catalogue's terms (scenarios/costs/efficiency.py): a decode step pays 1.5 ms, 15 µs per layer (a replayed CUDA graph;
 # llama-3.1-8b has 32 layers) and 10 µs per running sequence; decode reads at half of the HBM bandwidth and its
 # GEMMs at half of peak; quickstart sets hardware.mfu: 0.35, the learner's utilization in its no-grad and
 # training passes.
@@ -28,7 +28,7 @@ MBU, DECODE_MFU, MFU, FORWARD_MFU = 0.5, 0.5, 0.35, 0.35
 STEP_S = 0.0015 + 32 * 1.5e-5  # a decode step's fixed part: 1.98 ms
 SEQ_S = 1e-5
 COLOCATED_16 = [
-    "framework=verl",  # verl's own costs of a colocated switch (scenarios/efficiency.py's FRAMEWORKS)
+    "framework=verl",  # verl's own costs of a colocated switch (scenarios/costs/efficiency.py's FRAMEWORKS)
     "schedule.kind=sync",
     "cluster.colocated=true",
     "cluster.generation_devices=16",
@@ -64,7 +64,7 @@ def test_training_prefill_and_sync_formulas() -> None:
     # and 16 bytes per logit of the 128,256-word vocabulary) at 80% of 3.35 TB/s: 0.1437 s; 8 micro-batches ×
     # 32 layers × 0.3 ms of launches: 0.0768 s; 8 all-gathers of the weights over NVLink (32.26 ms each at its
     # full bandwidth, worked below) at 70% of it: 0.3687 s. A generic scenario pays no framework's own costs
-    # (phase_s, sample_overhead_s: FRAMEWORKS in scenarios/efficiency.py).
+    # (phase_s, sample_overhead_s: FRAMEWORKS in scenarios/costs/efficiency.py).
     costs = AnalyticCosts(load_scenario("quickstart"))
     tokens = TrainTokens(actual=1_000_000, padded=3_000_000)  # a packed learner: the padding costs nothing
     step = costs.learner_step(tokens)
@@ -306,7 +306,7 @@ def test_decode_tables_agree_with_the_formulas() -> None:
 
 
 def test_measured_prefill_per_sample_with_a_join_cost_and_a_retire_pause() -> None:
-    from asyncrl.scenarios.profile import CostProfile
+    from asyncrl.scenarios.costs.profile import CostProfile
     from asyncrl.simulator.costs import MeasuredCosts
 
     from tests.conftest import small_scenario
@@ -345,7 +345,7 @@ def test_a_retire_pause_follows_each_finish_in_the_simulator() -> None:
 
 
 def test_rows_are_dealt_to_data_parallel_ranks_heaviest_first_in_snake_order() -> None:
-    from asyncrl.scenarios.workload import rank_imbalance, rank_loads
+    from asyncrl.scenarios.rules.workload import rank_imbalance, rank_loads
 
     # Works 9, 7, 5, 3, 2, 1 over 2 ranks, heaviest first in snake order 0, 1, 1, 0, 0, 1:
     # rank 0 gets 9, 3, 2 (14), rank 1 gets 7, 5, 1 (13); each rank then lays its rows out light, heavy, light.

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
-from asyncrl.demo import ScenarioOutcome, load_notes
+from asyncrl.experiments.demo import ScenarioOutcome, load_notes
 
 
 @pytest.mark.slow

@@ -4,12 +4,12 @@ with those figures; the catalogue's assumptions as its defaults; bad figures ref
 from __future__ import annotations
 
 import pytest
-from asyncrl.scenarios.catalog import DEVICES, GB
-from asyncrl.scenarios.device_sheet import DeviceSheet
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
+from asyncrl.scenarios.costs.catalog import DEVICES, GB
+from asyncrl.scenarios.spec.device_sheet import DeviceSheet
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario
 from asyncrl.simulator.simulation import simulate
 
-#: The H100 SXM as its datasheet gives it (scenarios/catalog.py): 989 dense bf16 TFLOP/s, 80 GB at 3.35 TB/s,
+#: The H100 SXM as its datasheet gives it (scenarios/costs/catalog.py): 989 dense bf16 TFLOP/s, 80 GB at 3.35 TB/s,
 #: NVLink 900 GB/s bidirectional (450 each way), one 400 Gb/s adapter (50 GB/s), PCIe Gen5 (64 GB/s each way).
 H100_SHEET = (
     "{name: my-h100, peak_tflops: 989, hbm_gb: 80, hbm_gbps: 3350, nvlink_gbps: 450, network_gbps: 50, host_gbps: 64}"

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from asyncrl.scenarios.distributions import Fixed, LogNormal, Pareto
+from asyncrl.scenarios.spec.distributions import Fixed, LogNormal, Pareto
 from hypothesis import given
 from hypothesis import strategies as st
 

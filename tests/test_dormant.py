@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.scenarios.actions import Load, LoadEmpty
-from asyncrl.scenarios.busy import busy_seconds, running_max, union_length
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import ScheduleState
+from asyncrl.scenarios.costs.profile import CostProfile
+from asyncrl.scenarios.record.busy import busy_seconds, running_max, union_length
+from asyncrl.scenarios.rules.actions import Load, LoadEmpty
+from asyncrl.scenarios.rules.state import ScheduleState
+from asyncrl.scenarios.spec.loading import load_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator import simulation
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import Simulation

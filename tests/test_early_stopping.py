@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.record import RunSummary, summarize, validate_summary
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.costs.profile import CostProfile
+from asyncrl.scenarios.record.record import RunSummary, summarize, validate_summary
+from asyncrl.scenarios.spec.loading import load_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.convergence import Tolerance, steady_span
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import Simulation, simulate

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from asyncrl.executor.engine import (  # noqa: E402
+from asyncrl.executor.generation.engine import (  # noqa: E402
     FINISH_EOS,
     FINISH_LENGTH,
     ContinuousBatchingEngine,
@@ -24,8 +24,8 @@ from asyncrl.executor.engine import (  # noqa: E402
     Rollout,
     generate_all,
 )
-from asyncrl.executor.models import build_config, build_model, load_model  # noqa: E402
-from asyncrl.scenarios.catalog import MODEL_PRESETS  # noqa: E402
+from asyncrl.executor.generation.models import build_config, build_model, load_model  # noqa: E402
+from asyncrl.scenarios.costs.catalog import MODEL_PRESETS  # noqa: E402
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

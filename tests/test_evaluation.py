@@ -1,4 +1,4 @@
-"""Evaluation on held-out prompts (executor/evaluation.py): never trained on, answered outside the run's clock."""
+"""Evaluation on held-out prompts (executor/learning/evaluation.py): never trained on, answered outside the run's clock."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from asyncrl.executor.evaluation import EVAL_COLUMNS, held_out_prompts
-from asyncrl.executor.runtime import execute
-from asyncrl.executor.tasks import load_task
-from asyncrl.executor.work import WorkSource
-from asyncrl.scenarios.errors import ScenarioError
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import RunRecord
+from asyncrl.executor.learning.evaluation import EVAL_COLUMNS, held_out_prompts
+from asyncrl.executor.processes.runtime import execute
+from asyncrl.executor.tasks.generated import load_task
+from asyncrl.executor.tasks.work import WorkSource
+from asyncrl.scenarios.files.errors import ScenarioError
+from asyncrl.scenarios.record.record import RunRecord
+from asyncrl.scenarios.spec.loading import load_scenario
 
 SMALL = ["run.steps=4", "workload.prompts_per_step=2", "run.eval_every=2", "run.eval_prompts=8"]
 

@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from asyncrl.executor.runtime import execute
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.record import EVENT_COLUMNS
+from asyncrl.executor.processes.runtime import execute
+from asyncrl.scenarios.record.record import EVENT_COLUMNS
+from asyncrl.scenarios.spec.loading import load_scenario
 
 FAST = ["run.steps=4", "workload.completion_tokens.max_tokens=48", "workload.prompts_per_step=2"]
 

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from asyncrl.executor.runtime import check, execute
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.executor.processes.runtime import check, execute
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
 
@@ -97,7 +97,7 @@ def listening_addresses(port: int) -> set[str]:
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the kernel's socket table")
 def test_the_learners_store_listens_on_the_rendezvous_address_only() -> None:
-    from asyncrl.executor import distributed
+    from asyncrl.executor.processes import distributed
 
     address = distributed.rendezvous_address("127.0.0.1")
     port = int(address.rpartition(":")[2])

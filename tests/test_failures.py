@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from asyncrl.analysis.exactly_once import exactly_once_violations
-from asyncrl.scenarios.actions import Load, Regenerate, Start
-from asyncrl.scenarios.failures import (
+from asyncrl.analysis.records.exactly_once import exactly_once_violations
+from asyncrl.scenarios.rules.actions import Load, Regenerate, Start
+from asyncrl.scenarios.rules.state import ScheduleState
+from asyncrl.scenarios.spec.failures import (
     NO_VERSION,
     Failure,
     FailureSpec,
@@ -16,8 +17,7 @@ from asyncrl.scenarios.failures import (
     may_regenerate,
     regeneration_version,
 )
-from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
-from asyncrl.scenarios.state import ScheduleState
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario, validate_scenario
 from asyncrl.simulator.simulation import simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.analysis.fit import ENGINE_STEPS_FILE, profile_from_runs
-from asyncrl.scenarios.record import EVENT_COLUMNS, write_run
+from asyncrl.analysis.fits.fit import ENGINE_STEPS_FILE, profile_from_runs
+from asyncrl.scenarios.record.record import EVENT_COLUMNS, write_run
 
 from asyncrl.cli import main
 from tests.conftest import small_scenario
@@ -116,7 +116,7 @@ def test_calibrate_from_run_writes_the_profile_and_rejects_a_directory_without_s
 
 def test_one_straggling_learner_step_does_not_move_the_fit() -> None:
     # Eight steps of 1e-4 s per token, one of them 6x as long (an operating-system hiccup): the line keeps 1e-4.
-    from asyncrl.analysis.fit_learner import fit_learner, without_stragglers
+    from asyncrl.analysis.fits.fit_learner import fit_learner, without_stragglers
 
     tokens = np.array([1000.0, 1200, 900, 1100, 1000, 1300, 950, 1050])
     seconds = 1e-4 * tokens
@@ -174,7 +174,7 @@ def test_the_fit_charges_the_actors_work_between_steps_to_the_step_before_it(tmp
 
 
 def test_an_engine_cycle_ends_at_its_next_step_unless_the_engine_emptied_or_loaded_weights() -> None:
-    from asyncrl.analysis.fit_timing import engine_cycles
+    from asyncrl.analysis.fits.fit_timing import engine_cycles
 
     columns = ["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
     steps = pd.DataFrame(
@@ -203,7 +203,7 @@ def test_the_learners_contention_charges_the_overlapped_spans_the_seconds_they_t
     # tokens (line 0.30 s) that took 0.33 s, 1.1 times. Together they took 0.45 s for 0.36 s of line, so
     # κ = 0.09 / 0.36 = 0.25 charges them 0.45 s. Least squares on each span's excess (the earlier fit)
     # gave (1 + 0.1) / 2 = 0.55 and charged 0.36 · 1.55 = 0.558 s, 24% more than they took.
-    from asyncrl.analysis.fit_learner import fit_contention, fit_learner, train_spans
+    from asyncrl.analysis.fits.fit_learner import fit_contention, fit_learner, train_spans
 
     rows, steps = [], []
     alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]
@@ -245,7 +245,7 @@ def test_the_engines_contention_charges_the_steps_the_learner_overlapped_the_sec
         for _ in range(20):
             engine_step(1.8)
         events.append(("learner", "training", "train", start, clock, step, step, -1, -1, 1000 + 50 * step, 0.0))
-    from asyncrl.analysis.fit import ALONE, engine_charges, fit_engine, training_share
+    from asyncrl.analysis.fits.fit import ALONE, engine_charges, fit_engine, training_share
 
     steps = pd.DataFrame(
         rows, columns=["worker", "start", "end", "batch", "context", "joins", "prefill_tokens", "retired"]
@@ -272,7 +272,7 @@ def test_overlapped_spans_that_ran_faster_than_the_line_get_one_line_through_eve
     # took 0.05 s and 0.28 s, less than their line (a machine that sped up between runs). κ would be
     # negative: it is 0, and the line goes through all six spans (least squares with an intercept), which
     # charges them, in total, the 1.03 s they took.
-    from asyncrl.analysis.fit_learner import fit_contention, fit_learner, train_spans
+    from asyncrl.analysis.fits.fit_learner import fit_contention, fit_learner, train_spans
 
     rows, steps = [], []
     alone = [(500, 0.06, False), (1200, 0.13, False), (2000, 0.21, False), (2900, 0.30, False)]

@@ -1,6 +1,6 @@
 """Calibration from frameworks' metrics logs (``asyncrl calibrate [SCENARIO] --from-log LOG ...``).
 
-Most logs here are written by the simulator itself (``asyncrl.simulated_log``) with terms chosen in the test,
+Most logs here are written by the simulator itself (``asyncrl.calibration.simulated_log``) with terms chosen in the test,
 away from the catalogue's: the fit must find again what a log can tell (within its interval), say which terms
 it cannot, and the profile it writes must predict another run of the same cluster. One log is a fixture in
 verl's console layout (Ray's prefixes, colour codes, the printed config).
@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asyncrl.scenarios.efficiency import Efficiency, coefficient, save_efficiency
-from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.costs.efficiency import Efficiency, coefficient, save_efficiency
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario, validate_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 
+from asyncrl.calibration.fit_log import fit_from_logs, fit_runs
+from asyncrl.calibration.log_work import simulate_steps
+from asyncrl.calibration.simulated_log import verl_like_run, write_simulated_log
 from asyncrl.cli import main
-from asyncrl.fit_log import fit_from_logs, fit_runs
-from asyncrl.log_work import simulate_steps
-from asyncrl.simulated_log import verl_like_run, write_simulated_log
-from asyncrl.uncertainty import run_uncertainty
+from asyncrl.planning.uncertainty import run_uncertainty
 
 CONSOLE = Path(__file__).parent / "data" / "verl" / "console.log"
 #: What the "real" cluster reaches: terms away from the catalogue's, so that a fit left at the defaults fails.
@@ -105,7 +105,7 @@ def test_a_console_log_gives_its_config_and_its_steps(tmp_path: Path, capsys: An
 
 
 def test_legacy_timing_keys_are_read_as_timing_s(tmp_path: Path) -> None:
-    from asyncrl.analysis.metrics_log import read_metrics_log
+    from asyncrl.frameworks.common.metrics_log import read_metrics_log
 
     log = tmp_path / "old.log"
     log.write_text("(main_task pid=1) step:0 - timing/gen:20.0 - timing/ref:4.0 - timing/update_actor:9.0\n")

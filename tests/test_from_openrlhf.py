@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from asyncrl.scenarios.launch_script import read_launch_script
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.openrlhf import plan_from_openrlhf
-from asyncrl.scenarios.openrlhf_flags import NO_COUNTERPART, Flags, outside_the_step, parse_flags
-from asyncrl.scenarios.provenance import ImportPlan, unsourced
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
+from asyncrl.frameworks.common.launch_script import read_launch_script
+from asyncrl.frameworks.common.provenance import ImportPlan, unsourced
+from asyncrl.frameworks.openrlhf.flags import NO_COUNTERPART, Flags, outside_the_step, parse_flags
+from asyncrl.frameworks.openrlhf.importer import plan_from_openrlhf
 
 EXAMPLES = Path(__file__).parent / "data" / "openrlhf"
 SCRIPTS = sorted(EXAMPLES.glob("*.sh"))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.verl import guess_preset, lookup, read_config
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
+from asyncrl.frameworks.verl.importer import guess_preset, lookup, read_config
 
 CONFIG = Path(__file__).parent / "data" / "verl_ppo_trainer.yaml"
 LENGTHS = "{kind: lognormal, median: 300, sigma: 0.8}"

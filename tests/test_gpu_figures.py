@@ -9,8 +9,8 @@ from types import ModuleType
 
 import pandas as pd
 import pytest
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import CostProfile, save_profile
+from asyncrl.scenarios.costs.profile import CostProfile, save_profile
+from asyncrl.scenarios.spec.loading import load_scenario
 
 QWEN_1_5B_BF16_BYTES = 1_543_714_304 * 2
 KV_BYTES_PER_TOKEN = 2 * 28 * 2 * 128 * 2  # keys and values, 28 layers, 2 KV heads of 128, bf16

@@ -1,7 +1,7 @@
 """The hostile-input round (issue 22), writing: files where the user did not point, existing files replaced
 silently, planted symbolic links followed, files cut short by a full disk.
 
-The rule (``scenarios/outputs.py``): an --out that names an existing file is refused unless --force; the names
+The rule (``scenarios/files/outputs.py``): an --out that names an existing file is refused unless --force; the names
 asyncrl picks itself (under runs/, a run record's own files) are its own; every file is written to a temporary
 file beside it and renamed into place, so a link planted at the name is replaced, never followed."""
 
@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 import pytest
-from asyncrl.scenarios import outputs
-from asyncrl.scenarios.outputs import LOCK_FILE, OUT_MARK, OutputError
-from asyncrl.scenarios.writing import written
+from asyncrl.scenarios.files.writing import written
+from asyncrl.scenarios.record import outputs
+from asyncrl.scenarios.record.outputs import LOCK_FILE, OUT_MARK, OutputError
 
 from asyncrl.cli import main
 from tests.refusals import refused

@@ -252,7 +252,7 @@ def test_demo_refuses_a_scenario_it_cannot_execute_on_the_cpu(tmp_path: Path, ca
 
 def test_a_memory_refusal_below_a_gigabyte_says_megabytes() -> None:
     """Under a 4 GB cap with torch loaded: "need about 0.0 GB ... more than the 0.0 GB usable"."""
-    from asyncrl.scenarios.loading import load_scenario
+    from asyncrl.scenarios.spec.loading import load_scenario
     from asyncrl.simulator.budget import MemoryBudgetError, plan
 
     with pytest.raises(MemoryBudgetError) as refusal:
@@ -275,7 +275,7 @@ def test_a_lengths_log_is_read_a_line_at_a_time(tmp_path: Path) -> None:
     """A 400 MB JSONL took 11x its size: every record was held whole. Now only the field's values are."""
     import tracemalloc
 
-    from asyncrl.scenarios.jsonl import read_field
+    from asyncrl.scenarios.files.jsonl import read_field
 
     path = tmp_path / "log.jsonl"
     prompt = "p" * 2000

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from asyncrl.cli import main
-from asyncrl.study import StudyOptions
-from asyncrl.study_cells import build_cells
+from asyncrl.experiments.study import StudyOptions
+from asyncrl.experiments.study_cells import build_cells
 from tests.refusals import refused
 
 USER_TEXT = "the user's notes\n"

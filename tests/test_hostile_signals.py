@@ -197,7 +197,7 @@ def test_a_stopped_pool_has_no_thread_left_to_wake() -> None:
     import multiprocessing
     import time
 
-    from asyncrl.scenarios.pools import new_pool, stop
+    from asyncrl.scenarios.files.pools import new_pool, stop
 
     pool = new_pool(2, multiprocessing.get_context("spawn"))
     busy = [pool.submit(time.sleep, 30) for _ in range(3)]

@@ -1,60 +1,69 @@
 """Fast start and the direction of imports, over every module of every package (none listed by hand).
 
 matplotlib is for the plots alone; torch, transformers and ray for the executor alone. analysis reads
-records: it imports neither the simulator nor the executor, not even inside a function. And no module
-imports one that imports it back, directly or around a loop (imports for type checking aside).
+records: it imports neither the simulator nor the executor, not even inside a function. No module imports
+one that imports it back, directly or around a loop (imports for type checking aside), and between folders
+the arrows run one way only, down this picture:
 
-    scenarios ◄── simulator          scenarios ◄── analysis
-        ▲                                ▲
-        └──────── executor               └──── asyncrl (the workflows, the CLI)
+    asyncrl/ (the command line, the API, the workflows, the frameworks' plug-ins)
+        │
+        ├──► simulator ──┐
+        ├──► executor ───┼──► scenarios
+        └──► analysis ───┘
+
+The parts import one another relatively (``from ..scenarios.spec.scenario import Scenario``), so the
+folders themselves say where an import leads; asyncrl/ names them absolutely (``asyncrl.simulator``).
 """
 
 from __future__ import annotations
 
 import ast
-import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
-import asyncrl
-
+ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "transformers", "ray", "matplotlib")
-PACKAGES = (
-    "asyncrl",
-    "asyncrl.commands",
-    "asyncrl.scenarios",
-    "asyncrl.simulator",
-    "asyncrl.executor",
-    "asyncrl.analysis",
-)
+PARTS = ("scenarios", "simulator", "executor", "analysis")
+#: Which part may import which (asyncrl/, on top, may import all of them).
+ALLOWED = {"scenarios": set(), "simulator": {"scenarios"}, "executor": {"scenarios"}, "analysis": {"scenarios"}}
 #: Modules that draw, and so import matplotlib (and nothing heavier).
 PLOTTING = {
-    "asyncrl.analysis.canvas",
-    "asyncrl.analysis.plots",
-    "asyncrl.analysis.comparison_plot",
-    "asyncrl.analysis.table_plots",
-    "asyncrl.analysis.report",
-    "asyncrl.analysis.study_plots",
-    "asyncrl.analysis.length_plots",
+    "asyncrl.analysis.plots.canvas",
+    "asyncrl.analysis.plots.plots",
+    "asyncrl.analysis.plots.comparison_plot",
+    "asyncrl.analysis.plots.table_plots",
+    "asyncrl.analysis.plots.report",
+    "asyncrl.analysis.plots.study_plots",
+    "asyncrl.analysis.plots.length_plots",
 }
 
 
-def package_dir(package: str) -> Path:
-    module = sys.modules.get(package) or __import__(package, fromlist=["_"])
-    return Path(module.__file__).parent  # its sources (a compiled build's folder may come first on __path__)
+def module_name(path: Path) -> str:
+    """``simulator/engine.py`` → ``asyncrl.simulator.engine``; ``asyncrl/cli.py`` → ``asyncrl.cli``."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts if parts[0] == "asyncrl" else ["asyncrl", *parts])
 
 
 def all_modules() -> dict[str, Path]:
-    """Every module of asyncrl's packages, by dotted name, with its file."""
-    assert asyncrl  # the packages resolve through asyncrl/__init__.py in a checkout
+    """Every module of asyncrl's folders, by dotted name, with its file (packages by their ``__init__``)."""
     found = {}
-    for package in PACKAGES:
-        folder = package_dir(package)
-        for info in pkgutil.iter_modules([str(folder)]):
-            if not info.ispkg and info.name != "__main__":
-                found[f"{package}.{info.name}"] = folder / f"{info.name}.py"
+    for folder in ("asyncrl", *PARTS):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name != "__main__.py":
+                found[module_name(path)] = path
     return found
+
+
+MODULES = all_modules()
+
+
+def folder_of(module: str) -> str:
+    """The part a module belongs to: ``scenarios``, ..., or ``asyncrl`` for the top."""
+    second = module.split(".")[1] if "." in module else ""
+    return second if second in PARTS else "asyncrl"
 
 
 def imported(modules: str, names: str) -> str:
@@ -64,15 +73,27 @@ def imported(modules: str, names: str) -> str:
 
 
 def imports_of(path: Path) -> set[str]:
-    """The asyncrl modules a file imports when it runs: at module level or in a function, not for type checking."""
+    """The asyncrl modules a file imports when it runs: at module level or in a function, not for type checking.
+    Relative imports are resolved against the file's own package."""
+    name = module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     names: set[str] = set()
+
+    def absolute(node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        base = package[: len(package) - node.level + 1]
+        return ".".join([*base, *([node.module] if node.module else [])])
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             return
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("asyncrl"):
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and absolute(node).startswith("asyncrl"):
+            module = absolute(node)
+            submodules = {f"{module}.{alias.name}" for alias in node.names} & MODULES.keys()
+            names.update(submodules)  # from a package import its modules: those modules, not the package
+            if len(submodules) < len(node.names):
+                names.add(module)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names if alias.name.startswith("asyncrl"))
         for child in ast.iter_child_nodes(node):
@@ -83,7 +104,7 @@ def imports_of(path: Path) -> set[str]:
 
 
 def test_every_module_but_the_executor_and_the_plots_imports_no_heavy_library() -> None:
-    light = [name for name in all_modules() if not name.startswith("asyncrl.executor.") and name not in PLOTTING]
+    light = [name for name in all_modules() if not name.startswith("asyncrl.executor") and name not in PLOTTING]
     assert len(light) > 50, light  # the walk found the packages
     assert imported(", ".join(light), f"name in {HEAVY!r}") == "[]"
 
@@ -101,23 +122,26 @@ def test_analysis_never_imports_the_simulator_or_the_executor() -> None:
     assert imported(", ".join(sorted(analysis)), "name.startswith(('asyncrl.simulator', 'asyncrl.executor'))") == "[]"
 
 
-def test_no_two_modules_import_each_other() -> None:
-    modules = all_modules()
-    graph = {name: imports_of(path) & modules.keys() - {name} for name, path in modules.items()}
+def loop_in(graph: dict[str, set[str]]) -> list[str] | None:
+    """A loop of arrows in ``graph`` (node → the nodes it imports), as the nodes around it; None if none."""
     done: set[str] = set()
 
-    def visit(name: str, path: list[str]) -> None:
-        for imported_name in sorted(graph[name]):
-            assert imported_name not in path, "import cycle: " + " → ".join(
-                [*path[path.index(imported_name) :], imported_name]
-            )
-            if imported_name not in done:
-                visit(imported_name, [*path, imported_name])
-        done.add(name)
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        for sink in sorted(graph.get(node, ())):
+            if sink in path:
+                return [*path[path.index(sink) :], sink]
+            if sink not in done and (found := visit(sink, [*path, sink])):
+                return found
+        done.add(node)
+        return None
 
-    for name in sorted(graph):
-        if name not in done:
-            visit(name, [name])
+    return next((found for node in sorted(graph) if node not in done and (found := visit(node, [node]))), None)
+
+
+def test_no_two_modules_import_each_other() -> None:
+    modules = all_modules()
+    loop = loop_in({name: imports_of(path) & modules.keys() - {name} for name, path in modules.items()})
+    assert loop is None, "import cycle: " + " → ".join(loop or [])
 
 
 def test_the_parts_are_installed_under_asyncrl_only() -> None:
@@ -130,5 +154,56 @@ def test_the_parts_are_installed_under_asyncrl_only() -> None:
 def test_sizing_imports_no_pandas() -> None:
     # `asyncrl size` imports these before its worker processes start, in one process: pandas would add about a
     # quarter of a second to that serial start, and nothing there reads an event table.
-    sizing = "asyncrl.cli, asyncrl.commands.planning, asyncrl.simulator.sweep, asyncrl.analysis.sizing"
+    sizing = "asyncrl.cli, asyncrl.commands.planning, asyncrl.simulator.sweep, asyncrl.analysis.summaries.sizing"
     assert imported(sizing, "name == 'pandas'") == "[]"
+
+
+def test_imports_between_the_parts_run_one_way() -> None:
+    modules = all_modules()
+    arrows: set[tuple[str, str]] = set()
+    for name, path in modules.items():
+        for target in imports_of(path) & modules.keys():
+            arrows.add((folder_of(name), folder_of(target)))
+    wrong = sorted((a, b) for a, b in arrows if a != b and a != "asyncrl" and b not in ALLOWED[a])
+    assert not wrong, f"imports against the parts' direction: {wrong}"
+    # The picture is connected: every part reached from the top, every part above scenarios on it.
+    assert {("asyncrl", part) for part in PARTS} <= arrows
+    assert {(part, "scenarios") for part in PARTS[1:]} <= arrows
+
+
+def test_the_parts_import_one_another_relatively() -> None:
+    """A part's imports of asyncrl.* are relative, so the folders say where each leads (and tools follow)."""
+    absolute = []
+    for part in PARTS:
+        for path in (ROOT / part).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("asyncrl"):
+                    absolute.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not absolute, absolute
+
+
+def test_no_folder_imports_one_that_imports_it_back() -> None:
+    """Between folders (subpackages) too, the arrows form no loop."""
+    modules = all_modules()
+    folders = {name: name if path.name == "__init__.py" else name.rpartition(".")[0] for name, path in modules.items()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        for target in imports_of(path) & modules.keys():
+            source, sink = folders[name], folders[target]
+            if source != sink and not sink.startswith(source + ".") and not source.startswith(sink + "."):
+                graph.setdefault(source, set()).add(sink)
+    loop = loop_in(graph)
+    assert loop is None, "folders in a loop: " + " → ".join(loop or [])
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    """A folder that grows past 20 files or 5,000 lines is split into subfolders by concern."""
+    for folder in {path.parent for path in all_modules().values()}:
+        files = list(folder.glob("*.py"))
+        lines = sum(len(path.read_text().splitlines()) for path in files)
+        assert len(files) <= 20 and lines <= 5000, f"{folder.relative_to(ROOT)}: {len(files)} files, {lines} lines"
+
+
+def test_the_loop_check_finds_loops() -> None:
+    assert loop_in({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert loop_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from asyncrl.scenarios.launch_script import LaunchScriptError, read_launch_script
+
+from asyncrl.frameworks.common.launch_script import LaunchScriptError, read_launch_script
 
 
 def command(tmp_path: Path, text: str, prefixes: tuple[str, ...] = ("verl",)):  # type: ignore[no-untyped-def]

@@ -13,13 +13,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
-from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
-from asyncrl.executor.loss_inputs import LossConfig  # noqa: E402
-from asyncrl.executor.models import build_model  # noqa: E402
-from asyncrl.executor.tasks import load_task, to_request  # noqa: E402
-from asyncrl.executor.tokenizer import CharTokenizer  # noqa: E402
-from asyncrl.scenarios.loading import ScenarioError  # noqa: E402
+from asyncrl.executor.generation.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
+from asyncrl.executor.generation.models import build_model  # noqa: E402
+from asyncrl.executor.generation.tokenizer import CharTokenizer  # noqa: E402
+from asyncrl.executor.learning.learner import Group, Learner, LearnerConfig, collate, split_groups  # noqa: E402
+from asyncrl.executor.learning.loss_inputs import LossConfig  # noqa: E402
+from asyncrl.executor.tasks.generated import load_task, to_request  # noqa: E402
+from asyncrl.scenarios.spec.loading import ScenarioError  # noqa: E402
 
 from tests.test_learning import learning_scenario  # noqa: E402
 
@@ -131,8 +131,8 @@ def test_fresh_rollouts_have_importance_ratio_one() -> None:
 
 def dropout_model(seed: int = 0) -> torch.nn.Module:
     """The tiny preset with attention dropout 0.5, as a checkpoint trained with dropout would ship."""
-    from asyncrl.executor.models import build_config
-    from asyncrl.scenarios.catalog import MODEL_PRESETS
+    from asyncrl.executor.generation.models import build_config
+    from asyncrl.scenarios.costs.catalog import MODEL_PRESETS
     from transformers import AutoModelForCausalLM
 
     config = build_config(MODEL_PRESETS["tiny"], vocab_size=CharTokenizer().vocab_size)

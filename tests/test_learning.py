@@ -10,7 +10,7 @@ Run as a module to measure the learning curve over several seeds (what the margi
     python -m tests.test_learning --seeds 0 1 2 3 4 5 6 7 --steps 150
 
 ``--task`` picks another shipped task, ``--loss`` another loss, ``--every 50`` adds the mean reward of every 50 steps
-(the figures in ``executor/tasks.py`` come from these).
+(the figures in ``executor/tasks/generated.py`` come from these).
 
 Skipped where the optional executor dependencies (torch, transformers, safetensors) are not installed.
 """
@@ -30,16 +30,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from asyncrl.executor.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
-from asyncrl.executor.learner import Group, Learner  # noqa: E402
-from asyncrl.executor.losses import LOSSES  # noqa: E402
-from asyncrl.executor.models import build_model  # noqa: E402
-from asyncrl.executor.tasks import TASKS, TaskPrompt, load_task, to_request  # noqa: E402
+from asyncrl.executor.generation.engine import ContinuousBatchingEngine, Rollout, generate_all  # noqa: E402
+from asyncrl.executor.generation.models import build_model  # noqa: E402
+from asyncrl.executor.learning.learner import Group, Learner  # noqa: E402
+from asyncrl.executor.learning.losses import LOSSES  # noqa: E402
+from asyncrl.executor.tasks.generated import TASKS, TaskPrompt, load_task, to_request  # noqa: E402
 
 from tests.conftest import small_scenario  # noqa: E402
 
 if TYPE_CHECKING:
-    from asyncrl.scenarios.scenario import Scenario
+    from asyncrl.scenarios.spec.scenario import Scenario
 
 LEARNING_STEPS = 150
 WINDOW = 10  # steps averaged at each end of the run

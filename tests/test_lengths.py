@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from asyncrl.analysis.lengths import drawn_cdf, fit_all, fit_lognormal, fit_pareto, ks_distance
-from asyncrl.scenarios.distributions import LogNormal, Pareto
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
+from asyncrl.analysis.fits.lengths import drawn_cdf, fit_all, fit_lognormal, fit_pareto, ks_distance
+from asyncrl.scenarios.spec.distributions import LogNormal, Pareto
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario
 
 from asyncrl.cli import main
 from tests.lengths_data import WORDS, word_counts, write_completions
@@ -161,4 +161,4 @@ def test_lengths_bad_input_is_one_line(log, tmp_path: Path, capsys, args, messag
 def test_fitting_imports_no_heavy_library() -> None:
     from tests.test_imports import HEAVY, imported
 
-    assert imported("asyncrl.analysis.lengths, asyncrl.scenarios.jsonl", f"name in {HEAVY!r}") == "[]"
+    assert imported("asyncrl.analysis.fits.lengths, asyncrl.scenarios.files.jsonl", f"name in {HEAVY!r}") == "[]"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.simulation import simulate
 
 

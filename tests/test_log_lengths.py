@@ -11,20 +11,20 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from asyncrl.analysis.log_lengths import (
+from asyncrl.scenarios.spec.loading import load_scenario
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from asyncrl.cli import main
+from asyncrl.frameworks.common.metrics_log import (
+    MetricsLogError,
+)
+from asyncrl.frameworks.verl.log_lengths import (
     capped_mean,
     clip_probability,
     fit_from_metrics,
     typical_max,
 )
-from asyncrl.analysis.metrics_log import (
-    MetricsLogError,
-)
-from asyncrl.scenarios.loading import load_scenario
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
-
-from asyncrl.cli import main
 from tests.lengths_data import word_counts, write_completions
 from tests.metrics_log_data import draw_steps, write_file_logger, write_tensorboard
 from tests.test_metrics_log import CONFIG, log_of

@@ -19,13 +19,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from asyncrl.executor.engine import Rollout  # noqa: E402
-from asyncrl.executor.learner import Learner, LearnerConfig  # noqa: E402
-from asyncrl.executor.loss_inputs import LossConfig  # noqa: E402
-from asyncrl.executor.models import build_model  # noqa: E402
-from asyncrl.executor.rollout_batch import collate, micro_batches  # noqa: E402
-from asyncrl.executor.token_logprobs import at_columns, token_logprobs  # noqa: E402
-from asyncrl.executor.work import engine_model  # noqa: E402
+from asyncrl.executor.generation.engine import Rollout  # noqa: E402
+from asyncrl.executor.generation.models import build_model  # noqa: E402
+from asyncrl.executor.learning.learner import Learner, LearnerConfig  # noqa: E402
+from asyncrl.executor.learning.loss_inputs import LossConfig  # noqa: E402
+from asyncrl.executor.learning.rollout_batch import collate, micro_batches  # noqa: E402
+from asyncrl.executor.learning.token_logprobs import at_columns, token_logprobs  # noqa: E402
+from asyncrl.executor.tasks.work import engine_model  # noqa: E402
 
 from tests.conftest import small_scenario  # noqa: E402
 

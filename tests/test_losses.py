@@ -1,4 +1,4 @@
-"""Hand-checked values for executor.losses.
+"""Hand-checked values for executor.learning.losses.
 
 Expected numbers are written out as plain arithmetic from the hand computation in the comment
 next to them; they never come from calling the code under test.
@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import pytest
 import torch
-from asyncrl.executor.loss_inputs import LossBatch, LossConfig
-from asyncrl.executor.losses import LOSSES, best_worst_pairs, grpo_loss, online_dpo_loss, ppo_loss, rloo_loss
-from asyncrl.executor.registry import Registry
+from asyncrl.executor.learning.loss_inputs import LossBatch, LossConfig
+from asyncrl.executor.learning.losses import LOSSES, best_worst_pairs, grpo_loss, online_dpo_loss, ppo_loss, rloo_loss
+from asyncrl.executor.learning.registry import Registry
 
 from tests.loss_cases import (
     F64,
@@ -313,7 +313,7 @@ def test_ppo_needs_values() -> None:
 
 
 def test_registry_covers_the_scenario_loss_names() -> None:
-    from asyncrl.scenarios.scenario import AlgorithmSpec
+    from asyncrl.scenarios.spec.scenario import AlgorithmSpec
 
     assert set(LOSSES) == set(typing.get_args(AlgorithmSpec.model_fields["loss"].annotation))
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from asyncrl.analysis.sizing import read_sizing
+from asyncrl.analysis.summaries.sizing import read_sizing
 from asyncrl.analysis.tables import speedup_lines
-from asyncrl.scenarios import memory
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
-from asyncrl.scenarios.record import Simulated, validate_summary
+from asyncrl.scenarios.costs import memory
+from asyncrl.scenarios.record.record import Simulated, validate_summary
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario
 from asyncrl.simulator.sweep import Variant, speedup_variants
 
 from asyncrl.cli import main

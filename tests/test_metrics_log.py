@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.analysis.metrics_log import (
+
+from asyncrl.frameworks.common.metrics_log import (
     MetricsLog,
     MetricsLogError,
     is_metrics_log,
     read_metrics_log,
     require,
 )
-from asyncrl.analysis.tfevents import masked_crc
-
+from asyncrl.frameworks.common.tfevents import masked_crc
 from tests.lengths_data import word_counts, write_completions
 
 CONFIG = Path(__file__).parent / "data" / "verl_ppo_trainer.yaml"
@@ -242,4 +242,4 @@ def test_is_metrics_log_on_both_kinds_and_on_completions(tmp_path: Path) -> None
 def test_reading_imports_no_heavy_library_nor_pandas() -> None:
     from tests.test_imports import HEAVY, imported
 
-    assert imported("asyncrl.analysis.metrics_log", f"name in {(*HEAVY, 'pandas')!r}") == "[]"
+    assert imported("asyncrl.frameworks.common.metrics_log", f"name in {(*HEAVY, 'pandas')!r}") == "[]"

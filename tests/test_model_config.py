@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asyncrl.scenarios.catalog import MODEL_PRESETS
-from asyncrl.scenarios.loading import ScenarioError, load_scenario, validate_scenario
-from asyncrl.scenarios.model_config import figures_from_config
+from asyncrl.scenarios.costs.catalog import MODEL_PRESETS
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario, validate_scenario
+from asyncrl.scenarios.spec.model_config import figures_from_config
 
 # (preset, transformers model_type, tie_word_embeddings) as the published checkpoints have them
 DENSE = [

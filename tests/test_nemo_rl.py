@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asyncrl.scenarios.errors import ScenarioError
-from asyncrl.scenarios.loading import validate_scenario
-from asyncrl.scenarios.nemo_rl import plan_from_nemo_rl
+from asyncrl.scenarios.files.errors import ScenarioError
+from asyncrl.scenarios.spec.loading import validate_scenario
 
+from asyncrl.frameworks.nemo_rl.importer import plan_from_nemo_rl
 from tests.test_published import ROOT, published
 
 LENGTHS = {
@@ -100,7 +100,7 @@ def test_the_benchmark_lengths_reproduce_the_published_mean() -> None:
     assert module is not None
     lengths = completion_for(3123, 1.0, 3968)
     mu, cap = math.log(lengths["median"]), 3968
-    from asyncrl.analysis.log_lengths import capped_mean
+    from asyncrl.frameworks.verl.log_lengths import capped_mean
 
     assert capped_mean(mu, 1.0, cap) == pytest.approx(3123, abs=1)
     assert lengths["median"] > cap  # more than half stop at the cap, as a reasoning model's under 4K do
@@ -131,7 +131,7 @@ RECIPES = ROOT / "tests" / "data" / "nemo_rl" / "recipes" / "llm" / "performance
 
 
 def test_from_nemo_rl_on_a_published_recipe_writes_each_fields_source(tmp_path: Path, capsys: Any) -> None:
-    from asyncrl.scenarios.loading import load_scenario
+    from asyncrl.scenarios.spec.loading import load_scenario
 
     from asyncrl.cli import main
 

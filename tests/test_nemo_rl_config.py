@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from asyncrl.scenarios.errors import ScenarioError
-from asyncrl.scenarios.nemo_rl_config import read_nemo_rl_config
+from asyncrl.scenarios.files.errors import ScenarioError
+
+from asyncrl.frameworks.nemo_rl.config import read_nemo_rl_config
 
 # The shape of examples/configs/grpo_math_1B.yaml: packing budgets from the sequence cap, a resolver nested
 BASE = """

@@ -19,13 +19,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from asyncrl.executor.advantages import grpo_advantages  # noqa: E402
-from asyncrl.executor.corrections import corrected_surrogate  # noqa: E402
-from asyncrl.executor.engine import Rollout  # noqa: E402
-from asyncrl.executor.learner import Group, Learner, LearnerConfig, collate  # noqa: E402
-from asyncrl.executor.loss_inputs import LossBatch, LossConfig, LossOutput  # noqa: E402
-from asyncrl.executor.models import build_model  # noqa: E402
-from asyncrl.executor.tokenizer import CharTokenizer  # noqa: E402
+from asyncrl.executor.generation.engine import Rollout  # noqa: E402
+from asyncrl.executor.generation.models import build_model  # noqa: E402
+from asyncrl.executor.generation.tokenizer import CharTokenizer  # noqa: E402
+from asyncrl.executor.learning.advantages import grpo_advantages  # noqa: E402
+from asyncrl.executor.learning.corrections import corrected_surrogate  # noqa: E402
+from asyncrl.executor.learning.learner import Group, Learner, LearnerConfig, collate  # noqa: E402
+from asyncrl.executor.learning.loss_inputs import LossBatch, LossConfig, LossOutput  # noqa: E402
 
 from tests.test_learner_batch import TEMPERATURE, teacher_forced_logprobs  # noqa: E402
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from asyncrl.scenarios.outputs import LOCK_FILE, check_output_file, default_run_dir, run_directory
+from asyncrl.scenarios.record.outputs import LOCK_FILE, check_output_file, default_run_dir, run_directory
 
 from asyncrl.cli import main
 from asyncrl.commands.common import overrides_tag
@@ -133,7 +133,7 @@ def test_the_lock_goes_with_a_killed_process(tmp_path: Path, capsys) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path\n"
-            "from asyncrl.scenarios.outputs import run_directory\n"
+            "from asyncrl.scenarios.record.outputs import run_directory\n"
             "with run_directory(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
             str(out),
         ],
@@ -152,7 +152,7 @@ def test_the_lock_goes_with_a_killed_process(tmp_path: Path, capsys) -> None:
 
 
 def test_output_files_are_checked_and_left_untouched(tmp_path: Path) -> None:
-    from asyncrl.scenarios.outputs import OutputError
+    from asyncrl.scenarios.record.outputs import OutputError
 
     target = tmp_path / "deeper" / "table.csv"
     assert check_output_file(target) == target

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.analysis.penalty import failed_runs, fit_penalty
-from asyncrl.scenarios.penalty import (
+from asyncrl.analysis.fits.penalty import failed_runs, fit_penalty
+from asyncrl.scenarios.staleness.penalty import (
     Penalty,
     PenaltyError,
     PenaltyFit,

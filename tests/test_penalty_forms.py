@@ -1,5 +1,5 @@
 """The penalty's form chosen by leave-one-schedule-out error, fitted by a censored likelihood
-(scenarios/penalty_forms.py), on synthetic study tables whose true penalty is known."""
+(scenarios/staleness/penalty_forms.py), on synthetic study tables whose true penalty is known."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.analysis.penalty import fit_penalty
-from asyncrl.scenarios.penalty_forms import dropped_identifiable, fit_form, form_steps, select_form
+from asyncrl.analysis.fits.penalty import fit_penalty
+from asyncrl.scenarios.staleness.penalty_forms import dropped_identifiable, fit_form, form_steps, select_form
 
 STALENESS = [0.0, 1.0, 2.0, 4.0, 8.0]
 SEEDS = 5

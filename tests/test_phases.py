@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from asyncrl.analysis.phases import (
+from asyncrl.analysis.records.phases import (
     Contention,
     breakdown_lines,
     decode_contention,
     executor_phases,
     simulator_phases,
 )
-from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.profile import save_profile
-from asyncrl.scenarios.record import EVENT_COLUMNS, summarize, write_run
+from asyncrl.scenarios.costs.profile import save_profile
+from asyncrl.scenarios.record.record import EVENT_COLUMNS, summarize, write_run
+from asyncrl.scenarios.spec.loading import dump_scenario
 
 from asyncrl.cli import main
 from tests.conftest import profile, run, small_scenario

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from asyncrl.executor.placement import Placement, place
+from asyncrl.executor.processes.placement import Placement, place
 
 
 def test_cpu_puts_everything_on_the_cpu_over_gloo() -> None:

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from asyncrl.analysis.verdict import verdict
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import load_profile
-from asyncrl.scenarios.record import Simulated, validate_summary
+from asyncrl.analysis.summaries.verdict import verdict
+from asyncrl.scenarios.costs.profile import load_profile
+from asyncrl.scenarios.record.record import Simulated, validate_summary
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.sweep import Variant
 
+from asyncrl.calibration.simulated_log import write_simulated_log
 from asyncrl.cli import main
-from asyncrl.simulated_log import write_simulated_log
 from tests.run_records import hand_summary
 from tests.test_fit_log import TRUE, colocated
 

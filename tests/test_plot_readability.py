@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.analysis import plots
-from asyncrl.analysis.canvas import TITLE_CHARS, with_context
-from asyncrl.analysis.compare import compare_speedup, compare_summaries
-from asyncrl.analysis.event_series import AUTO_WINDOW_STEPS, auto_window
-from asyncrl.analysis.length_plots import length_figure
-from asyncrl.analysis.lengths import Lengths, fit_all
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.analysis.fits.lengths import Lengths, fit_all
+from asyncrl.analysis.plots import plots
+from asyncrl.analysis.plots.canvas import TITLE_CHARS, with_context
+from asyncrl.analysis.plots.length_plots import length_figure
+from asyncrl.analysis.records.compare import compare_speedup, compare_summaries
+from asyncrl.analysis.records.event_series import AUTO_WINDOW_STEPS, auto_window
+from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.simulation import simulate
 
 from asyncrl.cli import main
@@ -35,7 +35,7 @@ def test_titles_are_wrapped_not_cut() -> None:
 
 
 def test_a_saved_figure_holds_its_whole_title(tmp_path: Path) -> None:
-    from asyncrl.analysis.canvas import new_figure, save_png
+    from asyncrl.analysis.plots.canvas import new_figure, save_png
     from PIL import Image
 
     figure = new_figure(4.0, 3.0)
@@ -59,8 +59,8 @@ def test_a_long_run_timeline_shows_its_first_steps_and_says_so(long_runs: list) 
 
 
 def test_the_report_caption_says_the_timeline_is_a_window(long_runs: list, tmp_path: Path, capsys) -> None:
-    from asyncrl.scenarios.loading import dump_scenario
-    from asyncrl.scenarios.record import write_run
+    from asyncrl.scenarios.record.record import write_run
+    from asyncrl.scenarios.spec.loading import dump_scenario
 
     runs = []
     for name, result in zip(("sync", "async"), long_runs, strict=True):
@@ -103,8 +103,8 @@ def test_a_speedup_panel_of_other_runs_says_whose_speedups_it_shows(long_runs: l
 
 def test_sizing_lines_on_one_another_stay_apart_and_unfit_splits_are_marked(tmp_path: Path) -> None:
     """Equal lines hid each other, and splits left out for memory were not there at all."""
-    from asyncrl.analysis.sizing import read_sizing
-    from asyncrl.analysis.table_plots import sizing_figure
+    from asyncrl.analysis.plots.table_plots import sizing_figure
+    from asyncrl.analysis.summaries.sizing import read_sizing
 
     from tests.test_plots import SIZING_HEADER
 
@@ -129,7 +129,7 @@ def test_sizing_lines_on_one_another_stay_apart_and_unfit_splits_are_marked(tmp_
 
 
 def test_a_sweep_line_without_points_has_no_legend_entry() -> None:
-    from asyncrl.analysis.table_plots import sweep_figure
+    from asyncrl.analysis.plots.table_plots import sweep_figure
 
     table = pd.DataFrame(
         {"a": [1, 2, 1, 2], "b": ["x", "x", "y", "y"], "samples_per_s": [1.0, 2.0, float("nan"), float("nan")]}
@@ -141,7 +141,7 @@ def test_a_sweep_line_without_points_has_no_legend_entry() -> None:
 
 
 def test_the_frontier_is_not_zoomed_onto_noise() -> None:
-    from asyncrl.analysis.study_plots import MIN_REWARD_SPAN, frontier_figure
+    from asyncrl.analysis.plots.study_plots import MIN_REWARD_SPAN, frontier_figure
 
     summary = pd.DataFrame(
         {

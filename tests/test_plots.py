@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from asyncrl.analysis import compare, plots, report, sizing, table_plots, trace
-from asyncrl.scenarios.loading import ScenarioError, dump_scenario, load_scenario
-from asyncrl.scenarios.record import empty_events, write_run
+from asyncrl.analysis.plots import plots, report, table_plots
+from asyncrl.analysis.records import compare, trace
+from asyncrl.analysis.summaries import sizing
+from asyncrl.scenarios.record.record import empty_events, write_run
+from asyncrl.scenarios.spec.loading import ScenarioError, dump_scenario, load_scenario
 from asyncrl.simulator.simulation import simulate
 
 from asyncrl.cli import main

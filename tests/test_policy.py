@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncrl.scenarios import policy
-from asyncrl.scenarios.policy import FinishedGroup
+from asyncrl.scenarios.rules import policy
+from asyncrl.scenarios.rules.policy import FinishedGroup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,7 +137,7 @@ def test_verls_rule_admits_a_share_of_a_sync_window_ahead() -> None:
 
 
 def test_versions_reach_the_engines_every_sync_every_steps() -> None:
-    from asyncrl.scenarios.state import ScheduleState
+    from asyncrl.scenarios.rules.state import ScheduleState
 
     verl = scenario({"kind": "streaming", "max_staleness": 8, "sync_every": 2, "staleness_threshold": 0.5})
     assert [policy.reaches_engines(verl, version) for version in range(5)] == [True, False, True, False, True]

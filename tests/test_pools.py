@@ -1,4 +1,4 @@
-"""Process pools that end with their command (scenarios/pools.py): signals held while workers fork, a worker
+"""Process pools that end with their command (scenarios/files/pools.py): signals held while workers fork, a worker
 that outlives SIGTERM killed, and a SIGTERM that comes while the pool forks ending the command (it was dropped
 inside a fork hook, and the command finished with exit 0)."""
 
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from asyncrl.scenarios.pools import new_pool, signals_held, stop
+from asyncrl.scenarios.files.pools import new_pool, signals_held, stop
 
 ROOT = Path(__file__).parents[1]
 
@@ -76,7 +76,7 @@ def _deaf() -> int:
 
 
 def test_stop_kills_a_worker_that_outlives_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("asyncrl.scenarios.pools.STOP_WAIT_S", 0.5)
+    monkeypatch.setattr("asyncrl.scenarios.files.pools.STOP_WAIT_S", 0.5)
     pool = new_pool(1, multiprocessing.get_context("fork"))
     (worker,) = pool._processes.values()
     pool.submit(_deaf)
@@ -89,7 +89,7 @@ def test_stop_kills_a_worker_that_outlives_sigterm(monkeypatch: pytest.MonkeyPat
 FORK_HOOK_SIGTERM = textwrap.dedent("""
     import multiprocessing, os, signal, sys
     from asyncrl.cli import Terminated, _terminate_as_interrupt
-    from asyncrl.scenarios.pools import new_pool
+    from asyncrl.scenarios.files.pools import new_pool
 
     sent = []
     def sigterm_in_fork_hook():  # SIGTERM as the first worker forks: its handler runs inside this hook

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.executor.hf_tokenizer import HfTokenizer
-from asyncrl.executor.prompt_task import load_prompt_task
-from asyncrl.executor.tasks import TaskPrompt
-from asyncrl.scenarios.checkpoints import load_hf_tokenizer
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.executor.generation.hf_tokenizer import HfTokenizer
+from asyncrl.executor.tasks.generated import TaskPrompt
+from asyncrl.executor.tasks.prompt_task import load_prompt_task
+from asyncrl.scenarios.spec.checkpoints import load_hf_tokenizer
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
 from tests.tiny_checkpoint import save_tiny_checkpoint, save_word_tokenizer

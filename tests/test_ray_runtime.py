@@ -10,8 +10,8 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
-from asyncrl.executor.runtime import execute  # noqa: E402
-from asyncrl.scenarios.loading import load_scenario  # noqa: E402
+from asyncrl.executor.processes.runtime import execute  # noqa: E402
+from asyncrl.scenarios.spec.loading import load_scenario  # noqa: E402
 
 
 @pytest.mark.slow

@@ -7,10 +7,11 @@ import gzip
 from pathlib import Path
 
 import pytest
-from asyncrl.analysis import compare, plots, report
-from asyncrl.analysis.essentials import essentials
-from asyncrl.scenarios.loading import dump_scenario, load_scenario
-from asyncrl.scenarios.record import write_run
+from asyncrl.analysis.plots import plots, report
+from asyncrl.analysis.records import compare
+from asyncrl.analysis.records.essentials import essentials
+from asyncrl.scenarios.record.record import write_run
+from asyncrl.scenarios.spec.loading import dump_scenario, load_scenario
 from asyncrl.simulator.simulation import simulate
 
 from asyncrl.cli import main

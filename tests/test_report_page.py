@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrl.demo import DEMO_SCENARIOS
+from asyncrl.experiments.demo import DEMO_SCENARIOS
 from tests.demo_page import demo_page
 
 pytest.importorskip("matplotlib")

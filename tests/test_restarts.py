@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("torch")
 
 import torch
-from asyncrl.executor.channels import PipeResults, PipeSender, Tagged, TaggedResults
-from asyncrl.executor.coordinator import Coordinator
-from asyncrl.executor.messages import FinishedRollout, Ready, RolloutDone, StartGroups, StepFinished
+from asyncrl.executor.processes.channels import PipeResults, PipeSender, Tagged, TaggedResults
+from asyncrl.executor.processes.coordinator import Coordinator
+from asyncrl.executor.processes.messages import FinishedRollout, Ready, RolloutDone, StartGroups, StepFinished
 from asyncrl.executor.record import PreviousRun
-from asyncrl.scenarios.record import EVENT_COLUMNS
+from asyncrl.scenarios.record.record import EVENT_COLUMNS
 
 from asyncrl.cli import main
 from tests.conftest import small_scenario
@@ -111,7 +111,7 @@ def test_a_lost_engines_groups_are_recorded_lost_and_sent_again_to_the_other_eng
 
 
 def test_a_group_asked_for_again_gets_its_first_requests_and_the_next_group_its_own() -> None:
-    from asyncrl.executor.work import WorkSource
+    from asyncrl.executor.tasks.work import WorkSource
 
     scenario = small_scenario(
         workload={"completion_tokens": {"kind": "lognormal", "median": 50, "sigma": 1, "max_tokens": 400}}

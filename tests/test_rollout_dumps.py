@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
 from tests.tiny_checkpoint import save_word_tokenizer

@@ -1,4 +1,4 @@
-"""docs/scenario.md's table of fields is the one ``scenarios/reference.py`` builds from the models' descriptions.
+"""docs/scenario.md's table of fields is the one ``scenarios/spec/reference.py`` builds from the models' descriptions.
 
 The models' ``Field(description=...)`` are the one source of what a field means; the page holds the table
 generated from them between two marker comments, and it must be the current one, byte for byte. The
@@ -13,17 +13,17 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, cast, get_args, get_origin
 
-from asyncrl.scenarios.device_sheet import DeviceSheet
-from asyncrl.scenarios.distributions import LengthDistribution
-from asyncrl.scenarios.reference import FIELDS_END, FIELDS_START, field_rows, field_table
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.sections import Section
+from asyncrl.scenarios.spec.device_sheet import DeviceSheet
+from asyncrl.scenarios.spec.distributions import LengthDistribution
+from asyncrl.scenarios.spec.reference import FIELDS_END, FIELDS_START, field_rows, field_table
+from asyncrl.scenarios.spec.scenario import Scenario
+from asyncrl.scenarios.spec.sections import Section
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "scenario.md"
 REGENERATE = (
-    "docs/scenario.md's table of fields is not the models' own: run `python -m asyncrl.scenarios.reference` "
+    "docs/scenario.md's table of fields is not the models' own: run `python -m asyncrl.scenarios.spec.reference` "
     f"and paste what it prints between {FIELDS_START} and {FIELDS_END} (a blank line on each side)"
 )
 
@@ -128,7 +128,7 @@ def test_the_length_distribution_table_names_every_kind_and_field() -> None:
 
 
 def test_the_command_the_marker_names_prints_the_table() -> None:
-    assert "python -m asyncrl.scenarios.reference" in FIELDS_START
-    command = [sys.executable, "-m", "asyncrl.scenarios.reference"]
+    assert "python -m asyncrl.scenarios.spec.reference" in FIELDS_START
+    command = [sys.executable, "-m", "asyncrl.scenarios.spec.reference"]
     printed = subprocess.run(command, cwd=PAGE.parent.parent, capture_output=True, text=True, check=True).stdout
     assert printed == field_table() + "\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from asyncrl.scenarios.schedules import (
+from asyncrl.scenarios.spec.schedules import (
     SCHEDULES,
     LabelError,
     ScheduleLabel,

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.profile import CostProfile
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.costs.profile import CostProfile
+from asyncrl.scenarios.spec.loading import load_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import Simulation
 from hypothesis import HealthCheck, given, settings

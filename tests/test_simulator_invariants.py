@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from asyncrl.scenarios.loading import validate_scenario
+from asyncrl.scenarios.spec.loading import validate_scenario
 from asyncrl.simulator.simulation import simulate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncrl.scenarios import policy
-from asyncrl.scenarios.actions import Load, Start
-from asyncrl.scenarios.scenario import Scenario
-from asyncrl.scenarios.state import ScheduleState
+from asyncrl.scenarios.rules import policy
+from asyncrl.scenarios.rules.actions import Load, Start
+from asyncrl.scenarios.rules.state import ScheduleState
+from asyncrl.scenarios.spec.scenario import Scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

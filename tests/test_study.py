@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from asyncrl.scenarios.loading import dump_scenario
+from asyncrl.scenarios.spec.loading import dump_scenario
 
 from asyncrl.cli import main
-from asyncrl.study import _finished
-from asyncrl.study_cells import Cell, StudyOptions, build_cells
-from asyncrl.study_runs import run_cell
+from asyncrl.experiments.study import _finished
+from asyncrl.experiments.study_cells import Cell, StudyOptions, build_cells
+from asyncrl.experiments.study_runs import run_cell
 from tests.test_analysis import hand_summary
 from tests.test_study_tables import CELLS_CSV
 
@@ -83,7 +83,7 @@ def test_a_finished_cell_is_kept_only_with_the_scenario_it_would_run_now(tmp_pat
 
 
 def test_a_cell_runs_from_scratch_and_a_failure_is_one_line(tmp_path: Path, monkeypatch) -> None:
-    import asyncrl.executor.runtime as runtime
+    import asyncrl.executor.processes.runtime as runtime
 
     calls = []
 

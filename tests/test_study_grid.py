@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario
 
-from asyncrl.grid import (
+from asyncrl.experiments.grid import (
     correction_overrides,
     parse_losses,
     parse_schedule,
@@ -17,7 +17,7 @@ from asyncrl.grid import (
     parse_seeds,
     split_list,
 )
-from asyncrl.study import StudyOptions, build_cells
+from asyncrl.experiments.study import StudyOptions, build_cells
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_the_command_says_which_flag_is_wrong_on_one_line(tmp_path) -> None:
 
 
 def test_the_held_out_schedule_is_one_of_the_grid_and_leaves_two_to_fit() -> None:
-    from asyncrl.study import check_options
+    from asyncrl.experiments.study import check_options
 
     with pytest.raises(ScenarioError, match=r"^holdout: 'streaming-4' is not one of --schedules \(sync, stream"):
         check_options(StudyOptions("cpu-study", schedules="sync,streaming-1,streaming-2", holdout="streaming-4"))
@@ -133,9 +133,9 @@ def test_the_held_out_schedule_is_one_of_the_grid_and_leaves_two_to_fit() -> Non
 
 
 def test_a_study_directory_is_locked_with_the_runs_lock(tmp_path) -> None:
-    from asyncrl.scenarios.outputs import OutputError, lock_directory
+    from asyncrl.scenarios.record.outputs import OutputError, lock_directory
 
-    from asyncrl.study import LOCK_FILE, _study_directory
+    from asyncrl.experiments.study import LOCK_FILE, _study_directory
 
     out = tmp_path / "study"
     with _study_directory(out):

@@ -9,7 +9,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
-from asyncrl.study import StudyOptions, run_study  # noqa: E402
+from asyncrl.experiments.study import StudyOptions, run_study  # noqa: E402
 
 
 @pytest.mark.slow

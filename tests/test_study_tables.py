@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from asyncrl.analysis.intervals import mean_ci, ratio_ci, t_quantile
-from asyncrl.analysis.study import (
+from asyncrl.analysis.summaries.intervals import mean_ci, ratio_ci, t_quantile
+from asyncrl.analysis.summaries.study import (
     CELL_COLUMNS,
     CellKey,
     cell_record,
@@ -19,7 +19,7 @@ from asyncrl.analysis.study import (
     curve_frame,
     steps_to_target,
 )
-from asyncrl.analysis.study_summary import robustness_table, summary_table
+from asyncrl.analysis.summaries.study_summary import robustness_table, summary_table
 
 from tests.test_analysis import hand_summary
 
@@ -232,7 +232,7 @@ def test_the_speedup_is_paired_by_seed_with_a_bootstrap_interval() -> None:
 
 
 def test_a_censored_median_needs_more_than_half_the_seeds_to_reach() -> None:
-    from asyncrl.analysis.study_summary import censored_median
+    from asyncrl.analysis.summaries.study_summary import censored_median
 
     assert censored_median(pd.Series([40.0, math.nan, 60.0])) == 60.0  # 40, 60, ∞
     assert math.isnan(censored_median(pd.Series([40.0, math.nan])))  # 40, ∞: the middle is ∞
@@ -264,7 +264,7 @@ def test_robustness_ranks_by_reaching_at_the_highest_bound_then_by_the_ratio_to_
 
 
 def test_the_plots_name_the_reward_they_show() -> None:
-    from asyncrl.analysis.study_plots import quality_label
+    from asyncrl.analysis.plots.study_plots import quality_label
 
     trained = pd.DataFrame({"step": [1, 2], "reward_mean": [0.1, 0.2], "eval_reward": [math.nan, math.nan]})
     assert quality_label(trained) == "training batch, mean of 10 steps"
@@ -273,7 +273,7 @@ def test_the_plots_name_the_reward_they_show() -> None:
 
 
 def test_the_held_out_line_shows_the_seeds_spread() -> None:
-    from asyncrl.holdout import HeldOut, holdout_lines
+    from asyncrl.experiments.holdout import HeldOut, holdout_lines
 
     held = HeldOut("streaming-2", "grpo", "clip", 4.4, 125, 1.99, 4.0, 118, 1.99, 3.5, 4.6, reached=3, seeds=3)
     assert holdout_lines([held], 0.5).splitlines()[1] == (

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from asyncrl.analysis import plots
+from asyncrl.analysis.plots import plots
 from asyncrl.analysis.tables import cost_cells, device_hours_per_1k
-from asyncrl.scenarios.record import validate_summary
+from asyncrl.scenarios.record.record import validate_summary
 from asyncrl.simulator import sweep
 from asyncrl.simulator.sweep import grid_points, parse_axis, parse_scalar
 

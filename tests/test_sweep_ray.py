@@ -11,7 +11,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from asyncrl.scenarios.scenario import Scenario  # noqa: E402
+from asyncrl.scenarios.spec.scenario import Scenario  # noqa: E402
 from asyncrl.simulator.ray_tasks import summaries_on_ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 

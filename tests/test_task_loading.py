@@ -12,8 +12,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from asyncrl.executor.tasks import TASKS, Task, load_task, to_request
-from asyncrl.executor.tokenizer import ALPHABET, CharTokenizer, Tokenizer
+from asyncrl.executor.generation.tokenizer import ALPHABET, CharTokenizer, Tokenizer
+from asyncrl.executor.tasks.generated import TASKS, Task, load_task, to_request
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 def test_load_task_accepts_shipped_names_and_module_functions() -> None:
     assert {load_task(name).name for name in TASKS} == set(TASKS)
-    task = load_task("asyncrl.executor.tasks:reverse_task")
+    task = load_task("asyncrl.executor.tasks.generated:reverse_task")
     assert isinstance(task, Task)
     assert task.name == "reverse"
 
@@ -32,9 +32,9 @@ def test_load_task_accepts_shipped_names_and_module_functions() -> None:
     [
         ("no-such-task", "unknown task"),
         ("no_such_module_anywhere:make", "cannot import"),
-        ("asyncrl.executor.tasks:no_such_function", "cannot import"),
-        ("asyncrl.executor.tokenizer:CharTokenizer", "not a Task"),
-        ("asyncrl.executor.tokenizer:ALPHABET", "not a function"),
+        ("asyncrl.executor.tasks.generated:no_such_function", "cannot import"),
+        ("asyncrl.executor.generation.tokenizer:CharTokenizer", "not a Task"),
+        ("asyncrl.executor.generation.tokenizer:ALPHABET", "not a function"),
     ],
 )
 def test_load_task_errors_name_the_scenario_field(spec: str, why: str) -> None:

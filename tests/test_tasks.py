@@ -1,6 +1,6 @@
 """The shipped tasks with headroom (``sort``, ``add``, ``max``, ``median``): prompts, answers and rewards worked by
 hand. No torch needed; how fast the tiny model learns them is measured by ``python -m tests.test_learning --task``
-(figures in ``executor/tasks.py``), not here.
+(figures in ``executor/tasks/generated.py``), not here.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import random
 
 import numpy as np
 import pytest
-from asyncrl.executor.tasks import TASKS, Task, TaskPrompt, load_task, median_digit, to_request
-from asyncrl.executor.tokenizer import CharTokenizer
+from asyncrl.executor.generation.tokenizer import CharTokenizer
+from asyncrl.executor.tasks.generated import TASKS, Task, TaskPrompt, load_task, median_digit, to_request
 
 TOKENIZER = CharTokenizer()
 EOS = TOKENIZER.eos_token_id

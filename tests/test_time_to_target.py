@@ -22,15 +22,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from asyncrl.analysis.penalty import fit_penalty, read_cells
-from asyncrl.scenarios.loading import dump_scenario
-from asyncrl.scenarios.penalty import (
+from asyncrl.analysis.fits.penalty import fit_penalty, read_cells
+from asyncrl.scenarios.costs.profile import save_profile
+from asyncrl.scenarios.spec.loading import dump_scenario
+from asyncrl.scenarios.staleness.penalty import (
     Penalty,
     read_penalty,
     time_at_step,
     write_penalty,
 )
-from asyncrl.scenarios.profile import save_profile
 from asyncrl.simulator.convergence import Tolerance
 from asyncrl.simulator.sweep import _summary_of
 from asyncrl.simulator.target import steady_step_s

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from asyncrl.scenarios.record import EVENT_COLUMNS, summarize
+from asyncrl.scenarios.record.record import EVENT_COLUMNS, summarize
 
 
 def event_table(*rows: tuple[str, float, float, int, int, int, int, int]) -> pd.DataFrame:

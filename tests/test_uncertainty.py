@@ -1,4 +1,4 @@
-"""The intervals under every answer (``asyncrl.uncertainty``): what widens them, what they are made of."""
+"""The intervals under every answer (``asyncrl.planning.uncertainty``): what widens them, what they are made of."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
-from asyncrl.scenarios.loading import load_scenario
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
-from asyncrl.uncertainty import Z95, _length_inputs, run_uncertainty
+from asyncrl.planning.uncertainty import Z95, _length_inputs, run_uncertainty
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from asyncrl.analysis.validation import figure_errors, validation_lines
-from asyncrl.scenarios.loading import dump_scenario, load_scenario
-from asyncrl.scenarios.record import RunSummary, validate_summary
+from asyncrl.analysis.summaries.validation import figure_errors, validation_lines
+from asyncrl.scenarios.record.record import RunSummary, validate_summary
+from asyncrl.scenarios.spec.loading import dump_scenario, load_scenario
 
 from asyncrl.cli import main
-from asyncrl.draws import LOSSES, SCHEDULE_CELLS, draw_scenarios
+from asyncrl.experiments.draws import LOSSES, SCHEDULE_CELLS, draw_scenarios
 from tests.test_analysis import hand_summary
 
 
@@ -114,7 +114,7 @@ def row_seed(runs: Path) -> int:
 
 
 def test_a_failed_run_is_reported_and_the_exit_status_is_1(tmp_path: Path, monkeypatch, capsys) -> None:
-    import asyncrl.validate
+    import asyncrl.experiments.validate
 
     class Crashing:  # an executor backend whose every run fails
         name = "executor"
@@ -122,7 +122,7 @@ def test_a_failed_run_is_reported_and_the_exit_status_is_1(tmp_path: Path, monke
         def run(self, scenario, out: Path | None = None) -> None:
             raise RuntimeError("actor 0 failed: out of memory\nTraceback ...")
 
-    monkeypatch.setattr(asyncrl.validate, "executor", lambda *args, **kwargs: Crashing())
+    monkeypatch.setattr(asyncrl.experiments.validate, "executor", lambda *args, **kwargs: Crashing())
     assert main(["validate", "--count", "2", "--steps", "3", "--out", str(tmp_path), "--quiet"]) == 1
     printed = capsys.readouterr().out
     assert printed.count("failed: actor 0 failed: out of memory") == 2 and "Traceback" not in printed

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from asyncrl.scenarios.launch_script import read_launch_script
-from asyncrl.scenarios.loading import load_scenario
-from asyncrl.scenarios.provenance import unsourced
-from asyncrl.scenarios.verl import guess_preset, lookup, plan_from_verl, read_verl
-from asyncrl.scenarios.verl_config import VERL_MODULES
-from asyncrl.scenarios.verl_keys import NO_COUNTERPART, outside_the_step, unmapped_table
+from asyncrl.scenarios.spec.loading import load_scenario
 
 from asyncrl.cli import main
+from asyncrl.frameworks.common.launch_script import read_launch_script
+from asyncrl.frameworks.common.provenance import unsourced
+from asyncrl.frameworks.verl.config import VERL_MODULES
+from asyncrl.frameworks.verl.importer import guess_preset, lookup, plan_from_verl, read_verl
+from asyncrl.frameworks.verl.keys import NO_COUNTERPART, outside_the_step, unmapped_table
 
 RECIPES = Path(__file__).parent / "data" / "verl"
 SCRIPTS = sorted(RECIPES.glob("*.sh"))
@@ -153,5 +153,5 @@ def test_a_script_without_a_verl_command_is_one_line(tmp_path: Path, capsys) -> 
 
 def test_docs_list_the_unmapped_settings_from_the_code() -> None:
     assert unmapped_table() in DOCS.read_text(encoding="utf-8"), (
-        "paste `python -m asyncrl.scenarios.verl_keys` in docs/verl.md"
+        "paste `python -m asyncrl.frameworks.verl.keys` in docs/verl.md"
     )

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from asyncrl.scenarios.loading import validate_scenario
-from asyncrl.scenarios.record import RunSummary
-from asyncrl.scenarios.scenario import Scenario
+from asyncrl.scenarios.record.record import RunSummary
+from asyncrl.scenarios.spec.loading import validate_scenario
+from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.simulation import simulate
 
 

@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from asyncrl.executor import weights  # noqa: E402
-from asyncrl.executor.weights import WeightLayout, receive_weights, send_weights  # noqa: E402
+from asyncrl.executor.processes import weights  # noqa: E402
+from asyncrl.executor.processes.weights import WeightLayout, receive_weights, send_weights  # noqa: E402
 
 
 class _Wire:

@@ -12,10 +12,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from asyncrl.arguments import positive
+from asyncrl.scenarios.record.outputs import check_output_file
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario
+
+from asyncrl.commands.arguments import positive
 from asyncrl.commands.common import REPLACE_HELP, force_argument, overrides_argument, progress, quiet_argument
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
-from asyncrl.scenarios.outputs import check_output_file
 
 DEFAULT_SCENARIO = "cpu-timing"  # what the short runs and --bench calibrate without a scenario
 BENCH_REPEATS = 5  # --bench: measurements per figure
@@ -112,8 +113,15 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _by_running(args: argparse.Namespace) -> int:
     """Execute short runs of the scenario beside the profile (``<stem>-runs/``), fit it to them, print the fit."""
-    from asyncrl.calibration import CALIBRATION_STEPS, calibrate_by_running, calibration_kinds, executor, runs_directory
     from asyncrl.executor.calibrate import check_device
+
+    from asyncrl.calibration.runs import (
+        CALIBRATION_STEPS,
+        calibrate_by_running,
+        calibration_kinds,
+        executor,
+        runs_directory,
+    )
 
     scenario = load_scenario(args.scenario or DEFAULT_SCENARIO, [*args.overrides, *_model_override(args.model)])
     steps, runs = args.calibration_steps or CALIBRATION_STEPS, runs_directory(args.out)
@@ -130,9 +138,9 @@ def _by_running(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     """``--bench``: time micro-benchmarks of the executor's engine, learner and weight sync; print their noise."""
-    from asyncrl.analysis.fit_tables import calibration_lines
+    from asyncrl.analysis.fits.fit_tables import calibration_lines
     from asyncrl.executor.calibrate import calibrate, check_device
-    from asyncrl.scenarios.profile import save_profile
+    from asyncrl.scenarios.costs.profile import save_profile
 
     scenario = load_scenario(args.scenario or DEFAULT_SCENARIO, [*args.overrides, *_model_override(args.model)])
     repeats = args.repeats or BENCH_REPEATS
@@ -155,9 +163,10 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _from_log(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.fit_tables import log_fit_lines
-    from asyncrl.fit_log import fit_runs
-    from asyncrl.scenarios.efficiency import save_efficiency
+    from asyncrl.analysis.fits.fit_tables import log_fit_lines
+    from asyncrl.scenarios.costs.efficiency import save_efficiency
+
+    from asyncrl.calibration.fit_log import fit_runs
 
     runs = [_log_run(text, args) for text in args.from_log]
     check_output_file(args.out, "--out", replace=args.force)
@@ -175,7 +184,7 @@ def _from_log(args: argparse.Namespace) -> int:
 
 def _log_run(text: str, args: argparse.Namespace) -> tuple[Any, list[Path]]:
     """One ``--from-log`` value: (its run's scenario, [the log])."""
-    from asyncrl.scenarios.verl_printed import has_printed_config
+    from asyncrl.frameworks.registry import FRAMEWORKS
 
     log_text, _, named = text.rpartition("=") if "=" in text else (text, "", "")
     log = Path(log_text).expanduser()
@@ -183,27 +192,24 @@ def _log_run(text: str, args: argparse.Namespace) -> tuple[Any, list[Path]]:
         return load_scenario(named, args.overrides), [log]
     if args.scenario:
         return load_scenario(args.scenario, args.overrides), [log]
-    if not log.is_file() or not has_printed_config(log):
+    readers = [framework for framework in FRAMEWORKS if framework.prints_config and framework.scenario_from_log]
+    printed = next((framework for framework in readers if framework.prints_config(log)), None)  # type: ignore[misc]
+    if printed is None or printed.scenario_from_log is None:
+        labels = " or ".join(framework.label for framework in readers)
         raise ScenarioError(
-            f"--from-log: {log} prints no verl config to read its run from: give the SCENARIO it comes from "
+            f"--from-log: {log} prints no {labels} config to read its run from: give the SCENARIO it comes from "
             "(positional, or LOG=SCENARIO)"
         )
     if args.hardware is None:
         raise ScenarioError(f"--hardware: give the GPU {log}'s run used (a catalogue name: asyncrl list)")
-    from asyncrl.commands.importers import verl_scenario
-
-    own = argparse.Namespace(
-        config=log, lengths=str(log), prompt_lengths=None, device=args.hardware, preset=args.preset
-    )
-    imported, _ = verl_scenario(own, write_relative_to=Path(f"{log.stem}.yaml"))
-    return imported.scenario, [log]
+    return printed.scenario_from_log(log, args.hardware, args.preset).scenario, [log]
 
 
 def _from_run(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.fit import profile_from_runs
-    from asyncrl.analysis.fit_tables import fit_lines
-    from asyncrl.analysis.phases import contention_line, run_contention
-    from asyncrl.scenarios.profile import save_profile
+    from asyncrl.analysis.fits.fit import profile_from_runs
+    from asyncrl.analysis.fits.fit_tables import fit_lines
+    from asyncrl.analysis.records.phases import contention_line, run_contention
+    from asyncrl.scenarios.costs.profile import save_profile
 
     runs = args.from_run
     for run in runs:

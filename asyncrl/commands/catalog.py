@@ -1,7 +1,7 @@
 """``asyncrl schema`` and ``asyncrl list``: what a scenario file may say, and what it can name.
 
-schema   the JSON Schema of the scenario file (``scenarios.scenario.Scenario``), on stdout
-list     model presets, devices and shipped scenarios with their figures (``asyncrl.listing``)
+schema   the JSON Schema of the scenario file (``scenarios.spec.scenario.Scenario``), on stdout
+list     model presets, devices and shipped scenarios with their figures (``asyncrl.commands.listing``)
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
 
 def run_schema(args: argparse.Namespace) -> int:
-    from asyncrl.scenarios.scenario import Scenario
+    from asyncrl.scenarios.spec.scenario import Scenario
 
     return print_json(Scenario.model_json_schema())
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from asyncrl.listing import catalog_lines
+    from asyncrl.commands.listing import catalog_lines
 
     print(catalog_lines())
     return 0

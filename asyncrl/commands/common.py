@@ -12,7 +12,7 @@ Outputs have one meaning per kind, whatever the command:
                                                    unless --force (``chosen_file``: asyncrl's own names
                                                    under runs/ are replaced)
 
-Every file is written whole and renamed into place (``scenarios.outputs.written``); docs/errors.md has the rule.
+Every file is written whole and renamed into place (``scenarios.record.outputs.written``); docs/errors.md has the rule.
 
 A default output name carries the scenario's overrides (``--set``, bare ``KEY=VALUE``, ``--seed``,
 ``--steps``) as a short stable hash: ``runs/quickstart-8b`` as written, ``runs/quickstart-8b-1a2b3c4d``
@@ -28,19 +28,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from asyncrl.arguments import assignment, fraction, non_negative, positive
-from asyncrl.scenarios import outputs
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
-from asyncrl.scenarios.memory import check_memory, memory_problem
-from asyncrl.scenarios.outputs import OutputError, check_output_file, default_run_dir, own_default
-from asyncrl.scenarios.textfile import dumps
+from asyncrl.scenarios.costs.memory import check_memory, memory_problem
+from asyncrl.scenarios.files.textfile import dumps
+from asyncrl.scenarios.record import outputs
+from asyncrl.scenarios.record.outputs import OutputError, check_output_file, default_run_dir, own_default
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario
+
+from asyncrl.commands.arguments import fraction, non_negative, positive
+from asyncrl.frameworks.common.command import assignment
 
 if TYPE_CHECKING:
+    from asyncrl.scenarios.record.record import RunSummary
+    from asyncrl.scenarios.spec.scenario import Scenario
+    from asyncrl.scenarios.staleness.penalty import PenaltyFit
     from tqdm import tqdm
-
-    from asyncrl.scenarios.penalty import PenaltyFit
-    from asyncrl.scenarios.record import RunSummary
-    from asyncrl.scenarios.scenario import Scenario
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -182,7 +183,7 @@ def runs_directory(path: Path, option: str = "--out") -> Path:
 
 
 def output_directory(path: Path, option: str = "--out", *, force: bool = False) -> Path:
-    """``path`` as a directory of a command's files (``scenarios.outputs.output_directory``): a file there, or
+    """``path`` as a directory of a command's files (``scenarios.record.outputs.output_directory``): a file there, or
     a directory holding files asyncrl did not write (without ``force``), is an OutputError naming ``option``."""
     return outputs.output_directory(path, option, force=force)
 
@@ -227,7 +228,7 @@ def penalty_fit(path: Path | None, scenario: Scenario) -> tuple[PenaltyFit | Non
     if path is None:
         return None, None
     from asyncrl.analysis.tables import about_target
-    from asyncrl.scenarios.penalty import PenaltyError, read_penalty
+    from asyncrl.scenarios.staleness.penalty import PenaltyError, read_penalty
 
     try:
         penalty = read_penalty(path)

@@ -1,8 +1,8 @@
 """``asyncrl demo``, ``asyncrl validate`` and ``asyncrl study``: workflows over many runs, into one directory.
 
-    demo      calibrate, predict, execute and compare shipped CPU scenarios   ─► asyncrl.demo.run_demo
-    validate  the same on random CPU scenarios, their prediction errors       ─► asyncrl.validate.run_validate
-    study     a grid of executed cells, the time to a target reward           ─► asyncrl.study.run_study
+    demo      calibrate, predict, execute and compare shipped CPU scenarios   ─► asyncrl.experiments.demo.run_demo
+    validate  the same on random CPU scenarios, their prediction errors       ─► asyncrl.experiments.validate.run_validate
+    study     a grid of executed cells, the time to a target reward           ─► asyncrl.experiments.study.run_study
 
 ``--out`` is a directory for all three (an existing file is refused). In demo and validate every error is
 the prediction's, relative to the measured run: (predicted − measured) / measured.
@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from asyncrl.arguments import assignment, fraction, non_negative, positive
+from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario
+
+from asyncrl.commands.arguments import fraction, non_negative, positive
 from asyncrl.commands.common import default_out, overrides_argument, quiet_argument, runs_directory
-from asyncrl.scenarios.loading import ScenarioError, load_scenario
+from asyncrl.frameworks.common.command import assignment
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -78,7 +80,13 @@ def _validate_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _study_parser(commands: argparse._SubParsersAction) -> None:
-    from asyncrl.grid import DEFAULT_CORRECTIONS, DEFAULT_LOSSES, DEFAULT_SCHEDULES, DEFAULT_SEEDS, DEFAULT_TARGET
+    from asyncrl.experiments.grid import (
+        DEFAULT_CORRECTIONS,
+        DEFAULT_LOSSES,
+        DEFAULT_SCHEDULES,
+        DEFAULT_SEEDS,
+        DEFAULT_TARGET,
+    )
 
     study = commands.add_parser(
         "study", help="execute a grid of schedules, losses, corrections and seeds; time to a target reward"
@@ -146,9 +154,10 @@ def _study_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from asyncrl.demo import DEMO_SCENARIOS
-    from asyncrl.demo import run_demo as demo
     from asyncrl.executor.calibrate import check_device
+
+    from asyncrl.experiments.demo import DEMO_SCENARIOS
+    from asyncrl.experiments.demo import run_demo as demo
 
     scenarios = tuple(args.scenario or DEMO_SCENARIOS)
     from asyncrl.simulator.budget import plan
@@ -181,7 +190,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _demo_calibration(args: argparse.Namespace) -> tuple[str, int]:
     """``demo``'s calibration (run or bench) and calibration steps; ScenarioError naming a flag that does not apply."""
-    from asyncrl.calibration import CALIBRATION_STEPS, check_calibration_steps
+    from asyncrl.calibration.runs import CALIBRATION_STEPS, check_calibration_steps
 
     given = "--calibration" if args.calibration else "--calibration-steps" if args.calibration_steps else None
     if args.profile is not None and given:
@@ -194,8 +203,8 @@ def _demo_calibration(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from asyncrl.validate import ValidateOptions, check_options
-    from asyncrl.validate import run_validate as validate
+    from asyncrl.experiments.validate import ValidateOptions, check_options
+    from asyncrl.experiments.validate import run_validate as validate
 
     check_options(ValidateOptions(calibration=args.calibration, calibration_steps=args.calibration_steps))
     options = ValidateOptions(
@@ -215,8 +224,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_study(args: argparse.Namespace) -> int:
-    from asyncrl.study import StudyOptions
-    from asyncrl.study import run_study as study
+    from asyncrl.experiments.study import StudyOptions
+    from asyncrl.experiments.study import run_study as study
 
     given = [*args.overrides, *args.assignments]
     name = load_scenario(args.scenario, given).name

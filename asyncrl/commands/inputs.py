@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from asyncrl.arguments import positive
+from asyncrl.scenarios.files.textfile import dumps
+from asyncrl.scenarios.files.writing import write_text
+from asyncrl.scenarios.record.outputs import check_directory, default_run_dir
+from asyncrl.scenarios.spec.loading import ScenarioError
+
+from asyncrl.commands.arguments import positive
 from asyncrl.commands.common import DIRECTORY_HELP, force_argument, output_directory, plot_path, print_json
-from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.outputs import check_directory, default_run_dir
-from asyncrl.scenarios.textfile import dumps
-from asyncrl.scenarios.writing import write_text
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -90,8 +92,9 @@ def _lengths_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_lengths(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.lengths import fit_all, lengths_lines, lengths_report, read_lengths, write_lengths
-    from asyncrl.analysis.metrics_log import is_metrics_log
+    from asyncrl.analysis.fits.lengths import fit_all, lengths_lines, lengths_report, read_lengths, write_lengths
+
+    from asyncrl.frameworks.common.metrics_log import is_metrics_log
 
     if (args.file is None) == (args.from_log is None):
         raise ScenarioError("give one of FILE.jsonl (a completions log) or --from-log LOG (a metrics log)")
@@ -103,9 +106,7 @@ def run_lengths(args: argparse.Namespace) -> int:
         raise ScenarioError("--samples-per-step: only with --from-log (a completions log has every length)")
     tokenizer = _tokenizer(args)
     if args.file.is_dir():
-        from asyncrl.analysis.rollout_dumps import read_rollout_dumps
-
-        lengths = read_rollout_dumps(args.file, args.field, tokenizer, args.count)
+        lengths = _rollout_dumps(args.file, args.field, tokenizer, args.count)
     elif is_metrics_log(args.file):
         raise ScenarioError(f"FILE.jsonl: {args.file} is a metrics log (a line per step); read it with --from-log")
     else:
@@ -117,17 +118,38 @@ def run_lengths(args: argparse.Namespace) -> int:
     write_text(out / "fits.json", dumps(report, indent=2) + "\n")
     plot = plot_path(None, out / "lengths.png")
     if plot is not None:
-        from asyncrl.analysis.length_plots import length_histogram
+        from asyncrl.analysis.plots.length_plots import length_histogram
 
         length_histogram(lengths, fits, plot)
     if args.json:
         return print_json(report)
     print(lengths_lines(lengths, fits, lengths_file, plot))
     if args.file.is_dir() and lengths.counted_from_text:
-        from asyncrl.analysis.rollout_dumps import RETOKENIZED
-
         print(f"note: {RETOKENIZED}")
     return 0
+
+
+#: What ``lengths DIR`` says of rollout dumps that hold text rather than token ids.
+RETOKENIZED = "verl's dumps hold decoded text: counted again, without the end-of-sequence token the decode dropped"
+
+
+def _rollout_dumps(directory: Path, field: str | None, tokenizer: str | None, count: str) -> Any:
+    """The lengths of a framework's rollout dumps (the registered framework that writes them)."""
+    from asyncrl.frameworks.registry import with_capability
+
+    framework = with_capability("rollout_dumps")
+    if framework is None or framework.rollout_dumps is None:
+        raise ScenarioError(f"FILE.jsonl: {directory} is a directory, and no framework's rollout dumps are read")
+    return framework.rollout_dumps(directory, field, tokenizer, count)
+
+
+def _metrics_lengths(log: Any, **options: Any) -> Any:
+    """The completion lengths a metrics log pins (the registered framework whose log keys they are)."""
+    from asyncrl.frameworks.registry import with_capability
+
+    framework = with_capability("metrics_lengths")
+    assert framework is not None and framework.metrics_lengths is not None
+    return framework.metrics_lengths(log, **options)
 
 
 def _tokenizer(args: argparse.Namespace) -> str | None:
@@ -136,7 +158,7 @@ def _tokenizer(args: argparse.Namespace) -> str | None:
         return args.tokenizer
     if args.tokenizer is not None:
         raise ScenarioError("--tokenizer, --scenario: give one (the scenario's tokenizer is its model.path)")
-    from asyncrl.scenarios.loading import load_scenario
+    from asyncrl.scenarios.spec.loading import load_scenario
 
     path = load_scenario(args.scenario).model.path
     if path is None:
@@ -145,8 +167,8 @@ def _tokenizer(args: argparse.Namespace) -> str | None:
 
 
 def _lengths_from_log(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.log_lengths import fit_from_metrics, metrics_fit_lines, metrics_fit_report
-    from asyncrl.analysis.metrics_log import MetricsLogError, is_metrics_log, read_metrics_log
+    from asyncrl.frameworks.common.metrics_fit import metrics_fit_lines, metrics_fit_report
+    from asyncrl.frameworks.common.metrics_log import MetricsLogError, is_metrics_log, read_metrics_log
 
     if args.field is not None or args.tokenizer is not None:
         raise ScenarioError("--field, --tokenizer: only for a completions log FILE.jsonl, not with --from-log")
@@ -158,7 +180,7 @@ def _lengths_from_log(args: argparse.Namespace) -> int:
         )
     try:
         log = read_metrics_log(args.from_log)
-        fit = fit_from_metrics(
+        fit = _metrics_lengths(
             log,
             samples_per_step=args.samples_per_step,
             max_tokens=args.max_tokens,

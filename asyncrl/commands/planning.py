@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from asyncrl.arguments import assignment, non_negative, positive
+from asyncrl.commands.arguments import non_negative, positive
 from asyncrl.commands.common import (
     DIRECTORY_HELP,
     REPLACE_HELP,
@@ -36,9 +36,11 @@ from asyncrl.commands.common import (
     plot_path,
     price_argument,
     print_json,
+    progress,
     scenario_arguments,
     summary_or_reason,
 )
+from asyncrl.frameworks.common.command import assignment
 
 CSV = (".csv",)
 
@@ -108,7 +110,7 @@ def _size_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _plan_parser(commands: argparse._SubParsersAction) -> None:
-    from asyncrl.commands.importers import framework_arguments
+    from asyncrl.frameworks.common.command import framework_arguments
 
     plan = commands.add_parser(
         "plan", help="should a verl or OpenRLHF run go async, on which split, how stale: sizing and one verdict"
@@ -132,7 +134,7 @@ def _plan_parser(commands: argparse._SubParsersAction) -> None:
         help="a metrics log of CONFIG's run (verl's file logger or TensorBoard directory): the model's efficiencies "
         "are fitted to it as calibrate --from-log does, and (verl, without --lengths) its response lengths",
     )
-    framework_arguments(plan, "the config", out=False)
+    framework_arguments(plan, "the config")
     plan.add_argument("--name", help="scenario name (default: the config's)")
     plan.add_argument(
         "--kind", action="append", choices=["pipelined", "streaming"], help="async kinds sized (default: CONFIG's own)"
@@ -222,7 +224,7 @@ def run_speedup(args: argparse.Namespace) -> int:
 
 def speedup_uncertainty(results: list[Any]) -> Any:
     """The as-written run's speedup over each baseline that fits, with its interval (None: none fits)."""
-    from asyncrl.uncertainty import ratio_uncertainty
+    from asyncrl.planning.uncertainty import ratio_uncertainty
 
     written = results[0].summary
     fitting = [(variant, summary) for variant, summary in results[1:] if summary is not None]
@@ -243,7 +245,7 @@ def speedup_interval_line(found: Any) -> str:
 
 
 def run_size(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.sizing import sizing_lines, write_sizing_csv
+    from asyncrl.analysis.summaries.sizing import sizing_lines, write_sizing_csv
     from asyncrl.simulator.sweep import simulate_sizing
 
     if args.out is not None:
@@ -277,23 +279,28 @@ def run_size(args: argparse.Namespace) -> int:
 
 
 def _ranking(ranked: list[Any]) -> Any:
-    from asyncrl.analysis.verdict import plan_name
-    from asyncrl.uncertainty import ranking_uncertainty
+    from asyncrl.analysis.summaries.verdict import plan_name
+
+    from asyncrl.planning.uncertainty import ranking_uncertainty
 
     return ranking_uncertainty(ranked, plan_name)
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.sizing import sizing_lines, write_sizing_csv
-    from asyncrl.analysis.verdict import verdict
-    from asyncrl.plan import build_scenario, calibrated, sized_kinds, sizing_steps
+    from asyncrl.analysis.summaries.sizing import sizing_lines, write_sizing_csv
+    from asyncrl.analysis.summaries.verdict import verdict
     from asyncrl.simulator.sweep import simulate_sizing
+
+    from asyncrl.planning.plan import build_scenario, calibrated, sized_kinds, sizing_steps
 
     out = output_directory(args.out or default_out(_plan_name(args), [], "-plan"), force=args.force or not args.out)
     planned = build_scenario(args, out)
     scenario, fit = planned.scenario, None
     if args.log is not None:
-        scenario, fit = calibrated(scenario, args.log, out, args.quiet)
+        with progress(None, "fitting", "look", args.quiet) as bar:
+            scenario, fit = calibrated(
+                scenario, args.log, out, lambda label: (bar.set_postfix_str(label[-40:]), bar.update())
+            )
     scenario, steps_note = sizing_steps(scenario, args.steps)
     devices = scenario.cluster.total_devices
     kinds, bounds = sized_kinds(scenario, args.kind, args.max_staleness)
@@ -311,7 +318,7 @@ def run_plan(args: argparse.Namespace) -> int:
         )
     plot = plot_path(None, out / "size.png")
     if plot is not None:
-        from asyncrl.analysis.plots import sizing
+        from asyncrl.analysis.plots.plots import sizing
 
         sizing(csv_path, plot)
     written += [*([out / "profile.yaml"] if fit else []), csv_path, *([plot] if plot else [])]
@@ -329,8 +336,8 @@ def _plan_name(args: argparse.Namespace) -> str:
 
 
 def run_penalty(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.penalty import failed_runs, fit_penalty, penalty_lines, read_cells
-    from asyncrl.scenarios.penalty import write_penalty
+    from asyncrl.analysis.fits.penalty import failed_runs, fit_penalty, penalty_lines, read_cells
+    from asyncrl.scenarios.staleness.penalty import write_penalty
 
     out = chosen_file(args.out, args.cells.parent / "penalty.json", args.force)
     cells = read_cells(args.cells)
@@ -344,7 +351,7 @@ def run_penalty(args: argparse.Namespace) -> int:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.sweep_table import check_metric, sweep_lines, sweep_records, write_sweep_csv
+    from asyncrl.analysis.summaries.sweep_table import check_metric, sweep_lines, sweep_records, write_sweep_csv
     from asyncrl.simulator.sweep import grid_points, parse_axis, simulate_grid
 
     if args.out is not None:
@@ -373,7 +380,6 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def _sweep_plot(records: list[dict[str, Any]], keys: list[str], metric: str, name: str, out: Path) -> Path:
     import pandas as pd
-
-    from asyncrl.analysis.plots import sweep
+    from asyncrl.analysis.plots.plots import sweep
 
     return sweep(pd.DataFrame.from_records(records), keys, metric, name, out)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from asyncrl.arguments import fraction, window
+from asyncrl.scenarios.record.outputs import files_directory
+
+from asyncrl.commands.arguments import fraction, window
 from asyncrl.commands.common import (
     DIRECTORY_HELP,
     REPLACE_HELP,
@@ -24,7 +26,6 @@ from asyncrl.commands.common import (
     print_json,
     speedup_argument,
 )
-from asyncrl.scenarios.outputs import files_directory
 
 EXIT_OFF_TOLERANCE = 1
 COMPARE_RULE = """Every summary figure of run B against run A, and the time by phase.
@@ -93,8 +94,14 @@ def _trace_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.compare import compare_runs, comparison_dict, comparison_lines, figures_off, write_comparison
-    from asyncrl.analysis.phases import breakdown_dict, breakdown_lines
+    from asyncrl.analysis.records.compare import (
+        compare_runs,
+        comparison_dict,
+        comparison_lines,
+        figures_off,
+        write_comparison,
+    )
+    from asyncrl.analysis.records.phases import breakdown_dict, breakdown_lines
 
     if args.out is not None:
         output_file(args.out, JSON, force=args.force)
@@ -112,7 +119,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.report import report_lines, write_report
+    from asyncrl.analysis.plots.report import report_lines, write_report
 
     speedup_dirs = tuple(args.speedup) if args.speedup else None
     with files_directory(args.out, "--out", force=args.force) as out:
@@ -122,7 +129,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_trace(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.trace import default_trace_path, write_trace
+    from asyncrl.analysis.records.trace import default_trace_path, write_trace
 
     out = chosen_file(args.out, default_trace_path(args.run), args.force)
     path = write_trace(args.run, out)

@@ -1,7 +1,7 @@
 """``asyncrl simulate`` and ``asyncrl execute``: one scenario into one run directory.
 
     SCENARIO [overrides] ─► Simulator(...).run(scenario, out)          ─► RunRecord ─► table / JSON
-                         └► executor.runtime.execute(scenario, out, ...) ─► RunRecord ─► table / JSON
+                         └► executor.processes.runtime.execute(scenario, out, ...) ─► RunRecord ─► table / JSON
 
 ``--out`` is the run directory; by default ``runs/<scenario name>`` (``-executed`` for an execution),
 with a hash of the overrides when there are some (``asyncrl.commands.common.default_out``).
@@ -16,7 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from asyncrl.arguments import error, non_negative, one_line
+from asyncrl.executor.processes.restarts import DEFAULT_MAX_RESTARTS
+from asyncrl.scenarios.costs.memory import check_memory
+from asyncrl.scenarios.spec.loading import ScenarioError
+
+from asyncrl.commands.arguments import error, non_negative, one_line
 from asyncrl.commands.common import (
     EXIT_FAILED,
     default_out,
@@ -30,15 +34,11 @@ from asyncrl.commands.common import (
     progress,
     scenario_arguments,
 )
-from asyncrl.executor.restarts import DEFAULT_MAX_RESTARTS
-from asyncrl.scenarios.loading import ScenarioError
-from asyncrl.scenarios.memory import check_memory
 
 if TYPE_CHECKING:
+    from asyncrl.scenarios.record.record import RunRecord
+    from asyncrl.scenarios.spec.scenario import Scenario
     from tqdm import tqdm
-
-    from asyncrl.scenarios.record import RunRecord
-    from asyncrl.scenarios.scenario import Scenario
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
@@ -99,7 +99,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import simulation_lines
     from asyncrl.simulator.backend import Simulator
     from asyncrl.simulator.target import step_ends_of_events, time_to_target
-    from asyncrl.uncertainty import interval_lines, run_uncertainty
+
+    from asyncrl.planning.uncertainty import interval_lines, run_uncertainty
 
     scenario = load_fitting(args)
     fit, about = penalty_fit(args.penalty, scenario)
@@ -122,7 +123,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_execute(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import execution_header, execution_lines
-    from asyncrl.executor.runtime import check
+    from asyncrl.executor.processes.runtime import check
 
     scenario = load(args)
     check(scenario, args.device)  # what the executor cannot run at all comes first
@@ -161,8 +162,8 @@ def run_execute(args: argparse.Namespace) -> int:
 
 def _execute(args: argparse.Namespace, scenario: Scenario, out: Path, on_step: StepCallback) -> RunRecord:
     """The run, in this process, or with ``--auto-resume`` in a learner process resumed when it dies."""
-    from asyncrl.executor.runtime import execute
-    from asyncrl.executor.supervisor import Options, supervise
+    from asyncrl.executor.processes.runtime import execute
+    from asyncrl.executor.processes.supervisor import Options, supervise
 
     resume = args.resume is not None
     if args.auto_resume:

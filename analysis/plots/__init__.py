@@ -1,0 +1,1 @@
+"""Figures (PNG, no pyplot) and the report page."""

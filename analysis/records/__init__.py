@@ -1,0 +1,1 @@
+"""Records read back: comparisons, time by phase, traces, the exactly-once check."""

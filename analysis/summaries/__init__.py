@@ -1,0 +1,1 @@
+"""The tables of sizing, sweeps, studies and validate, and plan's verdict."""

@@ -1,0 +1,1 @@
+"""The workflows that run both backends: demo, validate, study."""

@@ -1,0 +1,1 @@
+"""What the framework folders share: the plug-in's type, provenance, launch scripts, metrics logs."""

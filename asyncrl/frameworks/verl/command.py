@@ -1,0 +1,123 @@
+"""``asyncrl from-verl``: the scenario of a verl trainer config or launch script, with the flags for the rest.
+
+from-verl CONFIG.yaml|SCRIPT.sh [KEY=VALUE ...] --device D --lengths L|LOG|DUMPS ─► Imported
+    --lengths LOG    a lognormal fitted to the metrics log's response_length/* (its prompt_length/mean too)
+    --lengths DUMPS  verl's rollout dumps, counted with the model's tokenizer, as an empirical lengths file
+a console log that printed its config ─► the same, for calibrate --from-log (scenario_from_log)
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from asyncrl.scenarios.files.errors import ScenarioError
+
+from asyncrl.frameworks.common.command import (
+    Imported,
+    config_arguments,
+    default_file,
+    device_option,
+    lengths_assumed,
+    run_name,
+    settled,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    config_arguments(
+        parser,
+        "CONFIG",
+        "verl's resolved trainer config (Hydra YAML, .yaml), or a recipe's launch script (its `python -m verl…` "
+        "or `python3 -m recipe…` key=value lines are read, the shell variables expanded; it is never run)",
+        "overrides of the verl config, as verl's command line takes them (e.g. trainer.nnodes=2)",
+    )
+    parser.add_argument("--name", help="scenario name (default: trainer.experiment_name)")
+
+
+def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
+    """The scenario a verl config or launch script describes, with the flags (``from-verl``, ``plan``)."""
+    from asyncrl.frameworks.common.metrics_log import MetricsLogError
+    from asyncrl.frameworks.verl.importer import VerlError, lengths_option, lookup, plan_from_verl, read_verl
+    from asyncrl.frameworks.verl.log_lengths import verl_metrics_fit
+
+    try:
+        verl = read_verl(args.config, list(getattr(args, "assignments", [])))
+        config = verl.config
+        name = getattr(args, "name", None) or run_name(lookup(config, "trainer.experiment_name"), args.config)
+        out = write_relative_to or default_file(name)
+        fit = verl_metrics_fit(args.lengths, config)  # --lengths names a metrics log: a lognormal fitted to it
+        dumps = rollout_dump_lengths(args.lengths, lookup(config, "actor_rollout_ref.model.path"), out)
+        completion = fit.completion_tokens() if fit else dumps or lengths_option(args.lengths, "--lengths", out.parent)
+        prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
+        from_log = f"--lengths (a lognormal fitted to {args.lengths}'s response_length/*)"
+        prompt_from = "--prompt-lengths" if prompt is not None else f"--lengths ({args.lengths}'s prompt_length/mean)"
+        plan = plan_from_verl(
+            config,
+            name=name,
+            device=device_option(args.device),
+            completion_tokens=completion,
+            prompt_tokens=prompt or (fit.prompt_tokens() if fit else None),
+            preset=args.preset,
+            given=verl.given,
+            lengths_from=(from_log, prompt_from) if fit else ("--lengths", "--prompt-lengths"),
+        )
+        plan.notes[:0] = verl.notes
+        plan.notes += fit.verl_notes(prompt_from_log=prompt is None) if fit else []
+    except (VerlError, MetricsLogError) as exc:
+        raise ScenarioError(str(exc)) from None
+    if not fit and not dumps:
+        lengths_assumed(plan)
+    return Imported(settled(plan, out), plan, verl.origin), out
+
+
+def rollout_dump_lengths(text: str | None, model_path: Any, out: Path) -> dict[str, Any] | None:
+    """``--lengths DIR`` of verl's rollout dumps: their responses counted in tokens of the model's own tokenizer,
+    written beside the scenario as an empirical lengths file; None when ``text`` is not a directory."""
+    import os
+
+    from asyncrl.analysis.fits.lengths import write_lengths
+
+    from asyncrl.frameworks.verl.rollout_dumps import read_rollout_dumps
+
+    directory = Path(text).expanduser() if text else None
+    if directory is None or not directory.is_dir():
+        return None
+    try:
+        lengths = read_rollout_dumps(directory, None, str(model_path), "words")
+    except ScenarioError as exc:
+        raise ScenarioError(
+            f"--lengths: {directory} holds text, counted with the model's tokenizer ({exc}); or count it with "
+            f"`asyncrl lengths {directory} --tokenizer PATH` and give its lengths.txt"
+        ) from None
+    written = write_lengths(lengths.values, out.with_name(f"{out.stem}-lengths.txt"))
+    return {"kind": "empirical", "path": os.path.relpath(written.resolve(), out.parent.resolve())}
+
+
+def prints_config(log: Path) -> bool:
+    """Whether a console log holds the config verl printed at its start."""
+    from asyncrl.frameworks.verl.printed import has_printed_config
+
+    return log.is_file() and has_printed_config(log)
+
+
+def scenario_from_log(log: Path, device: Any, preset: str | None) -> Imported:
+    """The run of a console log that printed its verl config, its lengths fitted to the same log."""
+    own = argparse.Namespace(config=log, lengths=str(log), prompt_lengths=None, device=device, preset=preset)
+    imported, _ = verl_scenario(own, write_relative_to=Path(f"{log.stem}.yaml"))
+    return imported
+
+
+def rollout_dumps(directory: Path, field: str | None, tokenizer: str | None, count: str) -> Any:
+    """The completion lengths of verl's rollout dumps (``trainer.rollout_data_dir``): ``asyncrl lengths DIR``."""
+    from asyncrl.frameworks.verl.rollout_dumps import read_rollout_dumps
+
+    return read_rollout_dumps(directory, field, tokenizer, count)
+
+
+def metrics_lengths(log: Any, **options: Any) -> Any:
+    """A capped lognormal pinned by a metrics log's ``response_length/*``: ``asyncrl lengths --from-log LOG``."""
+    from asyncrl.frameworks.verl.log_lengths import fit_from_metrics
+
+    return fit_from_metrics(log, **options)

@@ -1,0 +1,1 @@
+"""plan's workflow and the intervals every answer carries."""

@@ -1,0 +1,1 @@
+"""Generation: the continuous-batching engine, its KV cache, the models and tokenizers."""

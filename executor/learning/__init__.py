@@ -1,0 +1,1 @@
+"""The learner: policy-gradient steps, losses, corrections, advantages, checkpoints, evaluation."""

@@ -1,0 +1,1 @@
+"""Catalogues: device datasheets, model presets, the cost model's terms and their sources, memory fit, profiles."""
