@@ -19,4 +19,4 @@ tests=("$@")
 "$venv/bin/python" -c "import torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__)"
 tree="$(cd "$venv" && pwd)/asyncrl-tree"
 bash scripts/link-tree.sh "$tree"
-"$venv/bin/python" -m pytest -p no:cacheprovider -o "pythonpath=$tree ." "${tests[@]}"
+"$venv/bin/python" -m pytest -p no:cacheprovider --import-mode=append -o "pythonpath=$tree ." "${tests[@]}"

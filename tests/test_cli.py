@@ -232,6 +232,7 @@ class _Terminal(io.StringIO):
         ["sweep", "quickstart", "--vary", "cluster.generation_devices=4,8"],
     ],
 )
+@pytest.mark.slow
 def test_quiet_hides_the_progress_bar_of_every_simulating_command(
     command: list[str], tmp_path: Path, monkeypatch, capsys
 ) -> None:

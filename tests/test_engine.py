@@ -137,6 +137,7 @@ def test_single_token_prompts_join_an_empty_batch(model: PreTrainedModel) -> Non
         assert rollouts[request.id].tokens == reference_decode(model, request.prompt, request.forced_length)[0]
 
 
+@pytest.mark.slow
 def test_long_rollouts_outgrow_the_cache_buffer(model: PreTrainedModel) -> None:
     # Rebuilt caches get 64 free columns at least; 80 and 70 tokens cross that, while c joins after b has left.
     requests = [Request(0, [2, 3], 80, forced_length=80), Request(1, [4], 3, 3), Request(2, [5, 6, 7, 8], 70, 70)]

@@ -82,6 +82,7 @@ def test_two_runs_of_one_cluster_predict_a_third(tmp_path: Path) -> None:
     assert step.low < truth < step.high
 
 
+@pytest.mark.slow
 def test_a_console_log_gives_its_config_and_its_steps(tmp_path: Path, capsys: Any) -> None:
     # The fixture: verl's console lines behind Ray's prefixes, a config line cut by another process's output,
     # 5 steps (the first left out: it loads weights).

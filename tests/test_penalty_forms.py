@@ -91,6 +91,7 @@ def test_a_schedule_whose_curve_equals_sync_s_gets_no_penalty() -> None:
     assert fit.steps_at_zero == pytest.approx(100.0, rel=0.03)
 
 
+@pytest.mark.slow
 def test_the_dropped_fraction_needs_spread_and_a_well_conditioned_design() -> None:
     s = [0.0, 1.0, 2.0, 4.0, 8.0, 0.0, 2.0, 8.0]
     # A fraction that varies by 0.1-0.3% between runs tells nothing (the b = 14.5 came from that).
@@ -106,6 +107,7 @@ def test_the_dropped_fraction_needs_spread_and_a_well_conditioned_design() -> No
     assert select_form(s, spread, steps, [True] * 8).fit.per_dropped == pytest.approx(0.5, rel=0.01)
 
 
+@pytest.mark.slow
 def test_kl_to_behaviour_is_scored_as_a_covariate_but_never_chosen() -> None:
     # Steps follow each run's KL to the behaviour policy exactly (100·(1 + 10·kl)); the KL varies between seeds
     # at one staleness, so staleness explains the steps only roughly. kl_linear scores better; linear still wins.

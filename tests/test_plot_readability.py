@@ -58,6 +58,7 @@ def test_a_long_run_timeline_shows_its_first_steps_and_says_so(long_runs: list) 
     assert auto_window(short) is None  # few steps: drawn whole
 
 
+@pytest.mark.slow
 def test_the_report_caption_says_the_timeline_is_a_window(long_runs: list, tmp_path: Path, capsys) -> None:
     from asyncrl.scenarios.record.record import write_run
     from asyncrl.scenarios.spec.loading import dump_scenario

@@ -47,6 +47,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return demo_page(tmp_path_factory.mktemp("demo"))
 
 
+@pytest.mark.slow
 def test_the_demo_page_shows_every_scenario_and_its_figures(page: Path) -> None:
     """Only cpu-timing was on it."""
     text = page.read_text()

@@ -78,6 +78,7 @@ def test_interrupts_and_failures_leave_no_cycles(overrides: list[str]) -> None:
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 @given(scenarios(), costs)
+@pytest.mark.slow
 def test_random_runs_leave_no_cycles(scenario: Scenario, cost_profile: CostProfile) -> None:
     assert _cyclic_garbage(scenario, cost_profile) == []
 
