@@ -193,3 +193,26 @@ def test_a_fully_async_log_summing_k_updates_per_line_gives_one_learner_steps_te
     found = fit_from_logs(streaming, [log]).efficiency
     assert coefficient(found, "mfu") == pytest.approx(coefficient(TRUE, "mfu"), rel=0.05)
     assert coefficient(found, "forward_mfu") == pytest.approx(coefficient(TRUE, "forward_mfu"), rel=0.05)
+
+
+def test_a_printed_config_missing_a_closing_line_is_closed_where_its_indentation_says(tmp_path: Path) -> None:
+    """Ray drops lines of a busy console: the line that closed ``fsdp_config`` is gone (as in verl's public
+    gemma-2-2b gsm8k log), and the keys after it still land where pprint's columns put them."""
+    from asyncrl.frameworks.verl.printed import read_printed_config
+
+    printed = (
+        "{'reward_model': {'model': {'fsdp_config': {'min_num_params': 0,\n"
+        "                            'path': '~/rm'},\n"  # the line "'param_offload': False}," was dropped
+        "                  'strategy': 'fsdp'},\n"
+        " 'trainer': {'logger': ['console',\n"
+        "                        'wandb'],\n"
+        "             'n_gpus_per_node': 2}}\n"
+    )
+    log = tmp_path / "console.log"
+    log.write_text("".join(f"(main_task pid=7) {line}\n" for line in printed.splitlines()))
+    config = read_printed_config(log)
+    assert config["trainer"] == {"logger": ["console", "wandb"], "n_gpus_per_node": 2}
+    assert config["reward_model"] == {
+        "model": {"fsdp_config": {"min_num_params": 0}, "path": "~/rm"},
+        "strategy": "fsdp",
+    }

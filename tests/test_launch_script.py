@@ -93,3 +93,11 @@ def test_the_first_launch_of_a_module_asked_for(tmp_path: Path) -> None:
     assert (found.module, found.arguments) == ("verl.trainer.main_ppo", ["y=2"])
     with pytest.raises(LaunchScriptError, match="no `python -m openrlhf…` command in the script"):
         command(tmp_path, "python -m verl.trainer.main_ppo x=1\n", ("openrlhf",))
+
+
+def test_variables_that_expand_without_bound_are_refused_at_once(tmp_path: Path) -> None:
+    """Each line makes a variable ten times the last: line 13 would be 10^13 characters."""
+    lines = ["a0=xxxxxxxxxx"] + [f'a{i}="{f"${{a{i - 1}}}" * 10}"' for i in range(1, 13)]
+    text = "\n".join([*lines, "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=$a12"]) + "\n"
+    with pytest.raises(LaunchScriptError, match=r"run\.sh: line \d+: its variables expand past 8 MiB"):
+        command(tmp_path, text)

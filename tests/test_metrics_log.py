@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncrl.frameworks.common.metrics_log import (
     MetricsLog,
@@ -74,8 +76,13 @@ def test_a_last_line_being_written_ends_the_log(tmp_path: Path) -> None:
             "metrics.jsonl: line 2 is not JSON (Expecting value)",
         ),
         ('{"data": {"timing_s/gen": 1}}\n', 'metrics.jsonl: line 1 has no "step" (its keys: data)'),
-        ('{"step": "one", "data": {}}\n', "metrics.jsonl: line 1: \"step\" is 'one', not an integer"),
+        ('{"step": "one", "data": {}}\n', "metrics.jsonl: line 1: \"step\" is 'one', not a step number (0 to 10^12)"),
         ("[1, 2]\n", "metrics.jsonl: line 1 is not a JSON object"),
+        (
+            '{"step": 1' + "0" * 30 + ', "data": {}}\n',
+            'metrics.jsonl: line 1: "step" is a 31-digit number, not a step number (0 to 10^12)',
+        ),
+        ('{"step": -1, "data": {}}\n', 'metrics.jsonl: line 1: "step" is -1, not a step number (0 to 10^12)'),
         ('{"step": 1, "data": {}}\n\n', "metrics.jsonl: no steps with metrics"),
     ],
 )
@@ -243,3 +250,54 @@ def test_reading_imports_no_heavy_library_nor_pandas() -> None:
     from tests.test_imports import HEAVY, imported
 
     assert imported("asyncrl.frameworks.common.metrics_log", f"name in {(*HEAVY, 'pandas')!r}") == "[]"
+
+
+def test_a_401_digit_or_infinite_timing_is_refused_by_name_not_overflowed(tmp_path: Path) -> None:
+    from asyncrl.frameworks.verl.log_phases import logged_steps
+
+    for value, name in (("1" + "0" * 400, "digits.jsonl"), ("Infinity", "infinite.log")):
+        log = tmp_path / name
+        if name.endswith(".log"):
+            lines = [f"step:{s} - timing_s/gen:{value} - timing_s/update_actor:5" for s in range(1, 5)]
+        else:
+            lines = [
+                f'{{"step": {s}, "data": {{"timing_s/gen": {value}, "timing_s/update_actor": 5}}}}' for s in range(1, 5)
+            ]
+        log.write_text("\n".join(lines) + "\n")
+        with pytest.raises(MetricsLogError, match=r"step 2: timing_s/gen is inf, not a finite number of seconds"):
+            logged_steps(read_metrics_log(log), samples=8)
+
+
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+LOG_KEYS = st.sampled_from(["timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/total_num_tokens", "x"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"step": JSON_VALUE | st.integers(-3, 10**31), "data": st.dictionaries(LOG_KEYS, JSON_VALUE)}
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_any_json_log_gives_steps_or_one_line(records: list[dict[str, object]]) -> None:
+    """Arbitrary JSON under verl's keys: the phases of its steps, or a MetricsLogError of one line."""
+    import tempfile
+
+    from asyncrl.frameworks.verl.log_phases import logged_steps
+
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "log.jsonl"
+        log.write_text("".join(json.dumps(record) + "\n" for record in records))
+        try:
+            steps = logged_steps(read_metrics_log(log), samples=8)
+        except MetricsLogError as error:
+            assert "\n" not in str(error)
+            return
+    assert steps.update is not None and np.all(np.isfinite(steps.update)) and np.all(steps.update >= 0)

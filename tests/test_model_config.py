@@ -10,6 +10,8 @@ import pytest
 from asyncrl.scenarios.costs.catalog import MODEL_PRESETS
 from asyncrl.scenarios.spec.loading import ScenarioError, load_scenario, validate_scenario
 from asyncrl.scenarios.spec.model_config import figures_from_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # (preset, transformers model_type, tie_word_embeddings) as the published checkpoints have them
 DENSE = [
@@ -98,3 +100,57 @@ def test_a_path_without_a_config_still_asks_for_a_preset(tmp_path: Path) -> None
     (tmp_path / "empty").mkdir()
     with pytest.raises(ScenarioError, match=r"give a preset, a model\.path with a config\.json"):
         validate_scenario(with_model({"path": str(tmp_path / "empty")}))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"num_attention_heads": 2000, "head_dim": None},
+            r"num_attention_heads \(2000\) exceeds hidden_size \(64\) and no head_dim",
+        ),
+        ({"num_key_value_heads": -2}, r"no positive integer num_key_value_heads \(found -2\)"),
+        ({"num_key_value_heads": 8}, r"num_key_value_heads \(8\) exceeds num_attention_heads \(4\)"),
+        ({"num_key_value_heads": "2"}, r"no positive integer num_key_value_heads \(found '2'\)"),
+        ({"vocab_size": 10**40}, r"no positive integer vocab_size \(found a 41-digit number\)"),
+        ({"num_experts": -4, "num_experts_per_tok": 2}, r"no non-negative integer num_experts \(found -4\)"),
+        ({"num_experts": 4, "num_experts_per_tok": 8}, r"num_experts_per_tok \(8\) exceeds num_experts \(4\)"),
+    ],
+)
+def test_a_config_figure_out_of_range_names_its_own_key(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        figures_from_config({**dense_config("tiny", "llama", False), **change})
+
+
+def test_a_config_nested_thousands_deep_or_holding_nan_is_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    (deep / "config.json").write_text('{"a":' * 5000 + "1" + "}" * 5000)
+    with pytest.raises(ScenarioError, match="nested too deeply to read"):
+        validate_scenario(with_model({"path": str(deep)}))
+    nan = tmp_path / "nan"
+    nan.mkdir()
+    (nan / "config.json").write_text('{"hidden_size": NaN}')
+    with pytest.raises(ScenarioError, match="holds NaN, which is not a number"):
+        validate_scenario(with_model({"path": str(nan)}))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size")
+KEYS += ("intermediate_size", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYS), JSON_VALUES | st.integers(min_value=-5, max_value=4096)))
+def test_any_config_gives_figures_or_a_scenario_error(config: dict[str, Any]) -> None:
+    """Whatever a config.json holds under the keys read, the answer is positive figures or a ScenarioError."""
+    try:
+        figures = figures_from_config({**dense_config("tiny", "llama", False), **config})
+    except ScenarioError as error:
+        assert "\n" not in str(error)
+        return
+    assert all(isinstance(value, int) and value > 0 for value in figures.values())

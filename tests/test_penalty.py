@@ -326,3 +326,14 @@ def test_two_fits_of_one_pair_and_a_missing_pair_are_errors() -> None:
         PenaltyError, match=r"no penalty fit for loss grpo, correction tis .*the file has grpo/clip, rloo/clip$"
     ):
         penalty.fit_for("grpo", "tis")
+
+
+@pytest.mark.parametrize("form", ["linear", "quadratic"])
+def test_log_steps_hundreds_of_e_folds_apart_start_the_fit_without_overflow(form: str) -> None:
+    """Two schedules whose steps differ by e^600 (``cpu-study --target 0.2`` once made such a table): the fit's
+    starting rate is capped, so the fit runs instead of raising OverflowError in math.expm1."""
+    from asyncrl.scenarios.staleness.penalty_forms import fit_form
+
+    staleness = [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
+    fit = fit_form(form, staleness, [0.0] * 6, [1.0, 1.0, 1e261, 1e261, 1e261, 1e261], [True] * 6)  # type: ignore[arg-type]
+    assert np.isfinite(fit.log_likelihood) and fit.per_staleness >= 0 and np.isfinite(fit.steps_at_zero)

@@ -28,10 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from ..files.errors import ScenarioError
+from ..files.textfile import parse_json
 
 CONFIG_FILE = "config.json"
 #: Families whose q, k and v projections carry a bias without saying so in the config.
 QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
+#: The largest figure read (hidden units, layers, vocabulary, experts): a config's are below 10^7.
+MAX_FIGURE = 10**9
 #: Families that normalise each head's queries and keys (a weight of head_dim each).
 QK_NORM = frozenset({"qwen3", "qwen3_moe"})
 
@@ -54,9 +57,11 @@ def config_path(path: Path) -> Path | None:
 def read_config(path: Path) -> dict[str, Any]:
     """The checkpoint's config, its text model's where it nests one (``text_config``); ScenarioError if unreadable."""
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        config = parse_json(path.read_bytes(), f"model.path: {path}", strict=True)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"model.path: {path} is not a readable config.json ({exc})") from None
+    except ValueError as exc:  # nested too deeply, NaN or Infinity
+        raise ScenarioError(str(exc)) from None
     if not isinstance(config, dict):
         raise ScenarioError(f"model.path: {path} holds no mapping")
     text = config.get("text_config")
@@ -68,8 +73,17 @@ def figures_from_config(config: Mapping[str, Any], source: str = CONFIG_FILE) ->
     hidden, layers, heads = (
         _int(config, key, source) for key in ("hidden_size", "num_hidden_layers", "num_attention_heads")
     )
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    head_dim = int(config.get("head_dim") or hidden // heads)
+    kv_heads = _int(config, "num_key_value_heads", source, default=heads)
+    if kv_heads > heads:
+        raise ScenarioError(
+            f"model.path: {source}: num_key_value_heads ({kv_heads}) exceeds num_attention_heads ({heads})"
+        )
+    if config.get("head_dim") is None and heads > hidden:
+        raise ScenarioError(
+            f"model.path: {source}: num_attention_heads ({heads}) exceeds hidden_size ({hidden}) and no head_dim "
+            "is given"
+        )
+    head_dim = _int(config, "head_dim", source, default=hidden // heads)
     vocab = _int(config, "vocab_size", source)
     family = str(config.get("model_type", ""))
     attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
@@ -94,20 +108,30 @@ def figures_from_config(config: Mapping[str, Any], source: str = CONFIG_FILE) ->
 
 def _mlp(config: Mapping[str, Any], hidden: int, source: str) -> tuple[int, int]:
     """Weights of one layer's MLP: all of them, and those one token passes through."""
-    experts = config.get("num_experts") or config.get("num_local_experts")
+    key = "num_experts" if config.get("num_experts") is not None else "num_local_experts"
+    experts = _int(config, key, source, default=0, zero=True)
     if not experts:
         dense = 3 * hidden * _int(config, "intermediate_size", source)
         return dense, dense
-    per_expert = 3 * hidden * int(config.get("moe_intermediate_size") or _int(config, "intermediate_size", source))
-    router = hidden * int(experts)
-    shared = config.get("shared_expert_intermediate_size") or 0
-    shared_weights = 3 * hidden * int(shared) + hidden if shared else 0  # the shared expert and its gate
-    active = int(config.get("num_experts_per_tok") or _int(config, "num_experts_per_tok", source))
-    return router + int(experts) * per_expert + shared_weights, router + active * per_expert + shared_weights
+    intermediate = _int(config, "moe_intermediate_size", source, default=0, zero=True)
+    per_expert = 3 * hidden * (intermediate or _int(config, "intermediate_size", source))
+    router = hidden * experts
+    shared = _int(config, "shared_expert_intermediate_size", source, default=0, zero=True)
+    shared_weights = 3 * hidden * shared + hidden if shared else 0  # the shared expert and its gate
+    active = _int(config, "num_experts_per_tok", source)
+    if active > experts:
+        raise ScenarioError(f"model.path: {source}: num_experts_per_tok ({active}) exceeds {key} ({experts})")
+    return router + experts * per_expert + shared_weights, router + active * per_expert + shared_weights
 
 
-def _int(config: Mapping[str, Any], key: str, source: str) -> int:
+def _int(config: Mapping[str, Any], key: str, source: str, default: int | None = None, zero: bool = False) -> int:
+    """``config[key]``, a positive integer (or 0 where ``zero``); ``default`` where absent or null, if given."""
     value = config.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ScenarioError(f"model.path: {source} has no positive integer {key} (found {value!r})")
+    if value is None and default is not None:
+        return default
+    least = 0 if zero else 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < least or value > MAX_FIGURE:
+        kind = "non-negative" if zero else "positive"
+        shown = f"a {len(str(value))}-digit number" if isinstance(value, int) and value > MAX_FIGURE else repr(value)
+        raise ScenarioError(f"model.path: {source} has no {kind} integer {key} (found {shown})")
     return value

@@ -204,6 +204,11 @@ def nelder_mead(
     return simplex[best], float(values[best])
 
 
+#: The steepest start of a form's rate, in e-folds of steps per unit of staleness: two runs' log steps a few
+#: hundred apart (one that reached the target at its first evaluation, one at its last) would overflow expm1.
+MAX_START_RATE = 50.0
+
+
 def _starts(form: Form, s: np.ndarray, log_y: np.ndarray, reached: np.ndarray, with_dropped: bool) -> list[np.ndarray]:
     """Starting points: S0 at the reached runs' smallest staleness, a from the slope of their log steps."""
     hit_s, hit_y = s[reached], log_y[reached]
@@ -212,7 +217,7 @@ def _starts(form: Form, s: np.ndarray, log_y: np.ndarray, reached: np.ndarray, w
     extra = [0.0] * ((form == "quadratic") + with_dropped)
     starts = []
     for scale in (1.0, 0.1, 3.0)[:STARTS]:
-        rate = slope * scale
+        rate = min(slope * scale, MAX_START_RATE)
         root_a = math.sqrt(rate if form == "exponential" else math.expm1(rate))
         starts.append(np.array([low, root_a, *extra, math.log(0.1)]))
     return starts

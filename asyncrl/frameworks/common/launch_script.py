@@ -31,10 +31,17 @@ _SEPARATORS = ("&&", "||", ";;", ";", "|", "&", "\n")
 _UNSET = object()
 _ALL_ARGUMENTS = "\x00@"  # "$@": the script's arguments, none here (a word of only that vanishes)
 _ELEMENTS = "\x01"  # between an array's elements: "${A[@]}" is a word per element, quoted or not
+#: The most characters the variables may put into the script's words, all expansions together: a recipe's
+#: script expands to a few KB; ``a2="$a1$a1…"`` chains grow tenfold a line and would fill memory for minutes.
+MAX_EXPANSION = 8 << 20
 
 
 class LaunchScriptError(ValueError):
     """A script with no launch command of the kind asked for, or one that cannot be read; one line."""
+
+
+class _TooLarge(Exception):
+    """The expansions passed ``MAX_EXPANSION``."""
 
 
 @dataclass
@@ -56,12 +63,18 @@ def read_launch_script(path: Path, prefixes: tuple[str, ...]) -> LaunchCommand:
     except OSError as exc:
         raise LaunchScriptError(f"{path}: cannot read it ({exc.strerror})") from None
     shell = _Shell(text)
-    for line, words in shell.commands():
-        command = _launch(words, prefixes)
-        if command is not None:
-            module, arguments = command
-            return LaunchCommand(path, module, arguments, line, sorted(shell.unset), shell.unexpanded)
-        _assign(shell, words)
+    try:
+        for line, words in shell.commands():
+            command = _launch(words, prefixes)
+            if command is not None:
+                module, arguments = command
+                return LaunchCommand(path, module, arguments, line, sorted(shell.unset), shell.unexpanded)
+            _assign(shell, words)
+    except _TooLarge:
+        raise LaunchScriptError(
+            f"{path}: line {shell.line}: its variables expand past {MAX_EXPANSION >> 20} MiB; asyncrl reads a "
+            "launch script's settings, not a script that grows without bound"
+        ) from None
     wanted = " or ".join(f"python -m {prefix}…" for prefix in prefixes)
     raise LaunchScriptError(f"{path}: no `{wanted}` command in the script")
 
@@ -99,6 +112,14 @@ class _Shell:
         self.in_array = False
         self.unset: set[str] = set()
         self.unexpanded: list[str] = []
+        self.expanded = [0]  # characters the variables put into words so far (shared with _expand_inline's)
+
+    def _spend(self, value: str) -> str:
+        """``value``, counted against ``MAX_EXPANSION``."""
+        self.expanded[0] += len(value)
+        if self.expanded[0] > MAX_EXPANSION:
+            raise _TooLarge
+        return value
 
     def commands(self) -> Iterator[tuple[int, list[str]]]:
         """Each command as (its first line, its words); array assignments are applied as they are read."""
@@ -274,7 +295,7 @@ class _Shell:
             if value is _UNSET:
                 self.unset.add(array.group(1))
             index = int(array.group(2)) if array.group(2).isdigit() else None
-            return _ELEMENTS.join(items) if index is None else (items[index] if index < len(items) else "")
+            return self._spend(_ELEMENTS.join(items) if index is None else (items[index] if index < len(items) else ""))
         match = re.fullmatch(r"([A-Za-z_]\w*)(:?[-=])(.*)", inner, re.DOTALL)
         if match is None and _NAME.fullmatch(inner):
             return self._scalar(inner)
@@ -297,13 +318,14 @@ class _Shell:
             self.unset.add(name)
             return ""
         if isinstance(value, list):  # an array read as a scalar: its first element
-            return value[0] if value else ""
-        return str(value)
+            return self._spend(value[0] if value else "")
+        return self._spend(str(value))
 
     def _expand_inline(self, text: str) -> str:
         """A default's text (``${X:-"${HOME}/verl"}``), expanded with the same rules and variables."""
         inner = _Shell(text)
         inner.variables, inner.unset, inner.unexpanded = self.variables, self.unset, self.unexpanded
+        inner.expanded = self.expanded
         return " ".join(inner._command())
 
     def _substitution(self, dollar: bool = False) -> str:

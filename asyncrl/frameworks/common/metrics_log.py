@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 SNIFF_BYTES = 1 << 20
 #: Keys listed when a required one is missing.
 KEYS_SHOWN = 8
+#: The largest step number read (a run of 10^12 steps is none a framework logs; larger breaks the index).
+MAX_STEP = 10**12
 
 
 class MetricsLogError(ValueError):
@@ -170,15 +172,25 @@ def _jsonl_record(record: object, path: Path, number: int) -> tuple[int, dict[st
     if "step" not in record:
         raise MetricsLogError(f'{path}: line {number} has no "step" (its keys: {_some(list(record))})')
     step = record["step"]
-    if isinstance(step, bool) or not isinstance(step, int | float) or not float(step).is_integer():
-        raise MetricsLogError(f'{path}: line {number}: "step" is {step!r}, not an integer')
+    if not _is_number(step) or not 0 <= _as_float(step) <= MAX_STEP or not float(step).is_integer():
+        shown = f"a {len(str(abs(step)))}-digit number" if isinstance(step, int) and step > MAX_STEP else repr(step)
+        raise MetricsLogError(f'{path}: line {number}: "step" is {shown}, not a step number (0 to 10^12)')
     data = record["data"] if isinstance(record.get("data"), dict) else record
-    metrics = {str(key): float(value) for key, value in data.items() if key != "step" and _is_number(value)}
+    metrics = {str(key): _as_float(value) for key, value in data.items() if key != "step" and _is_number(value)}
     return int(step), metrics
 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _as_float(value: float) -> float:
+    """A JSON number as a float; an integer too large for one (a 401-digit number) is infinite, which the
+    readers of timings refuse by name."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 def _first_line_is_metrics(path: Path) -> bool:
@@ -236,9 +248,10 @@ def _console_steps(path: Path) -> tuple[Steps, bool]:
 
 
 def _console_number(text: str) -> float | None:
-    """A finite number as the console prints it (``1.5``, ``-3``, ``2e-05``), else None (text, NaN, inf)."""
+    """A number as the console prints it (``1.5``, ``-3``, ``2e-05``, ``inf``: the readers of timings refuse an
+    infinite one by name), else None (text, NaN: as a step that did not log the key)."""
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if abs(value) < float("inf") and value == value else None
+    return value if value == value else None

@@ -181,7 +181,7 @@ def _check_values(log: MetricsLog, rows: pd.DataFrame) -> None:
         if bad.any():
             step = int(rows.index[int(np.argmax(bad))])
             what = "a positive number" if key in (TOKENS, RESPONSE, PROMPT) else "a finite number of seconds, >= 0"
-            raise MetricsLogError(f"{log.source}: step {step}: {key} is {values[bad][0]!r}, not {what}")
+            raise MetricsLogError(f"{log.source}: step {step}: {key} is {float(values[bad][0])}, not {what}")
 
 
 def _check_phases(log: MetricsLog, phases: dict[str, np.ndarray]) -> None:

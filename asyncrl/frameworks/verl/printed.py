@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX = re.compile(r"^\([^()]*\bpid=\d+[^()]*\)\s?")  # Ray's: (TaskRunner pid=7), (W_0:0 WorkerDict pid=8)
 _TRAILING_PREFIX = re.compile(r"\([^()]*\bpid=\d+[^()]*\).*$")  # another process's output, cut in
 _CONTINUATION = re.compile(r"^\s+['\"\])}]")  # a pprinted mapping's next line: indented, a key or a closer
+_CLOSER = {"{": "}", "[": "]", "(": ")"}
 _START = re.compile(r"^\{'(actor_rollout_ref|algorithm|data|trainer|critic|reward_model)'\s*:")
 
 
@@ -82,37 +84,65 @@ def _block(lines: list[tuple[str, str]], start: int, path: Path) -> str:
     """The lines from ``start`` that the same process printed (Ray interleaves the others'), until the braces
     balance (outside string literals), or until that process prints a line that is no part of a pprinted
     mapping: a log with lines cut out of its config (Ray drops some under load) is closed there."""
-    depth, size, taken = 0, 0, list[str]()
+    size, taken, columns = 0, list[str](), list[tuple[int, str]]()
     process = lines[start][0]
     for prefix, line in lines[start:]:
         if prefix != process:
             continue
         if taken and not _CONTINUATION.match(line):
-            return "\n".join(taken) + "}" * depth
-        taken.append(line)
+            return "\n".join(taken) + "".join(_CLOSER[kind] for _, kind in reversed(columns))
         size += len(line)
         if size > MAX_CONFIG_BYTES:
             raise PrintedConfigError(f"{path}: the printed config runs past {MAX_CONFIG_BYTES >> 10} KiB")
-        depth += sum(_deltas(line))
-        if depth <= 0:
+        line = _close_dropped(line, columns) if taken else line
+        taken.append(line)
+        if _track(line, columns) <= 0:
             return "\n".join(taken)
     raise PrintedConfigError(f"{path}: line {start + 1}: the printed config never closes its braces")
+
+
+def _close_dropped(line: str, columns: list[tuple[int, str]]) -> str:
+    """``line`` with the closers of the brackets a dropped line would have closed put before it.
+
+    pprint starts each item of a mapping or a list at the column after its opening bracket, so a line that
+    starts left of the innermost open bracket's column belongs to an outer one: the lines between (Ray drops
+    some under load) held the closers, which are put back::
+
+        'fsdp_config': {'min_num_params': 0,          'fsdp_config': {'min_num_params': 0,
+                        [dropped: 'param_offload': False},]   ─►       },'input_tokenizer': ...
+        'input_tokenizer': ...
+    """
+    column = len(line) - len(line.lstrip())
+    left_open = [kind for item_column, kind in reversed(columns) if column < item_column]
+    closers = "".join(_CLOSER[kind] + "," for kind in left_open)
+    return line[:column] + closers + line[column:] if closers else line
+
+
+def _track(line: str, columns: list[tuple[int, str]]) -> int:
+    """Opens and closes ``line``'s brackets on ``columns`` (each open bracket's item column and kind); the number
+    left open."""
+    for position, char in _brackets(line):
+        if char in _CLOSER:
+            columns.append((position + 1, char))
+        elif columns:
+            columns.pop()
+    return len(columns)
 
 
 def _depth(text: str) -> int:
     """The deepest bracket nesting of ``text``, strings skipped."""
     deepest = depth = 0
     for line in text.splitlines():
-        for delta in _deltas(line):
-            depth += delta
+        for _, char in _brackets(line):
+            depth += 1 if char in _CLOSER else -1
             deepest = max(deepest, depth)
     return deepest
 
 
-def _deltas(line: str) -> list[int]:
-    """+1 for each opening bracket of a line, -1 for each closing one, in order; strings skipped."""
-    out, quote, escaped = [], "", False
-    for char in line:
+def _brackets(line: str) -> Iterator[tuple[int, str]]:
+    """Each bracket of a line outside string literals, with its position, in order."""
+    quote, escaped = "", False
+    for position, char in enumerate(line):
         if quote:
             if escaped:
                 escaped = False
@@ -122,8 +152,5 @@ def _deltas(line: str) -> list[int]:
                 quote = ""
         elif char in "'\"":
             quote = char
-        elif char in "{[(":
-            out.append(1)
-        elif char in "}])":
-            out.append(-1)
-    return out
+        elif char in "{[()]}":
+            yield position, char
