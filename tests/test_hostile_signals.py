@@ -207,3 +207,40 @@ def test_a_stopped_pool_has_no_thread_left_to_wake() -> None:
     stop(pool)
     assert not manager.is_alive()
     assert all(future.cancelled() or future.done() for future in busy)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_a_second_writer_is_refused_and_a_killed_auto_resumed_run_resumes_to_a_whole_record(
+    how: signal.Signals, tmp_path: Path
+) -> None:
+    """``execute --auto-resume --max-restarts 1`` killed from outside (SIGTERM, or SIGKILL: no handler runs)
+    after its first checkpoint: a second ``execute`` on the same ``--out`` meanwhile is refused in one line,
+    no process of the run outlives it, and ``--resume`` ends the run with every step trained once."""
+    pytest.importorskip("torch")
+    from asyncrl.analysis.records.exactly_once import exactly_once_violations
+    from asyncrl.scenarios.record.record import RunRecord
+
+    out = tmp_path / "run"
+    settings = ["cpu-timing", "run.checkpoint_every=2", "run.steps=40", "--quiet", "--out", str(out)]
+    process = start(["execute", *settings, "--auto-resume", "--max-restarts", "1"], tmp_path)
+    try:
+        wait_for(lambda: (out / "checkpoint").exists(), "the run's first checkpoint")
+        second = start(["execute", *settings], tmp_path)
+        _, second_err = second.communicate(timeout=DEADLINE_S)
+        every = descendants(process.pid)
+        process.send_signal(how)
+        process.communicate(timeout=DEADLINE_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert second.returncode == 2 and len(second_err.strip().splitlines()) == 1, second_err
+    assert "is being written by another run" in second_err
+    wait_for(lambda: not any(alive(pid) for pid in every), f"the run's processes {every} to end")
+    resumed = start(["execute", "cpu-timing", "--resume", str(out), "--quiet"], tmp_path)
+    _, err = resumed.communicate(timeout=4 * DEADLINE_S)
+    assert resumed.returncode == 0, err
+    record = RunRecord.read(out)
+    assert record.summary is not None and record.summary.status == "complete" and record.summary.steps == 40
+    assert exactly_once_violations(record.scenario, record.events, record.metrics) == []
