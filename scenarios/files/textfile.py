@@ -144,6 +144,14 @@ def parse_json(text: str | bytes, source: object, *, strict: bool = False) -> An
         raise ValueError(f"{source}: nested too deeply to read") from None
 
 
+def shown_value(value: object, largest: int) -> str:
+    """``value`` as a message shows it: its ``repr``, or "a 31-digit number" for an integer beyond ``largest``
+    (a 401-digit one keeps the message one short line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > largest:
+        return f"a {len(str(abs(value)))}-digit number"
+    return repr(value)
+
+
 def json_safe(data: Any) -> Any:
     """``data`` with every infinite or NaN float as None, so that ``json.dumps`` writes JSON (``null``), never
     the bare ``Infinity``/``NaN`` no JSON reader but Python's takes."""

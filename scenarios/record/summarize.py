@@ -13,8 +13,7 @@ Event kinds, by role:
                 sync        an engine loading new weights (``version`` = loaded)
                 switch      a colocated engine handing its devices back to generation
                             (the learner state leaving); simulator only
-                drop        a finished rollout discarded (too stale, or pushed out
-                            of a full queue); zero length
+                drop        a finished rollout discarded (too stale, or pushed out of a full queue); zero length
                 lost        a rollout lost with the engine that held it (generated
                             again later under the same group and sample)
                 restart     an engine down: from its death to its replacement's start

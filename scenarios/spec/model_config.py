@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files.errors import ScenarioError
-from ..files.textfile import parse_json
+from ..files.textfile import parse_json, shown_value
 
 CONFIG_FILE = "config.json"
 #: Families whose q, k and v projections carry a bias without saying so in the config.
@@ -132,6 +132,7 @@ def _int(config: Mapping[str, Any], key: str, source: str, default: int | None =
     least = 0 if zero else 1
     if not isinstance(value, int) or isinstance(value, bool) or value < least or value > MAX_FIGURE:
         kind = "non-negative" if zero else "positive"
-        shown = f"a {len(str(value))}-digit number" if isinstance(value, int) and value > MAX_FIGURE else repr(value)
-        raise ScenarioError(f"model.path: {source} has no {kind} integer {key} (found {shown})")
+        raise ScenarioError(
+            f"model.path: {source} has no {kind} integer {key} (found {shown_value(value, MAX_FIGURE)})"
+        )
     return value

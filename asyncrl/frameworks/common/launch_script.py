@@ -15,12 +15,12 @@ variables, ``+ - * / % **`` and parentheses, as ``$(( ))`` does.
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from asyncrl.frameworks.common.shell_arithmetic import integer_value
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.DOTALL)
@@ -38,10 +38,6 @@ MAX_EXPANSION = 8 << 20
 
 class LaunchScriptError(ValueError):
     """A script with no launch command of the kind asked for, or one that cannot be read; one line."""
-
-
-class _TooLarge(Exception):
-    """The expansions passed ``MAX_EXPANSION``."""
 
 
 @dataclass
@@ -62,19 +58,13 @@ def read_launch_script(path: Path, prefixes: tuple[str, ...]) -> LaunchCommand:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise LaunchScriptError(f"{path}: cannot read it ({exc.strerror})") from None
-    shell = _Shell(text)
-    try:
-        for line, words in shell.commands():
-            command = _launch(words, prefixes)
-            if command is not None:
-                module, arguments = command
-                return LaunchCommand(path, module, arguments, line, sorted(shell.unset), shell.unexpanded)
-            _assign(shell, words)
-    except _TooLarge:
-        raise LaunchScriptError(
-            f"{path}: line {shell.line}: its variables expand past {MAX_EXPANSION >> 20} MiB; asyncrl reads a "
-            "launch script's settings, not a script that grows without bound"
-        ) from None
+    shell = _Shell(text, path)
+    for line, words in shell.commands():
+        command = _launch(words, prefixes)
+        if command is not None:
+            module, arguments = command
+            return LaunchCommand(path, module, arguments, line, sorted(shell.unset), shell.unexpanded)
+        _assign(shell, words)
     wanted = " or ".join(f"python -m {prefix}…" for prefix in prefixes)
     raise LaunchScriptError(f"{path}: no `{wanted}` command in the script")
 
@@ -106,19 +96,24 @@ def _assign(shell: _Shell, words: list[str]) -> None:
 class _Shell:
     """A scanner over the script's text that yields each command's words, expanded with the variables so far."""
 
-    def __init__(self, text: str) -> None:
-        self.text, self.position, self.line = text, 0, 1
-        self.variables: dict[str, str | list[str]] = {}
+    def __init__(self, text: str, path: Path, outer: _Shell | None = None) -> None:
+        """A scanner of ``text``; an ``outer`` one (a default's text inside it) shares its variables and counts."""
+        self.text, self.path, self.position = text, path, 0
+        self.line: int = outer.line if outer else 1
+        self.variables: dict[str, str | list[str]] = outer.variables if outer else {}
         self.in_array = False
-        self.unset: set[str] = set()
-        self.unexpanded: list[str] = []
-        self.expanded = [0]  # characters the variables put into words so far (shared with _expand_inline's)
+        self.unset: set[str] = outer.unset if outer else set()
+        self.unexpanded: list[str] = outer.unexpanded if outer else []
+        self.expanded: list[int] = outer.expanded if outer else [0]  # characters the variables put into words so far
 
     def _spend(self, value: str) -> str:
         """``value``, counted against ``MAX_EXPANSION``."""
         self.expanded[0] += len(value)
         if self.expanded[0] > MAX_EXPANSION:
-            raise _TooLarge
+            raise LaunchScriptError(
+                f"{self.path}: line {self.line}: its variables expand past {MAX_EXPANSION >> 20} MiB; asyncrl "
+                "reads a launch script's settings, not a script that grows without bound"
+            )
         return value
 
     def commands(self) -> Iterator[tuple[int, list[str]]]:
@@ -307,7 +302,7 @@ class _Shell:
         empty = value is _UNSET or (operation.startswith(":") and value in ("", []))
         if not empty:
             return self._scalar(name)
-        expanded = _Shell._expand_inline(self, default)
+        expanded = self._expand_inline(default)
         if operation.endswith("="):
             self.variables[name] = expanded
         return expanded
@@ -323,10 +318,7 @@ class _Shell:
 
     def _expand_inline(self, text: str) -> str:
         """A default's text (``${X:-"${HOME}/verl"}``), expanded with the same rules and variables."""
-        inner = _Shell(text)
-        inner.variables, inner.unset, inner.unexpanded = self.variables, self.unset, self.unexpanded
-        inner.expanded = self.expanded
-        return " ".join(inner._command())
+        return " ".join(_Shell(text, self.path, outer=self)._command())
 
     def _substitution(self, dollar: bool = False) -> str:
         """``$(…)`` or a backquoted command: never run; left as written, and reported."""
@@ -351,7 +343,7 @@ class _Shell:
         """Integer arithmetic as ``$(( ))`` does it: variables by name or ``$name``, nothing else."""
         with_values = re.sub(r"\$\{?([A-Za-z_]\w*)\}?|\b([A-Za-z_]\w*)\b", self._number, expression)
         try:
-            return _integer(ast.parse(with_values.strip() or "0", mode="eval").body)
+            return integer_value(with_values)
         except (SyntaxError, ValueError, ZeroDivisionError):
             self.unexpanded.append(f"$(({expression}))")
             return 0
@@ -360,43 +352,6 @@ class _Shell:
         name = match.group(1) or match.group(2)
         text = self._scalar(name).strip() or "0"
         return f"({text})" if re.fullmatch(r"-?\d+", text) else f"({self._evaluate(text)})"
-
-
-_OPERATORS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Mod: lambda a, b: _remainder(a, b),
-    ast.Pow: operator.pow,
-    ast.Div: lambda a, b: int(a / b) if b else _divide_by_zero(),
-    ast.FloorDiv: lambda a, b: int(a / b) if b else _divide_by_zero(),
-}
-
-
-def _remainder(a: int, b: int) -> int:
-    """The shell's ``%``: the sign of the dividend (C's remainder, not Python's)."""
-    if b == 0:
-        _divide_by_zero()
-    return a - b * int(a / b)
-
-
-def _divide_by_zero() -> int:
-    raise ZeroDivisionError
-
-
-def _integer(node: ast.AST) -> int:
-    """An arithmetic expression of integers only; anything else is a ValueError (never evaluated)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        value = _integer(node.operand)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        left, right = _integer(node.left), _integer(node.right)
-        if isinstance(node.op, ast.Pow) and (right < 0 or right > 64):
-            raise ValueError("exponent out of range")
-        return int(_OPERATORS[type(node.op)](left, right))
-    raise ValueError(f"not integer arithmetic: {ast.dump(node)}")
 
 
 def _split(pieces: list[tuple[str, bool]]) -> list[str]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from asyncrl.scenarios.files.textfile import parse_json
+from asyncrl.scenarios.files.textfile import parse_json, shown_value
 
 from asyncrl.frameworks.common.tfevents import (
     EventFileError,
@@ -173,7 +173,7 @@ def _jsonl_record(record: object, path: Path, number: int) -> tuple[int, dict[st
         raise MetricsLogError(f'{path}: line {number} has no "step" (its keys: {_some(list(record))})')
     step = record["step"]
     if not _is_number(step) or not 0 <= _as_float(step) <= MAX_STEP or not float(step).is_integer():
-        shown = f"a {len(str(abs(step)))}-digit number" if isinstance(step, int) and step > MAX_STEP else repr(step)
+        shown = shown_value(step, MAX_STEP)
         raise MetricsLogError(f'{path}: line {number}: "step" is {shown}, not a step number (0 to 10^12)')
     data = record["data"] if isinstance(record.get("data"), dict) else record
     metrics = {str(key): _as_float(value) for key, value in data.items() if key != "step" and _is_number(value)}
