@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -90,4 +91,34 @@ def test_the_terminal_shows_the_first_and_last_evaluation() -> None:
     assert evaluation_line(frame) == (
         "evaluation   greedy 0.100 -> 0.290, sampled 0.020 -> 0.160 (steps 0 -> 40, 32 held-out prompts, "
         "0.2 s after the run's clock)"
+    )
+
+
+def test_the_expected_mode_is_the_answer_tokens_probability_at_the_temperature() -> None:
+    # A model whose last logits are 2 for the answer token and 0 for the other 15: at temperature 2 the answer's
+    # probability is e^1 / (e^1 + 15) = 0.153403; on a task without one answer token there is no expected mode.
+    import torch
+    from asyncrl.executor.learning.evaluation import expected_reward
+    from asyncrl.executor.tasks.generated import median_task, sort_task
+
+    task = median_task()
+    prompts = task.prompts(np.random.default_rng(0), 4)
+
+    class Logits:
+        def __call__(self, ids: torch.Tensor) -> object:
+            logits = torch.zeros(1, ids.shape[1], 16)
+            logits[0, -1, task.tokenizer.encode(self.prompt.target)[0]] = 2.0
+            return type("Output", (), {"logits": logits})()
+
+    model = Logits()
+    figures = []
+    for prompt in prompts:
+        model.prompt = prompt
+        figures.append(expected_reward(model, task, [prompt], temperature=2.0, device="cpu"))
+    assert all(f is not None and f["reward_mean"] == pytest.approx(math.e / (math.e + 15)) for f in figures)
+    assert (
+        expected_reward(
+            model, sort_task(), sort_task().prompts(np.random.default_rng(0), 2), temperature=1.0, device="cpu"
+        )
+        is None
     )

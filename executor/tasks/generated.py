@@ -248,6 +248,12 @@ class DigitAnswerTask:
     def reward(self, prompt: TaskPrompt, completion_ids: Sequence[int]) -> float:
         return float(self.tokenizer.until_eos(completion_ids) == self.tokenizer.encode(prompt.target))
 
+    def answer_token(self, prompt: TaskPrompt) -> int | None:
+        """The one token that scores 1 when the budget is one token (else None): the reward's expected value under
+        sampling is then that token's probability, which an evaluation can compute instead of drawing."""
+        ids = self.tokenizer.encode(prompt.target)
+        return ids[0] if len(ids) == 1 and prompt.max_new_tokens == 1 else None
+
     def _prompt(self, digits: str) -> TaskPrompt:
         text = f"{digits}="
         ids = [self.tokenizer.bos_token_id, *self.tokenizer.encode(text)]
