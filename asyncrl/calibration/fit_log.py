@@ -45,6 +45,7 @@ from asyncrl.simulator.learner_costs import LearnerWork, PhaseWork
 
 from asyncrl.calibration.log_work import (
     GenerationWork,
+    generation_steps,
     generation_terms,
     generation_work,
     learner_work,
@@ -379,7 +380,7 @@ def _term_rows(posterior: Posterior, logged: Sequence[LoggedRun]) -> list[TermRo
 
 def _rows(run: LoggedRun, efficiency: Efficiency) -> list[PhaseRow]:
     """Per phase, the log's mean against what the fitted model, simulated, charges."""
-    model = simulate_steps(run.scenario, efficiency)
+    model = simulate_steps(run.scenario, efficiency, generation_steps(run.scenario, efficiency))
     steps = run.steps
     moved = one_pass(learner_work(run.scenario, efficiency, steps)).seconds(efficiency) if steps.legacy else 0.0
     gen, forward = model.mean("gen") + moved, model.mean("forward") - moved  # verl before 2025 timed one in gen

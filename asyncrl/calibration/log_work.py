@@ -2,7 +2,8 @@
 
     a scenario and its current terms
         ├─ simulate_steps: a short sync run simulated, each learner step after the first cut by phase as
-        │                  verl's timers cut it (gen, no-grad passes, training, the rest)
+        │                  verl's timers cut it (gen, no-grad passes, training, the rest); as many steps as
+        │                  the generation mean needs to be within 1% (generation_steps)
         ├─ learner_work:   per logged step, the learner's work at that step's own tokens
         │                  (simulator.learner_costs.AnalyticLearner.work)
         └─ generation_work: the generation phase's work, read off the simulator: the run simulated again
@@ -39,7 +40,12 @@ from asyncrl.simulator.topology import Placement
 
 from asyncrl.frameworks.verl.log_phases import LoggedSteps
 
-SIMULATED_STEPS = 12  # learner steps simulated for each look at a sync run's generation (after the first)
+SIMULATED_STEPS = 12  # learner steps simulated for each look at a sync run's generation (after the first), at least
+#: The simulated generation mean's standard error the fit allows, relative: a run's steps each wait for their
+#: batch's longest sample, which moves by a quarter from step to step at 16 samples a step, and 12 steps would put
+#: a seed's luck of about 4% into the fitted decode terms. ``generation_steps`` simulates enough steps for this ...
+GENERATION_PRECISION = 0.01
+MAX_SIMULATED_STEPS = 800  # ... up to this many (1.0% at a step-to-step spread of 28%)
 NUDGE = 0.05  # a generation term's relative nudge, to read its work off the simulator
 LENGTH_WINDOWS = 3  # a run whose responses drift is fitted in this many windows of steps ...
 LENGTH_DRIFT = 0.15  # ... when their mean response lengths differ by more than this
@@ -85,6 +91,17 @@ def simulate_steps(scenario: Scenario, efficiency: Efficiency, steps: int = SIMU
         step=np.array([later.end - earlier.end for earlier, later in itertools.pairwise(trains)]),
         tokens=np.array([span.tokens for span in trains[1:]], dtype=float),
     )
+
+
+def generation_steps(scenario: Scenario, efficiency: Efficiency) -> int:
+    """How many learner steps to simulate for the mean generation phase to be within ``GENERATION_PRECISION``
+    (one standard error) of its expectation: (its step-to-step coefficient of variation / the precision)², from a
+    pilot of ``SIMULATED_STEPS``, within [``SIMULATED_STEPS``, ``MAX_SIMULATED_STEPS``]."""
+    pilot = simulate_steps(scenario, efficiency).gen
+    if len(pilot) < 2 or not pilot.mean() > 0:
+        return SIMULATED_STEPS
+    spread = float(pilot.std(ddof=1) / pilot.mean())
+    return int(min(MAX_SIMULATED_STEPS, max(SIMULATED_STEPS, math.ceil((spread / GENERATION_PRECISION) ** 2))))
 
 
 def length_windows(steps: LoggedSteps) -> list[tuple[np.ndarray, float]]:
@@ -213,13 +230,14 @@ def generation_work(scenario: Scenario, efficiency: Efficiency, notes: list[str]
     else:
         sync, switches = PhaseWork({}, costs.weight_sync(0)), PhaseWork()
     around_s = sync.seconds(efficiency) + switches.seconds(efficiency)
-    base = simulate_steps(scenario, efficiency).mean("gen") - around_s
+    steps = generation_steps(scenario, efficiency)  # the same steps (and seed) for every look: common numbers
+    base = simulate_steps(scenario, efficiency, steps).mean("gen") - around_s
     terms = {}
     for term in generation_terms(scenario):
         value = coefficient(efficiency, term)
         step = NUDGE * value
         nudged = efficiency.model_copy(update={term: from_coefficient(term, value + step)})
-        terms[term] = max(0.0, (simulate_steps(scenario, nudged).mean("gen") - around_s - base) / step)
+        terms[term] = max(0.0, (simulate_steps(scenario, nudged, steps).mean("gen") - around_s - base) / step)
     fixed = base - sum(amount * coefficient(efficiency, term) for term, amount in terms.items())
     return GenerationWork(PhaseWork(terms, fixed), sync, switches)
 
