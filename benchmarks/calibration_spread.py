@@ -1,19 +1,22 @@
 """How far apart calibrations of one scenario fall: each figure's spread, and the wall time each predicts.
 
-    python benchmarks/calibration_spread.py [--scenario cpu-timing] [--count 5] [--repeats 5]
+    python benchmarks/calibration_spread.py [--scenario cpu-timing] [--count 5] [--repeats 5] [--by runs]
 
-Runs ``--count`` micro-benchmark calibrations (``executor.calibrate.calibrate``,
-the median of ``--repeats`` interleaved measurements each) of the scenario one
-after the other, then prints per figure the smallest, median and largest value
-and max/min, and the same for the scenario's wall time as written and as sync,
-simulated under each profile. A max/min well above 1 on the predicted wall time
-says the machine is too noisy for calibration to pin a prediction down.
+Runs ``--count`` calibrations of the scenario one after the other, then prints per figure the smallest, median
+and largest value and max/min, and the same for the scenario's wall time as written and as sync, simulated under
+each profile. ``--by bench`` (the default): micro-benchmark calibrations (``executor.calibrate.calibrate``, the
+median of ``--repeats`` interleaved measurements each); ``--by runs``: what ``asyncrl calibrate SCENARIO`` does,
+short executed runs fitted (``asyncrl.calibration.runs.calibrate_by_running``, into a temporary folder). A
+max/min well above 1 on the predicted wall time says the machine is too noisy for calibration to pin a
+prediction down.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
+from pathlib import Path
 
 from asyncrl.analysis.tables import format_table
 from asyncrl.executor.calibrate import calibrate
@@ -23,6 +26,8 @@ from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import MeasuredCosts
 from asyncrl.simulator.simulation import simulate
 from tqdm import tqdm
+
+from asyncrl.calibration.runs import calibrate_by_running
 
 BATCH_SIZES = [1, 2, 4, 8, 16, 32]
 
@@ -61,14 +66,22 @@ def main() -> None:
     parser.add_argument("--scenario", default="cpu-timing")
     parser.add_argument("--count", type=int, default=5, help="calibrations (default 5)")
     parser.add_argument("--repeats", type=int, default=5, help="measurements per figure in each (default 5)")
+    parser.add_argument("--by", choices=["bench", "runs"], default="bench", help="micro-benchmarks or short runs")
     args = parser.parse_args()
     written = load_scenario(args.scenario)
     sync = load_scenario(args.scenario, ["schedule.kind=sync"])
     sizes = [b for b in BATCH_SIZES if b <= written.engine_concurrency] or [1]
     runs = []
-    for _ in tqdm(range(args.count), desc="calibrating", unit="calibration"):
-        runs.append(figures(calibrate(written, sizes, repeats=args.repeats).profile, written, sync))
-    print(f"{written.name}: {args.count} calibrations, median of {args.repeats} interleaved repeats each")
+    with tempfile.TemporaryDirectory() as work:
+        for number in tqdm(range(args.count), desc="calibrating", unit="calibration"):
+            if args.by == "runs":
+                folder = Path(work) / str(number)
+                profile = calibrate_by_running(written, folder / "profile.yaml", folder / "runs").profile
+            else:
+                profile = calibrate(written, sizes, repeats=args.repeats).profile
+            runs.append(figures(profile, written, sync))
+    how = "short runs each" if args.by == "runs" else f"median of {args.repeats} interleaved repeats each"
+    print(f"{written.name}: {args.count} calibrations, {how}")
     print(format_table(["figure", "min", "median", "max", "max/min"], spread_rows(runs)))
 
 
