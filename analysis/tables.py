@@ -190,6 +190,8 @@ def about_target(penalty: Penalty, fit: PenaltyFit, path: object) -> str:
 
 def target_text(reached: TimeToTarget) -> str:
     """``1,234.5 s (125 steps at staleness 1.33, 12% dropped)``: a run's ``time_to_target``."""
+    if reached.refused:
+        return f"not predicted ({reached.refused})"
     return (
         f"{reached.time_s:,.1f} s ({reached.steps:,.1f} steps at staleness {reached.staleness:.2f}, "
         f"{reached.dropped_fraction:.0%} dropped)"
@@ -243,7 +245,7 @@ def with_equal_quality(
     written = results[0].summary
     if written is None or written.time_to_target is None:
         return list(results)
-    soonest = written.time_to_target.time_s
+    soonest = math.nan if written.time_to_target.refused else written.time_to_target.time_s
     return [Simulated(variant, _with_ratio(summary, soonest) if summary else None) for variant, summary in results]
 
 
@@ -251,7 +253,9 @@ def _with_ratio(summary: RunSummary, written_time_s: float) -> RunSummary:
     reached = summary.time_to_target
     if reached is None:
         return summary
-    ratio = reached.time_s / written_time_s if written_time_s > 0 else math.nan
+    ratio = (
+        reached.time_s / written_time_s if written_time_s > 0 and not reached.refused else math.nan
+    )  # NaN: no prediction
     return summary.model_copy(update={"time_to_target": reached.model_copy(update={"as_written_vs_this": ratio})})
 
 
@@ -335,7 +339,7 @@ def _speedup_cells(
         return ["-"] * (len(FIGURE_HEADER) + 1 + quality + len(cost_header(price_per_device_hour)))
     reached = summary.time_to_target
     ratio = reached.as_written_vs_this if reached is not None and reached.as_written_vs_this is not None else math.nan
-    equal = [f"{ratio:.2f}x"] if quality else []
+    equal = [f"{ratio:.2f}x" if ratio == ratio else "-"] if quality else []
     return [
         *figure_cells(summary),
         f"{written / summary.throughput.samples_per_s:.2f}x",

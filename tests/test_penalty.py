@@ -293,6 +293,7 @@ def test_the_penalty_file_round_trips(tmp_path: Path) -> None:
         "per_staleness_squared": 0.0,
         "form_error": None,
         "form_errors": {},
+        "reach_limit": None,
     }
     assert read_penalty(path).fit_for("grpo", "tis").per_dropped == 0.5
 
@@ -337,3 +338,54 @@ def test_log_steps_hundreds_of_e_folds_apart_start_the_fit_without_overflow(form
     staleness = [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
     fit = fit_form(form, staleness, [0.0] * 6, [1.0, 1.0, 1e261, 1e261, 1e261, 1e261], [True] * 6)  # type: ignore[arg-type]
     assert np.isfinite(fit.log_likelihood) and fit.per_staleness >= 0 and np.isfinite(fit.steps_at_zero)
+
+
+def test_two_schedules_of_many_seeds_do_not_make_a_quadratic() -> None:
+    # Each seed measures its own mean staleness (1.97, 1.98, ...): two schedules show ten values, yet a curve through
+    # them is a curve through two points. Counted by schedule, the quadratic is not a candidate (it needs three).
+    from asyncrl.scenarios.staleness.penalty_forms import fit_form, select_form
+
+    s = [0.0] * 5 + [1.96, 1.97, 1.98, 1.99, 2.0]
+    steps = [80, 84, 78, 82, 81, 90, 95, 88, 92, 91]
+    schedules = ["sync"] * 5 + ["streaming-2"] * 5
+    choice = select_form(s, [0.0] * 10, steps, [True] * 10, schedules)
+    assert choice.errors["quadratic"] is None and choice.fit.form != "quadratic"
+    with pytest.raises(ValueError, match=r"come from 2 schedules \(sync, streaming-2\); need 3$"):
+        fit_form("quadratic", s, [0.0] * 10, steps, [True] * 10, groups=schedules)
+
+
+def test_an_interval_censored_reach_is_fitted_inside_its_interval() -> None:
+    # Every run crossed the target between its evaluations at 70 and 80 steps, at staleness 0 and 1. Read as exact,
+    # S0 is 80 (the evaluation that saw it); as the interval it is, the fit's S0 lies inside (70, 80].
+    from asyncrl.scenarios.staleness.normal_tails import log_interval_probability
+    from asyncrl.scenarios.staleness.penalty_forms import fit_form
+
+    s, steps, low = [0.0, 0.0, 1.0, 1.0], [80.0] * 4, [70.0] * 4
+    exact = fit_form("linear", s, [0.0] * 4, steps, [True] * 4)
+    interval = fit_form("linear", s, [0.0] * 4, steps, [True] * 4, low=low)
+    assert exact.steps_at_zero == pytest.approx(80.0, rel=1e-3)
+    assert 70.0 < interval.steps_at_zero <= 80.0 and interval.steps_at_zero < exact.steps_at_zero - 1
+    # log(Φ(b) − Φ(a)), both tails, against the difference written out: Φ(1) − Φ(−1) = 0.682689, Q(5) − Q(6).
+    values = log_interval_probability(np.array([-1.0, 5.0]), np.array([1.0, 6.0]))
+    assert values[0] == pytest.approx(math.log(0.6826894921), rel=1e-9)
+    assert values[1] == pytest.approx(math.log(2.8665157e-7 - 9.8658765e-10), rel=1e-6)
+
+
+def test_no_time_to_target_past_the_last_staleness_where_most_seeds_reached() -> None:
+    # sync 3/3 and streaming-4 2/3 reached the target; streaming-8 0/3. A staleness past streaming-4's (4.0) by more
+    # than 10% gets no prediction, where the censored fit alone would give streaming-8 a finite one.
+    from asyncrl.analysis.fits.penalty import fit_penalty
+    from asyncrl.scenarios.staleness.penalty import predict_time_to_target
+
+    rows = [
+        *(run_of("grpo", "clip", 0.0, v, schedule="sync") for v in (80.0, 84.0, 82.0)),
+        *(run_of("grpo", "clip", 4.0, v, schedule="streaming-4") for v in (100.0, 104.0, None)),
+        *(run_of("grpo", "clip", 8.0, None, schedule="streaming-8") for _ in range(3)),
+    ]
+    fit = fit_penalty(cells_of(rows)).fit_for("grpo", "clip")
+    assert fit.reach_limit == pytest.approx(4.0)
+    refused = predict_time_to_target(fit, 7.9, 0.0, [1.0] * 10, 1.0)
+    assert refused.refused and math.isinf(refused.time_s) and "past 4.00" in refused.refused
+    assert predict_time_to_target(fit, 4.3, 0.0, [1.0] * 10, 1.0).refused is None  # within the 10% margin
+    mostly = fit_penalty(cells_of(rows[:6])).fit_for("grpo", "clip")
+    assert mostly.reach_limit is None  # no schedule mostly failed: nothing to refuse

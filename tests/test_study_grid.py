@@ -125,7 +125,7 @@ def test_the_command_says_which_flag_is_wrong_on_one_line(tmp_path) -> None:
 def test_the_held_out_schedule_is_one_of_the_grid_and_leaves_two_to_fit() -> None:
     from asyncrl.experiments.study import check_options
 
-    with pytest.raises(ScenarioError, match=r"^holdout: 'streaming-4' is not one of --schedules \(sync, stream"):
+    with pytest.raises(ScenarioError, match=r"^holdout: 'streaming-4' is not all or one of --schedules \(sync, stream"):
         check_options(StudyOptions("cpu-study", schedules="sync,streaming-1,streaming-2", holdout="streaming-4"))
     with pytest.raises(ScenarioError, match=r"^holdout: the fit left after holding one schedule out needs two"):
         check_options(StudyOptions("cpu-study", schedules="sync,streaming-2", holdout="streaming-2"))

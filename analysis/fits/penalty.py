@@ -149,8 +149,9 @@ def _fit_pair(loss: str, correction: str, runs: pd.DataFrame) -> PenaltyFit:
     dropped = pd.to_numeric(runs["dropped_fraction"]).to_numpy(dtype=float)
     schedules = runs["schedule"].astype(str).tolist() if "schedule" in runs else None
     kl = pd.to_numeric(runs["kl_to_behaviour_mean"], errors="coerce") if "kl_to_behaviour_mean" in runs else None
+    low = pd.to_numeric(runs["steps_to_target_low"], errors="coerce") if "steps_to_target_low" in runs else None
     try:
-        choice = select_form(staleness, dropped, steps, reached, schedules, kl)
+        choice = select_form(staleness, dropped, steps, reached, schedules, kl, low)
     except ValueError as exc:
         raise PenaltyError(f"loss {loss}, correction {correction}: {exc}") from None
     fit = choice.fit
@@ -169,7 +170,19 @@ def _fit_pair(loss: str, correction: str, runs: pd.DataFrame) -> PenaltyFit:
         per_staleness_squared=fit.per_staleness_squared,
         form_error=choice.error,
         form_errors=choice.errors,
+        reach_limit=reach_limit(staleness, reached, schedules),
     )
+
+
+def reach_limit(staleness: np.ndarray, reached: np.ndarray, schedules: list[str] | None) -> float | None:
+    """The highest mean staleness of a schedule where more than half the seeds reached the target, if a schedule of
+    higher staleness had half or fewer reach it (``PenaltyFit.reach_limit``; 0 when none mostly reached); else None."""
+    frame = pd.DataFrame({"s": staleness, "hit": reached, "group": schedules or [f"{value:g}" for value in staleness]})
+    groups = frame.groupby("group", sort=False).agg(s=("s", "mean"), share=("hit", "mean"))
+    mostly = groups[groups["share"] > 0.5]
+    last = float(mostly["s"].max()) if len(mostly) else 0.0
+    failing_above = groups[(groups["share"] <= 0.5) & (groups["s"] > last)]
+    return last if len(failing_above) else None
 
 
 def failed_runs(cells: pd.DataFrame) -> int:
@@ -205,6 +218,12 @@ def penalty_lines(penalty: Penalty, failed: int = 0) -> str:
     ]
     if any(fit.per_dropped is None for fit in penalty.fits):
         lines.append("b -: the dropped fraction did not vary enough, or apart from the staleness, to be fitted")
+    for fit in penalty.fits:
+        if fit.reach_limit is not None:
+            lines.append(
+                f"{fit.pair}: no time to target predicted past staleness {fit.reach_limit:.2f}: above it, most seeds of a "
+                "schedule did not reach the target, which a penalty of extra steps cannot express"
+            )
     if failed:
         lines.append(f"left out {failed} failed run{'s' if failed != 1 else ''}")
     return "\n".join(lines)

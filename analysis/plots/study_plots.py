@@ -48,7 +48,7 @@ def study_plots(curves: pd.DataFrame, summary: pd.DataFrame, target: float, titl
 def quality_label(curves: pd.DataFrame) -> str:
     """What the study's reward is: the held-out evaluation's where the runs evaluated, else the training batch's."""
     if "eval_reward" in curves and curves["eval_reward"].notna().any():
-        return "held-out evaluation, sampled"
+        return "held-out evaluation"
     return f"training batch, mean of {WINDOW} steps"
 
 

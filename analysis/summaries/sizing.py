@@ -197,12 +197,20 @@ def table_rows(
         [
             variant.label,
             *figure_cells(summary),
-            *([summary.time_to_target.time_s if summary.time_to_target else "-"] if with_target else []),
+            *([_target_cell(summary)] if with_target else []),
             *cost_cells(variant.scenario, summary, price_per_device_hour),
         ]
         for variant, summary in ranked
         if summary is not None
     ]
+
+
+def _target_cell(summary: RunSummary) -> Any:
+    """The time to target, ``past limit`` where the penalty refused to extrapolate, ``-`` without one."""
+    reached = summary.time_to_target
+    if reached is None:
+        return "-"
+    return "past limit" if reached.refused else reached.time_s
 
 
 def sizing_lines(
@@ -227,6 +235,13 @@ def sizing_lines(
     ]
     if len(rows) > top + 1:
         lines.append(f"... {len(rows) - top - 1} more rows in the CSV")
+    refused = next(
+        (s.time_to_target.refused for _, s in ranked if s and s.time_to_target and s.time_to_target.refused), None
+    )
+    if refused:
+        lines.append(
+            f"to target 'past limit': not predicted ({refused.split(',')[0]} and the like: most seeds did not reach it)"
+        )
     excluded = [variant for variant, summary in ranked if summary is None]
     if excluded:
         lines.append(excluded_line(excluded, len(ranked)))

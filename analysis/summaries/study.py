@@ -19,14 +19,21 @@ staleness (``summary.json`` ``staleness.token_mean``).
 
 **On the evaluation reward** (a run with ``run.eval_every``: eval.parquet, ``executor.learning.evaluation``): the
 training batch's reward is sampled by the behaviour policies, so an asynchronous run's curve lags its policy by
-its staleness; the held-out evaluation measures the policy itself. Where a run has eval.parquet, ``quality`` is
-``eval`` and a cell reaches the target at the first evaluated step count k whose ``sampled`` evaluation reward
-(``EVAL_MODE``; at ``algorithm.temperature``, as the training reward is) is at least ``target``; each
-evaluation already averages ``run.eval_prompts`` answers, so no window; k may be 0. ``final_reward`` is then the
-last evaluation's. The training-batch figures stay as a second curve: ``steps_to_target_train``,
-``wall_to_target_train_s``, ``final_reward_train`` (the same as the main ones where ``quality`` is ``train``).
-``kl_to_behaviour_mean`` is the mean over steps of the learner's k3 KL to the behaviour policy (the penalty fit
-scores it as a covariate). Every wall time to the target excludes the weight snapshots taken for the evaluation before that step (the
+its staleness; the held-out evaluation measures the policy itself. Where a run has eval.parquet, ``quality`` names
+the evaluation read: ``expected`` where the task gives the reward's exact expected value (one answer token: its
+probability at ``algorithm.temperature``, no sampling noise), else ``sampled`` (one answer per prompt at the
+temperature, as the training reward is). A cell reaches the target at the first evaluated step count k from which
+``HOLD`` = 3 evaluations in a row (k and the next two) are at least ``target``: one evaluation of 32 sampled
+answers has an SD of about 0.09 at a reward of 0.5, and a policy at 0.40 crosses 0.5 by chance about once in seven
+evaluations, three in a row about once in 350. A crossing the run's last evaluations cannot confirm is not a
+reach: the run is censored. k may be 0. The policy crossed the target somewhere after the evaluation before k, so
+the steps to target are *interval-censored*: ``steps_to_target_low`` is that previous evaluated step count (0 when
+k is 0), ``steps_to_target`` is k; the penalty fit takes the interval (``scenarios.staleness.penalty_forms``), the
+tables take k. ``final_reward`` is then the last evaluation's. The training-batch figures stay as a second curve:
+``steps_to_target_train``, ``wall_to_target_train_s``, ``final_reward_train`` (the same as the main ones where
+``quality`` is ``train``, where ``steps_to_target_low`` is k − 1: every step is measured). ``kl_to_behaviour_mean``
+is the mean over steps of the learner's k3 KL to the behaviour policy (the penalty fit scores it as a covariate).
+Every wall time to the target excludes the weight snapshots taken for the evaluation before that step (the
 metrics' ``eval_snapshot_s``); the answers are generated after the run's clock stops.
 
 **Status** is in the run summaries' words (``analysis.statuses``): ``complete`` when the run
@@ -50,8 +57,12 @@ from ...scenarios.record.record import RunRecordError, RunStatus, RunSummary, re
 from ..statuses import COMPLETE, FAILED, INTERRUPTED
 
 WINDOW = 10
-#: The evaluation mode a target is measured on: sampled at the training temperature, as the training reward is.
-EVAL_MODE = "sampled"
+#: The evaluation modes a target is measured on, the first the run has: the exact expected reward, else one sampled
+#: answer per prompt at the training temperature, as the training reward is.
+EVAL_MODES = ("expected", "sampled")
+EVAL_MODE = "sampled"  # what a run's curve shows as its eval_reward when it has no exact one
+#: Evaluations in a row at or above the target for it to count as reached (module docstring).
+HOLD = 3
 #: Tolerance of "reaches the target": a rolling mean of floats may miss an exact target by rounding.
 REACH_TOLERANCE = 1e-9
 
@@ -90,6 +101,7 @@ CELL_COLUMNS = (
     "steps_to_target_train",
     "wall_to_target_train_s",
     "kl_to_behaviour_mean",
+    "steps_to_target_low",
 )
 CURVE_FIGURES = ("step", "end", "reward_mean", "kl", "staleness_mean", "eval_reward", "entropy")
 CURVE_COLUMNS = (*KEY_COLUMNS, *CURVE_FIGURES)
@@ -110,6 +122,7 @@ _FIGURES_OF_A_FAILED_CELL = {
     "steps_to_target_train": math.nan,
     "wall_to_target_train_s": math.nan,
     "kl_to_behaviour_mean": math.nan,
+    "steps_to_target_low": math.nan,
 }
 
 
@@ -129,15 +142,20 @@ class CellKey:
 
 
 class Reach(NamedTuple):
-    """When a run first reached the target: step count, end of that step (s), KL then; NaN if never."""
+    """When a run first reached the target: step count, end of that step (s), KL then, and the step count before
+    which it had not (the previous evaluation's; ``steps`` − 1 on the training curve); NaN if never."""
 
     steps: float
     wall_s: float
     kl: float
+    low: float = math.nan
 
     @property
     def reached(self) -> bool:
         return not math.isnan(self.steps)
+
+
+NEVER = Reach(math.nan, math.nan, math.nan)
 
 
 # ── one cell ────────────────────────────────────────────────────────────────────
@@ -150,24 +168,45 @@ def steps_to_target(metrics: pd.DataFrame, target: float, window: int = WINDOW) 
     rolling = rows["reward_mean"].astype(float).rolling(window, min_periods=window).mean().to_numpy()
     hits = np.flatnonzero(rolling >= target - REACH_TOLERANCE)
     if not hits.size:
-        return Reach(math.nan, math.nan, math.nan)
+        return NEVER
     row = rows.iloc[hits[0]]
-    return Reach(float(row["step"]) + 1, _wall_at(rows, hits[0]), float(row["kl"]))
+    steps = float(row["step"]) + 1
+    return Reach(steps, _wall_at(rows, hits[0]), float(row["kl"]), steps - 1)
 
 
-def eval_to_target(evaluation: pd.DataFrame, metrics: pd.DataFrame, target: float, mode: str = EVAL_MODE) -> Reach:
-    """The first evaluated step count whose ``mode`` evaluation reward is ≥ ``target``: the end of that step
-    (0 for the initial weights) without the snapshots before it, and ``kl`` then (NaN at step 0)."""
+def eval_mode(evaluation: pd.DataFrame | None) -> str | None:
+    """The evaluation mode a run's target is read on (``EVAL_MODES``' first it has), or None without one."""
+    if evaluation is None:
+        return None
+    return next((mode for mode in EVAL_MODES if (evaluation["mode"] == mode).any()), None)
+
+
+def held_from(rewards: np.ndarray, target: float, hold: int = HOLD) -> int | None:
+    """The first position from which ``hold`` readings in a row are ≥ ``target``, or None."""
+    above = rewards >= target - REACH_TOLERANCE
+    for position in range(len(above) - hold + 1):
+        if above[position : position + hold].all():
+            return position
+    return None
+
+
+def eval_to_target(
+    evaluation: pd.DataFrame, metrics: pd.DataFrame, target: float, mode: str = EVAL_MODE, hold: int = HOLD
+) -> Reach:
+    """The first evaluated step count from which ``hold`` ``mode`` evaluations in a row are ≥ ``target``: the end of
+    that step (0 for the initial weights) without the snapshots before it, ``kl`` then (NaN at step 0), and the
+    evaluated step count before it (the interval the crossing lies in)."""
     rows = evaluation[evaluation["mode"] == mode].sort_values("step")
-    hits = rows[rows["reward_mean"].astype(float) >= target - REACH_TOLERANCE]
-    if hits.empty:
-        return Reach(math.nan, math.nan, math.nan)
-    steps = int(hits["step"].iloc[0])
+    first = held_from(rows["reward_mean"].astype(float).to_numpy(), target, hold)
+    if first is None:
+        return NEVER
+    steps = int(rows["step"].iloc[first])
+    low = float(rows["step"].iloc[first - 1]) if first > 0 else 0.0
     if steps == 0:
-        return Reach(0.0, 0.0, math.nan)
+        return Reach(0.0, 0.0, math.nan, 0.0)
     ordered = metrics.sort_values("step").reset_index(drop=True)
     position = int(np.flatnonzero(ordered["step"].to_numpy() == steps - 1)[0])
-    return Reach(float(steps), _wall_at(ordered, position), float(ordered["kl"].iloc[position]))
+    return Reach(float(steps), _wall_at(ordered, position), float(ordered["kl"].iloc[position]), low)
 
 
 def _wall_at(rows: pd.DataFrame, position: int) -> float:
@@ -246,9 +285,9 @@ def cell_record(key: CellKey, run: Path, target: float, steps: int, reason: str 
     summary, metrics = finished
     train = steps_to_target(metrics, target)
     evaluation = read_evaluation(run)
-    on_eval = evaluation is not None and (evaluation["mode"] == EVAL_MODE).any()
-    reach = eval_to_target(evaluation, metrics, target) if on_eval else train
-    final = final_eval_reward(evaluation) if on_eval else final_reward(metrics)
+    mode = eval_mode(evaluation)
+    reach = eval_to_target(evaluation, metrics, target, mode) if evaluation is not None and mode else train
+    final = final_eval_reward(evaluation, mode) if evaluation is not None and mode else final_reward(metrics)
     wall = summary.wall_time_s
     generated, dropped = summary.samples.generated, summary.samples.dropped
     return {
@@ -266,11 +305,12 @@ def cell_record(key: CellKey, run: Path, target: float, steps: int, reason: str 
         "dropped_fraction": dropped / generated if generated else math.nan,
         "samples_generated": generated,
         "samples_dropped": dropped,
-        "quality": "eval" if on_eval else "train",
+        "quality": mode or "train",
         "final_reward_train": final_reward(metrics),
         "steps_to_target_train": train.steps,
         "wall_to_target_train_s": train.wall_s,
         "kl_to_behaviour_mean": _mean_of(metrics, "kl_to_behaviour"),
+        "steps_to_target_low": reach.low,
     }
 
 
@@ -287,7 +327,7 @@ def curve_frame(key: CellKey, run: Path) -> pd.DataFrame:
     metrics = finished[1].sort_values("step").reset_index(drop=True)
     evaluation = read_evaluation(run)
     if evaluation is not None:  # the evaluation after k steps sits on the row of step k − 1
-        sampled = evaluation[evaluation["mode"] == EVAL_MODE]
+        sampled = evaluation[evaluation["mode"] == (eval_mode(evaluation) or EVAL_MODE)]
         by_row = dict(zip(sampled["step"] - 1, sampled["reward_mean"], strict=True))
         metrics["eval_reward"] = metrics["step"].map(by_row)
     frame = pd.DataFrame({name: metrics.get(name, math.nan) for name in CURVE_FIGURES})

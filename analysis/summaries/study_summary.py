@@ -5,26 +5,31 @@
 
 **Over seeds** (``summary_table``): each figure is a mean over the seeds whose run finished
 (``seeds``), with the half-width of its 95% confidence interval from the t-distribution
-(``mean ± t(0.975, n − 1) · s / √n``; NaN with one seed: no interval). Figures at the target are
-means over the seeds that reached it (``reached`` says how many, ``reached_fraction`` what share of the
-seeds run, a failed one counting as not reached), so read them with that count.
-``speedup`` is the speedup at equal quality, paired by seed: over the seeds where both this schedule and
-``sync`` (same loss and correction) reached the target (``speedup_pairs``), sync's total wall time to the
-target over this schedule's, i.e. the ratio of their means on the same seeds; ``speedup_low`` and
-``speedup_high`` are the 2.5th and 97.5th percentiles of that ratio over 10,000 resamples of those seeds with
-replacement (``analysis.summaries.intervals.paired_ratio_bootstrap``; none with one pair). NaN where no seed pairs.
-``steps_to_target_median`` and ``wall_to_target_median_s`` take every finished seed, a seed that never reached
-the target counting as later than all (a median of censored times): defined when more than half reached it,
-and not flattered by leaving the slow seeds out, as the means are.
+(``mean ± t(0.975, n − 1) · s / √n``; NaN with one seed: no interval). **No average over survivors**: the
+figures at the target (steps, wall time, KL) are means only when every finished seed reached it; where some did
+not, the mean of the others would flatter the schedule (a schedule that makes seeds fail would look faster), so
+they are NaN and the censored medians stand: ``steps_to_target_median`` and ``wall_to_target_median_s`` take every
+finished seed, one that never reached the target counting as later than all, defined when more than half
+reached it. ``reached`` says how many did, ``reached_fraction`` what share of the seeds run (a failed one counting
+as not reached).
+
+``speedup`` is the speedup at equal quality, paired by seed: sync's wall time to the target (same loss and
+correction) over this schedule's, as the geometric mean of the per-seed ratios, over the seeds where both runs
+finished (``speedup_pairs``), and only when every one of those pairs reached the target on both sides (an unreached
+seed has no time to put in a ratio, and leaving it out is survivorship); NaN otherwise, and ``speedup_reached``
+says how many pairs did. ``speedup_low`` and ``speedup_high`` are its 95% paired t-interval on the log ratios
+(``analysis.summaries.intervals.paired_log_ratio_ci``; none below ``MIN_PAIRS`` = 4 pairs: the module says why,
+and ``benchmarks/interval_coverage.py`` measures its coverage).
 
 **Robustness** (``robustness_table``): per loss and correction, the ratio of the mean steps to
 target at the grid's highest staleness bound (every schedule with that bound pooled, e.g.
-``streaming-8`` and ``streaming-8-inflight``) to the mean at bound 0 (``sync``). 1.0 means stale
-data cost no extra steps; 1.5 means it took half as many steps again. Its 95% interval comes from
-the delta method for a ratio of two independent means, ``R · t · √(s_a²/(n_a·ā²) + s_b²/(n_b·b̄²))``
-with ``t`` at ``min(n_a, n_b) − 1`` degrees of freedom (a conservative choice). Losses rank by the
-fraction of stale cells that reached the target (most first), then by the ratio (smallest first):
-a loss that often never gets there at high staleness is the least robust whatever its ratio.
+``streaming-8`` and ``streaming-8-inflight``) to the mean at bound 0 (``sync``), only when every cell of both
+reached the target (no average over survivors: NaN otherwise). 1.0 means stale data cost no extra steps; 1.5
+means it took half as many steps again. Its 95% interval comes from the delta method for a ratio of two
+independent means, ``R · t · √(s_a²/(n_a·ā²) + s_b²/(n_b·b̄²))`` with ``t`` at ``min(n_a, n_b) − 1`` degrees of
+freedom (a conservative choice). Losses rank by the fraction of stale cells that reached the target (most
+first), then by the ratio (smallest first): a loss that often never gets there at high staleness is the least
+robust whatever its ratio.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import pandas as pd
 
 from ..statuses import COMPLETE
 from ..tables import format_table
-from .intervals import mean_ci, missing, paired_ratio_bootstrap, ratio_ci
+from .intervals import MIN_PAIRS, mean_ci, missing, paired_log_ratio_ci, ratio_ci
 from .study import KEY_COLUMNS, WINDOW
 
 GROUP_COLUMNS = ("schedule", "loss", "correction")
@@ -63,6 +68,7 @@ SUMMARY_COLUMNS = (
     "speedup_low",
     "speedup_high",
     "speedup_pairs",
+    "speedup_reached",
     "steps_to_target_median",
     "wall_to_target_median_s",
 )
@@ -92,8 +98,9 @@ def summary_table(cells: pd.DataFrame, curves: pd.DataFrame | None = None) -> pd
         ok = group[group["status"] == COMPLETE]
         first = group.iloc[0]
         reward, reward_ci = mean_ci(ok["final_reward"])
-        steps, steps_ci = mean_ci(ok["steps_to_target"])
-        wall, wall_ci = mean_ci(ok["wall_to_target_s"])
+        every = ok if bool(ok["reached"].all()) else ok.iloc[0:0]  # no mean over the seeds that reached alone
+        steps, steps_ci = mean_ci(every["steps_to_target"])
+        wall, wall_ci = mean_ci(every["wall_to_target_s"])
         rows.append(
             {
                 "schedule": schedule,
@@ -111,7 +118,7 @@ def summary_table(cells: pd.DataFrame, curves: pd.DataFrame | None = None) -> pd
                 "steps_to_target_ci": steps_ci,
                 "wall_to_target_s": wall,
                 "wall_to_target_s_ci": wall_ci,
-                "kl_at_target": _mean(ok["kl_at_target"]),
+                "kl_at_target": _mean(every["kl_at_target"]),
                 "kl_final": _mean(final_kl.get(cell, math.nan) for cell in ok["cell"]),
                 "staleness_mean": _mean(ok["staleness_mean"]),
                 "dropped_fraction": _mean(ok["dropped_fraction"]),
@@ -138,16 +145,19 @@ def censored_median(values: pd.Series) -> float:
 
 
 def paired_speedup(cells: pd.DataFrame, group: pd.DataFrame) -> dict[str, float]:
-    """``speedup``, ``speedup_low``, ``speedup_high``, ``speedup_pairs`` of one schedule's cells (``group``) over
-    sync's cells of the same loss and correction, paired by seed (NaN where sync is not in the grid)."""
+    """``speedup``, ``speedup_low``, ``speedup_high``, ``speedup_pairs``, ``speedup_reached`` of one schedule's cells
+    (``group``) over sync's cells of the same loss and correction, paired by seed (module docstring)."""
     first = group.iloc[0]
     same = (cells["loss"] == first["loss"]) & (cells["correction"] == first["correction"])
-    sync = cells[same & (cells["kind"] == "sync") & (cells["status"] == COMPLETE)]
-    sync_wall = sync.drop_duplicates("seed").set_index("seed")["wall_to_target_s"]
-    own = group[group["status"] == COMPLETE].drop_duplicates("seed").set_index("seed")["wall_to_target_s"]
-    seeds = [seed for seed in own.index if seed in sync_wall.index]
-    ratio, low, high, pairs = paired_ratio_bootstrap(sync_wall.loc[seeds], own.loc[seeds])
-    return {"speedup": ratio, "speedup_low": low, "speedup_high": high, "speedup_pairs": pairs}
+    sync = cells[same & (cells["kind"] == "sync") & (cells["status"] == COMPLETE)].drop_duplicates("seed")
+    own = group[group["status"] == COMPLETE].drop_duplicates("seed")
+    pairs = own.merge(sync, on="seed", suffixes=("", "_sync"))
+    both = pairs["reached"].astype(bool) & pairs["reached_sync"].astype(bool)
+    figures = {"speedup_pairs": len(pairs), "speedup_reached": int(both.sum())}
+    if not len(pairs) or not bool(both.all()):
+        return {"speedup": math.nan, "speedup_low": math.nan, "speedup_high": math.nan, **figures}
+    ratio, low, high, _ = paired_log_ratio_ci(pairs["wall_to_target_s_sync"], pairs["wall_to_target_s"])
+    return {"speedup": ratio, "speedup_low": low, "speedup_high": high, **figures}
 
 
 def _final_kl(curves: pd.DataFrame, window: int = WINDOW) -> dict[str, float]:
@@ -173,7 +183,10 @@ def robustness_table(cells: pd.DataFrame) -> pd.DataFrame:
     for (loss, correction), group in ok.groupby(["loss", "correction"], sort=False):
         base = group[group["staleness_bound"] == 0]
         stale = group[group["staleness_bound"] == top]
-        ratio, ratio_ci_ = ratio_ci(stale["steps_to_target"], base["steps_to_target"])
+        every = bool(base["reached"].all() and stale["reached"].all())  # no ratio of the survivors' means
+        ratio, ratio_ci_ = (
+            ratio_ci(stale["steps_to_target"], base["steps_to_target"]) if every else (math.nan, math.nan)
+        )
         rows.append(
             {
                 "rank": 0,
@@ -185,8 +198,8 @@ def robustness_table(cells: pd.DataFrame) -> pd.DataFrame:
                 "cells_stale": len(stale),
                 "reached_sync": int(base["reached"].sum()),
                 "cells_sync": len(base),
-                "steps_to_target_sync": _mean(base["steps_to_target"]),
-                "steps_to_target_stale": _mean(stale["steps_to_target"]),
+                "steps_to_target_sync": censored_median(base["steps_to_target"]),
+                "steps_to_target_stale": censored_median(stale["steps_to_target"]),
                 "ratio": ratio,
                 "ratio_ci": ratio_ci_,
             }
@@ -235,30 +248,40 @@ def summary_lines(summary: pd.DataFrame, target: float, steps: int) -> str:
             row.correction,
             with_ci(row.final_reward, row.final_reward_ci),
             f"{row.reached}/{row.seeds + row.failed}" + (f" ({row.failed} failed)" if row.failed else ""),
-            with_ci(row.steps_to_target, row.steps_to_target_ci, ".0f"),
-            with_ci(row.wall_to_target_s, row.wall_to_target_s_ci),
+            _at_target(row.steps_to_target, row.steps_to_target_ci, row.steps_to_target_median, ".0f"),
+            _at_target(row.wall_to_target_s, row.wall_to_target_s_ci, row.wall_to_target_median_s, ".3g"),
             with_ci(row.kl_at_target, math.nan),
             with_ci(row.kl_final, math.nan),
             with_ci(row.staleness_mean, math.nan),
             "-" if missing(row.dropped_fraction) else f"{row.dropped_fraction:.1%}",
-            _speedup_text(row.speedup, row.speedup_low, row.speedup_high),
+            _speedup_text(row),
             with_ci(row.samples_generated, math.nan, ",.0f"),
         ]
         for row in summary.itertuples()
     ]
     intro = (
         f"time to quality: reward ≥ {target:g} (held-out evaluation where the runs evaluated, else the mean of "
-        f"{WINDOW} training steps), {steps} learner steps per cell; means over the seeds that reached it ± 95% CI "
-        "(t); speedup = sync's wall to target / this one's on the same seeds [95% bootstrap]"
+        f"{WINDOW} training steps), {steps} learner steps per cell; at the target: mean ± 95% CI (t) where every seed "
+        "reached it, else the median counting the others as later ('median'); speedup = sync's wall to target over "
+        f"this one's, geometric mean over paired seeds where all reached it [95% t on log ratios, from {MIN_PAIRS} pairs]"
     )
     return "\n".join([intro, format_table(header, rows)])
 
 
-def _speedup_text(speedup: float, low: float, high: float) -> str:
+def _at_target(mean: float, half: float, median: float, digits: str) -> str:
+    """A figure at the target: the mean with its interval where every seed reached it, else the censored median."""
+    if not missing(mean):
+        return with_ci(mean, half, digits)
+    return "-" if missing(median) else f"median {format(median, digits)}"
+
+
+def _speedup_text(row: object) -> str:
+    speedup, low, high = row.speedup, row.speedup_low, row.speedup_high  # type: ignore[attr-defined]
+    pairs, reached = row.speedup_pairs, row.speedup_reached  # type: ignore[attr-defined]
     if missing(speedup):
-        return "-"
+        return f"- ({reached}/{pairs} pairs reached)" if pairs and reached < pairs else "-"
     if missing(low):
-        return f"{speedup:.2f}x"
+        return f"{speedup:.2f}x ({pairs} pairs)"
     return f"{speedup:.2f}x [{low:.2f}, {high:.2f}]"
 
 
@@ -267,7 +290,7 @@ def robustness_lines(robustness: pd.DataFrame) -> str:
     if not len(robustness):
         return "robustness: no ranking (the grid needs sync, staleness 0, and a schedule with a higher bound)"
     bound = int(robustness["staleness_bound"].iloc[0])
-    header = ["rank", "loss", "correction", "reached stale", "steps sync", f"steps at bound {bound}", "ratio"]
+    header = ["rank", "loss", "correction", "reached stale", "median steps sync", f"median at bound {bound}", "ratio"]
     rows = [
         [
             row.rank,

@@ -147,7 +147,7 @@ def _study_parser(commands: argparse._SubParsersAction) -> None:
         "--holdout",
         metavar="LABEL",
         help="a schedule of --schedules left out of the penalty fit and the calibration, then predicted by the "
-        "simulator and compared with its measured time to target",
+        "simulator and compared with its measured time to target; all: every schedule in turn",
     )
     quiet_argument(study)
     study.set_defaults(command=run_study)

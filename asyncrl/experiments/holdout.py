@@ -2,13 +2,14 @@
 
     cells.csv ──► analysis.fits.penalty.fit_penalty ──► OUT/penalty.json          (every schedule of the grid)
 
-    --holdout LABEL, per (loss, correction) of the grid:
+    --holdout LABEL (or all: every schedule in turn), per (loss, correction) of the grid:
         the other schedules' cells ──► fit_penalty ─────────────────────────────► fit
         the other schedules' run records ──► analysis.fits.fit.profile_from_runs ───► profile (calibrated)
         the held-out schedule's scenario + profile ──► simulate ──► step ends, staleness, dropped fraction
                                    fit.steps(staleness, dropped) steps ──► predicted wall time to target
-        the held-out cells' measured wall_to_target_s (mean, least and most over the seeds that reached the target)
-    ──► OUT/holdout.csv, and one line per pair: predicted against measured
+        the held-out cells' measured wall_to_target_s: the mean and its 95% t-interval over the seeds where every
+        seed reached the target, else the median counting the others as later (no mean over survivors)
+    ──► OUT/holdout.csv, and one line per pair: predicted against measured, and whether the interval holds it
 
 What a user would do before a long run on a cluster, in miniature: calibrate the simulator from short
 real runs, fit the penalty from a study on the same task, predict a schedule nobody ran. The held-out
@@ -26,6 +27,8 @@ from typing import Any
 import pandas as pd
 from asyncrl.analysis.fits.penalty import fit_penalty, penalty_lines
 from asyncrl.analysis.statuses import COMPLETE
+from asyncrl.analysis.summaries.intervals import mean_ci
+from asyncrl.analysis.summaries.study_summary import censored_median
 from asyncrl.scenarios.record.record import read_scenario
 from asyncrl.scenarios.spec.loading import ScenarioError, variant
 from asyncrl.scenarios.spec.scenario import Scenario
@@ -62,26 +65,42 @@ class HeldOut:
     measured_high_s: float
     reached: int  # held-out cells that reached the target
     seeds: int  # held-out cells that ran
+    measured_ci_s: float = math.nan  # half-width of the measured mean's 95% t-interval (every seed reached)
+    refused: str = ""  # why the fit predicted no time (past its reach limit)
 
     @property
     def error(self) -> float:
-        """(predicted − measured) / measured; NaN when no held-out cell reached the target."""
-        return self.predicted_s / self.measured_s - 1 if self.measured_s > 0 else math.nan
+        """(predicted − measured) / measured; NaN when there is no measured figure or no prediction."""
+        if self.refused or not self.measured_s > 0:
+            return math.nan
+        return self.predicted_s / self.measured_s - 1
+
+    @property
+    def every_seed(self) -> bool:
+        """Whether every held-out seed reached the target: ``measured_s`` is then a mean, else a median."""
+        return self.reached == self.seeds
+
+
+#: ``--holdout all``: every schedule of the grid held out in turn.
+EVERY_SCHEDULE = "all"
 
 
 def check_holdout(
     cells: pd.DataFrame, cell_dirs: dict[str, Path], holdout: str, out: Path, say: Callable[[str], None] = print
 ) -> list[HeldOut]:
-    """Predict each (loss, correction) of schedule ``holdout`` from the rest of the study; write OUT/holdout.csv."""
+    """Predict each (loss, correction) of schedule ``holdout`` (``all``: of every schedule in turn) from the rest of
+    the study; write OUT/holdout.csv."""
     ok = cells[cells["status"] == COMPLETE]
-    held = ok[ok["schedule"] == holdout]
+    labels = list(dict.fromkeys(ok["schedule"])) if holdout == EVERY_SCHEDULE else [holdout]
     results = []
-    for (loss, correction), runs in held.groupby(["loss", "correction"], sort=False):
-        others = ok[(ok["schedule"] != holdout) & (ok["loss"] == loss) & (ok["correction"] == correction)]
-        try:
-            results.append(_predict(runs, others, cell_dirs, out / "holdout" / f"{loss}.{correction}"))
-        except (PenaltyError, ScenarioError, ValueError) as exc:
-            say(f"holdout {holdout}, {loss}/{correction}: not predicted ({_first_line(exc)})")
+    for label in labels:
+        held = ok[ok["schedule"] == label]
+        for (loss, correction), runs in held.groupby(["loss", "correction"], sort=False):
+            others = ok[(ok["schedule"] != label) & (ok["loss"] == loss) & (ok["correction"] == correction)]
+            try:
+                results.append(_predict(runs, others, cell_dirs, out / "holdout" / label / f"{loss}.{correction}"))
+            except (PenaltyError, ScenarioError, ValueError) as exc:
+                say(f"holdout {label}, {loss}/{correction}: not predicted ({_first_line(exc)})")
     if results:
         pd.DataFrame([_row(result) for result in results]).to_csv(out / HOLDOUT_FILE, index=False)
     return results
@@ -104,6 +123,11 @@ def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path
     assert record.summary is not None  # a simulated run always ends
     predicted = time_to_target(fit, record.summary, step_ends_of_events(record.events))
     reached = held[held["reached"].astype(bool)]
+    every = len(reached) == len(held)
+    wall, wall_ci = (
+        mean_ci(held["wall_to_target_s"]) if every else (censored_median(held["wall_to_target_s"]), math.nan)
+    )
+    steps = mean_ci(held["steps_to_target"])[0] if every else censored_median(held["steps_to_target"])
     return HeldOut(
         schedule=str(first["schedule"]),
         loss=str(first["loss"]),
@@ -111,13 +135,15 @@ def _predict(held: pd.DataFrame, others: pd.DataFrame, cell_dirs: dict[str, Path
         predicted_s=predicted.time_s,
         predicted_steps=predicted.steps,
         predicted_staleness=predicted.staleness,
-        measured_s=float(reached["wall_to_target_s"].mean()) if len(reached) else math.nan,
-        measured_steps=float(reached["steps_to_target"].mean()) if len(reached) else math.nan,
+        measured_s=wall,
+        measured_steps=steps,
         measured_staleness=float(held["staleness_mean"].mean()),
         measured_low_s=float(reached["wall_to_target_s"].min()) if len(reached) else math.nan,
         measured_high_s=float(reached["wall_to_target_s"].max()) if len(reached) else math.nan,
         reached=len(reached),
         seeds=len(held),
+        measured_ci_s=wall_ci,
+        refused=predicted.refused or "",
     )
 
 
@@ -135,21 +161,52 @@ def _first_line(exc: BaseException) -> str:
 
 
 def holdout_lines(results: list[HeldOut], target: float) -> str:
-    """Predicted against measured wall time to the target, one line per (loss, correction)."""
+    """Predicted against measured wall time to the target, one line per (loss, correction), with the measured
+    mean's 95% interval and whether it holds the prediction; a count of the intervals that do at the end."""
     lines = [f"held out of the fit and the calibration, time to reward {target:g}:"]
     for r in results:
-        measured = (
-            f"measured {r.measured_s:.2f} s ({r.measured_steps:.0f} steps at staleness {r.measured_staleness:.2f}, "
-            f"mean of {r.reached} of {r.seeds} seeds{_spread(r)})"
-            if r.reached
-            else f"measured: not reached by any of {r.seeds} seeds"
-        )
-        error = f": {r.error:+.0%}" if r.error == r.error else ""
+        lines.append(f"  {r.schedule} {r.loss}/{r.correction}: {_predicted(r)}, {_measured(r)}{_verdict(r)}")
+    judged = [r for r in results if r.every_seed and not r.refused and r.measured_ci_s == r.measured_ci_s]
+    if judged:
+        inside = sum(abs(r.predicted_s - r.measured_s) <= r.measured_ci_s for r in judged)
+        errors = sorted(abs(r.error) for r in judged)
         lines.append(
-            f"  {r.schedule} {r.loss}/{r.correction}: predicted {r.predicted_s:.2f} s ({r.predicted_steps:.0f} steps "
-            f"at staleness {r.predicted_staleness:.2f}), {measured}{error}"
+            f"  the measured mean's 95% interval holds the prediction in {inside} of {len(judged)}; "
+            f"|error| median {errors[len(errors) // 2]:.0%}, worst {errors[-1]:.0%}"
         )
     return "\n".join(lines)
+
+
+def _predicted(r: HeldOut) -> str:
+    if r.refused:
+        return f"not predicted ({r.refused})"
+    return f"predicted {r.predicted_s:.2f} s ({r.predicted_steps:.0f} steps at staleness {r.predicted_staleness:.2f})"
+
+
+def _measured(r: HeldOut) -> str:
+    if r.every_seed and r.seeds:
+        interval = f" ± {r.measured_ci_s:.2f}" if r.measured_ci_s == r.measured_ci_s else ""
+        return (
+            f"measured {r.measured_s:.2f}{interval} s ({r.measured_steps:.0f} steps at staleness "
+            f"{r.measured_staleness:.2f}, mean of {r.seeds} seeds{_spread(r)})"
+        )
+    if r.measured_s == r.measured_s:
+        return (
+            f"measured: {r.reached} of {r.seeds} seeds reached it, median {r.measured_s:.2f} s (the others counted "
+            "as later)"
+        )
+    return f"measured: reached by {r.reached} of {r.seeds} seeds, no median"
+
+
+def _verdict(r: HeldOut) -> str:
+    if r.error != r.error:
+        return ""
+    if not r.every_seed:
+        return f": {r.error:+.0%} against the median"
+    if r.measured_ci_s != r.measured_ci_s:
+        return f": {r.error:+.0%}"
+    inside = "inside" if abs(r.predicted_s - r.measured_s) <= r.measured_ci_s else "outside"
+    return f": {r.error:+.0%}, {inside} the interval"
 
 
 def _spread(result: HeldOut) -> str:

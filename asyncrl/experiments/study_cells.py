@@ -134,8 +134,8 @@ def check_options(options: StudyOptions) -> None:
         raise ScenarioError("target: give a reward, e.g. 0.5")
     if options.holdout is not None:
         labels = split_list(options.schedules, "schedules")
-        if options.holdout not in labels:
-            raise ScenarioError(f"holdout: {options.holdout!r} is not one of --schedules ({', '.join(labels)})")
+        if options.holdout != "all" and options.holdout not in labels:
+            raise ScenarioError(f"holdout: {options.holdout!r} is not all or one of --schedules ({', '.join(labels)})")
         if len(labels) < 3:
             raise ScenarioError("holdout: the fit left after holding one schedule out needs two more schedules")
 

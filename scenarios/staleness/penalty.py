@@ -97,6 +97,12 @@ class PenaltyFit(BaseModel):
     form_errors: dict[str, NonNegativeFloat | None] = Field(
         default_factory=dict, description="every candidate form's leave-one-schedule-out error (null: not fitted)"
     )
+    reach_limit: NonNegativeFloat | None = Field(
+        None,
+        description="the highest mean staleness of a schedule where most seeds reached the target, where a schedule "
+        "of higher staleness saw most seeds not reach it: past it (by more than REACH_MARGIN) no time to target is "
+        "predicted, for the fit's 'reaches later' cannot tell 'never reaches'; null: no schedule mostly failed",
+    )
 
     @property
     def pair(self) -> str:
@@ -285,6 +291,16 @@ class TimeToTarget(BaseModel):
         default=None,
         description="sweeps only: this run's time to target over the scenario as written's (the first variant's)",
     )
+    refused: str | None = Field(
+        default=None,
+        description="why no time is predicted (the run's staleness is past the fit's reach_limit); time_s and steps "
+        "are then null",
+    )
+
+
+#: How far past a fit's ``reach_limit`` a run's staleness may lie and still be predicted (relative): the seeds of one
+#: schedule measure mean staleness a few percent apart, and a simulation of it lands among them.
+REACH_MARGIN = 0.1
 
 
 def predict_time_to_target(
@@ -294,7 +310,20 @@ def predict_time_to_target(
     step_ends: Sequence[float] | np.ndarray,
     steady_step_s: float,
 ) -> TimeToTarget:
-    """Steps to target from the fit, then the wall time at which the run has finished them."""
+    """Steps to target from the fit, then the wall time at which the run has finished them; none (``refused``) past
+    the fit's ``reach_limit``."""
+    limit = fit.reach_limit
+    if limit is not None and staleness > limit * (1 + REACH_MARGIN) + 1e-9:
+        return TimeToTarget(
+            time_s=math.inf,
+            steps=math.inf,
+            staleness=staleness,
+            dropped_fraction=dropped_fraction,
+            extrapolated=False,
+            steady_step_s=steady_step_s,
+            refused=f"staleness {staleness:.2f} is past {limit:.2f}, the highest at which most of the study's seeds "
+            "reached the target; above it most did not",
+        )
     steps = fit.steps(staleness, dropped_fraction)
     return TimeToTarget(
         time_s=time_at_step(step_ends, steps, steady_step_s),

@@ -10,8 +10,11 @@ The forms, each S0 > 0 and every slope ≥ 0, so steps never fall as staleness o
     quadratic     steps = S0 · (1 + a·s + c·s² + b·d)
 
 **Likelihood.** log steps = log f(s, d) + ε, ε ~ N(0, σ²): the error is relative, as the spread of steps to
-target over seeds is. A run that reached the target at y contributes the normal density of log y; a run that
-stopped after y steps without reaching it is *censored* (Tobit): it contributes P(log Y ≥ log y) =
+target over seeds is. A run that reached the target at y contributes the normal density of log y, or, where the
+study says between which step counts it crossed (``low``: the evaluation before the one it reached at; its
+evaluations are ``run.eval_every`` apart, as far apart as the effects fitted), the probability of that interval,
+P(log low < log Y ≤ log y) = Φ((log y − log f)/σ) − Φ((log low − log f)/σ) (*interval-censored*); a run that
+stopped after y steps without reaching it is *right-censored* (Tobit): it contributes P(log Y ≥ log y) =
 Φ((log f − log y)/σ), so it says only that the model's steps should lie above y (a model far below it pays, one
 above it pays almost nothing), never that it took y steps. σ ≥ ``SIGMA_MIN`` keeps noise-free data finite. The
 parameters (log S0, √a, √c, √b, log(σ − σ_min)) are found by Nelder–Mead from a few starts (``nelder_mead``):
@@ -22,9 +25,12 @@ study's labels; the staleness value where there are none); its error is the root
 run of log(predicted / observed) for a run that reached the target, and of the shortfall max(0, log(bound /
 predicted)) for one that did not. The form with the smallest error wins, but a form later in ``FORMS`` (the
 order of simplicity) must beat the best before it by more than ``SIMPLER_MARGIN`` (5%): quadratic contains linear,
-and noise alone would hand it a few ties; a form that cannot be fitted in every fold (quadratic needs three staleness values among the runs that
-reached the target, the others two) is not a candidate. Without two folds the error is unknown and ``linear``
-stands.
+and noise alone would hand it a few ties. A run whose crossing is an interval counts as exact anywhere inside it:
+its error is how far outside the interval the prediction falls. A form that cannot be fitted in every fold is not
+a candidate: quadratic needs three schedules among the runs that reached the target, the others two. Schedules,
+not staleness values: each seed of one schedule measures a slightly different mean staleness, so two schedules'
+seeds show ten values, and a quadratic through two schedules is a curve through two points and their noise.
+Without two folds the error is unknown and ``linear`` stands.
 
 **KL as covariate.** Where the study logged the learner's ``kl_to_behaviour`` (cells.csv's
 ``kl_to_behaviour_mean``), the linear form in that KL instead of staleness is scored the same way
@@ -45,6 +51,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+
+from .normal_tails import log_interval_probability, log_normal_cdf
 
 __all__ = [
     "FORMS",
@@ -132,17 +140,6 @@ def dropped_identifiable(staleness: Values, dropped: Values) -> bool:
 # ── the likelihood and its optimizer ────────────────────────────────────────────
 
 
-def _log_normal_cdf(x: np.ndarray) -> np.ndarray:
-    """log Φ(x), accurate in the far left tail (where Φ underflows) through the asymptotic series."""
-    out = np.empty_like(x)
-    for i, value in enumerate(x.flat):
-        if value > -30.0:
-            out.flat[i] = math.log(max(0.5 * math.erfc(-value / math.sqrt(2.0)), 1e-300))
-        else:
-            out.flat[i] = -0.5 * value * value - math.log(-value) - 0.5 * math.log(2.0 * math.pi)
-    return out
-
-
 def _unpack(form: Form, theta: np.ndarray, with_dropped: bool) -> tuple[float, float, float, float, float]:
     """(S0, a, c, b, σ) from the optimizer's free parameters."""
     values = list(theta)
@@ -154,16 +151,19 @@ def _unpack(form: Form, theta: np.ndarray, with_dropped: bool) -> tuple[float, f
 
 
 def _negative_log_likelihood(form: Form, theta: np.ndarray, with_dropped: bool, data: tuple[np.ndarray, ...]) -> float:
-    s, d, log_y, reached = data
+    s, d, log_y, reached, log_low = data
     s0, a, c, b, sigma = _unpack(form, theta, with_dropped)
     with np.errstate(over="ignore", invalid="ignore"):
         log_f = np.log(form_steps(form, s0, a, c, b, s, d))
     if not np.all(np.isfinite(log_f)):
         return math.inf
     z = (log_y - log_f) / sigma
-    points = 0.5 * np.sum(z[reached] ** 2) + np.count_nonzero(reached) * math.log(sigma)
-    bounds = -np.sum(_log_normal_cdf(-z[~reached]))
-    return float(points + bounds)
+    exact = reached & np.isnan(log_low)
+    interval = reached & ~np.isnan(log_low)
+    points = 0.5 * np.sum(z[exact] ** 2) + np.count_nonzero(exact) * math.log(sigma)
+    spans = -np.sum(log_interval_probability((log_low[interval] - log_f[interval]) / sigma, z[interval]))
+    bounds = -np.sum(log_normal_cdf(-z[~reached]))
+    return float(points + spans + bounds)
 
 
 def nelder_mead(
@@ -223,6 +223,36 @@ def _starts(form: Form, s: np.ndarray, log_y: np.ndarray, reached: np.ndarray, w
     return starts
 
 
+def _log_lows(low: Values | None, steps: np.ndarray) -> np.ndarray:
+    """log of each run's lower step bound where it has one above 0 (−inf at 0: the crossing lies in (0, y]),
+    NaN where it has none (an exact step count)."""
+    if low is None:
+        return np.full(len(steps), np.nan)
+    lows = np.asarray(low, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.where(np.isfinite(lows) & (lows >= 0) & (lows < steps), np.log(np.maximum(lows, 0.0)), np.nan)
+
+
+def _check_identifiable(form: Form, s: np.ndarray, hit: np.ndarray, groups: np.ndarray | None) -> None:
+    """ValueError unless the runs that reached the target span enough schedules (where named) and staleness values
+    for ``form``."""
+    needed = 3 if form == "quadratic" else 2
+    schedules = list(dict.fromkeys(groups[hit].tolist())) if groups is not None else []
+    distinct = np.unique(s[hit])
+    if groups is not None and len(schedules) < needed:
+        seen = ", ".join(schedules) or "none"
+        raise ValueError(
+            f"the runs that reached the target come from {len(schedules)} schedule{'s' if len(schedules) != 1 else ''}"
+            f" ({seen}); need {needed}"
+        )
+    if len(distinct) < needed:
+        seen = ", ".join(f"{value:g}" for value in distinct) or "none"
+        raise ValueError(
+            f"the runs that reached the target have {len(distinct)} staleness value{'s' if len(distinct) != 1 else ''}"
+            f" ({seen}); need {needed}"
+        )
+
+
 def fit_form(
     form: Form,
     staleness: Values,
@@ -230,20 +260,16 @@ def fit_form(
     steps: Values,
     reached: Flags,
     with_dropped: bool = False,
+    groups: Sequence[str] | np.ndarray | None = None,
+    low: Values | None = None,
 ) -> FormFit:
-    """``form`` fitted by the censored likelihood (module docstring); ValueError when the runs that reached the
-    target have too few staleness values for it (2; quadratic 3)."""
+    """``form`` fitted by the censored likelihood (module docstring); ``groups`` names each run's schedule (each
+    staleness value its own where None), ``low`` each reached run's lower step bound (None: exact step counts).
+    ValueError when the runs that reached the target come from too few schedules for it (2; quadratic 3)."""
     s, d, y = (np.asarray(values, dtype=float) for values in (staleness, dropped, steps))
     hit = np.asarray(reached, dtype=bool)
-    needed = 3 if form == "quadratic" else 2
-    distinct = np.unique(s[hit])
-    if len(distinct) < needed:
-        seen = ", ".join(f"{value:g}" for value in distinct) or "none"
-        raise ValueError(
-            f"the runs that reached the target have {len(distinct)} staleness value{'s' if len(distinct) != 1 else ''}"
-            f" ({seen}); need {needed}"
-        )
-    data = (s, d, np.log(y), hit)
+    _check_identifiable(form, s, hit, np.asarray(list(groups)) if groups is not None else None)
+    data = (s, d, np.log(y), hit, _log_lows(low, y))
 
     def objective(theta: np.ndarray) -> float:
         return _negative_log_likelihood(form, theta, with_dropped, data)
@@ -262,10 +288,16 @@ def fit_form(
 # ── selection ───────────────────────────────────────────────────────────────────
 
 
-def _fold_error(fit: FormFit, s: np.ndarray, d: np.ndarray, y: np.ndarray, hit: np.ndarray) -> np.ndarray:
-    """Per left-out run: log(predicted/observed) where it reached the target, the shortfall below its bound else."""
-    log_ratio = np.log(fit.steps(s, d)) - np.log(y)
-    return np.where(hit, log_ratio, np.maximum(0.0, -log_ratio))
+def _fold_error(
+    fit: FormFit, s: np.ndarray, d: np.ndarray, y: np.ndarray, hit: np.ndarray, log_low: np.ndarray
+) -> np.ndarray:
+    """Per left-out run: log(predicted/observed) where it reached the target (0 inside its interval, the distance
+    to the interval outside it), the shortfall below its bound where it did not."""
+    log_predicted = np.log(fit.steps(s, d))
+    log_ratio = log_predicted - np.log(y)
+    below = np.where(np.isnan(log_low), log_ratio, np.minimum(0.0, log_predicted - np.nan_to_num(log_low, nan=0.0)))
+    inside = np.where(np.isnan(log_low), log_ratio, np.where(log_ratio > 0, log_ratio, below))
+    return np.where(hit, inside, np.maximum(0.0, -log_ratio))
 
 
 def select_form(
@@ -275,47 +307,62 @@ def select_form(
     reached: Flags,
     schedules: Sequence[str] | None = None,
     kl_to_behaviour: Values | None = None,
+    low: Values | None = None,
 ) -> FormChoice:
     """The form with the smallest leave-one-schedule-out error, fitted on every run (module docstring).
 
     With ``kl_to_behaviour`` (each run's mean k3 KL of the learner to the behaviour policy) the linear form in that
     covariate instead of staleness is scored too, as ``kl_linear`` in ``errors``: a comparison only, since a plan
-    knows its staleness but not its KL. ValueError when no form can be fitted (the runs that reached the target
-    have one staleness value)."""
+    knows its staleness but not its KL. ``low``: each reached run's lower step bound (interval-censored; None:
+    exact). ValueError when no form can be fitted (the runs that reached the target come from one schedule)."""
     s, d, y = (np.asarray(values, dtype=float) for values in (staleness, dropped, steps))
     hit = np.asarray(reached, dtype=bool)
     groups = np.asarray(list(schedules) if schedules is not None else [f"{value:g}" for value in s])
+    lows = np.full(len(y), np.nan) if low is None else np.asarray(low, dtype=float)
+    runs = _Runs(d, y, hit, groups, lows, schedules is not None)
     with_dropped = dropped_identifiable(s[hit], d[hit])
     errors: dict[str, float | None] = {}
     folds = 0
     for form in FORMS:
-        errors[form], used = _held_out_error(form, s, d, y, hit, groups, with_dropped)
+        errors[form], used = _held_out_error(form, s, runs, with_dropped)
         folds = max(folds, used)
     if kl_to_behaviour is not None:
         kl = np.asarray(kl_to_behaviour, dtype=float)
         if np.all(np.isfinite(kl)):
-            errors["kl_linear"] = _held_out_error("linear", kl, d, y, hit, groups, with_dropped)[0]
+            errors["kl_linear"] = _held_out_error("linear", kl, runs, with_dropped)[0]
     winner = _winner(errors)
     try:
-        final = fit_form(winner, s, d, y, hit, with_dropped)
+        final = fit_form(winner, s, d, y, hit, with_dropped, schedules, lows)
     except ValueError:
-        winner, final = "linear", fit_form("linear", s, d, y, hit, with_dropped)
+        winner, final = "linear", fit_form("linear", s, d, y, hit, with_dropped, schedules, lows)
     return FormChoice(final, errors.get(winner), errors, folds if errors.get(winner) is not None else 0)
 
 
-def _held_out_error(
-    form: Form, x: np.ndarray, d: np.ndarray, y: np.ndarray, hit: np.ndarray, groups: np.ndarray, with_dropped: bool
-) -> tuple[float | None, int]:
+@dataclass(frozen=True)
+class _Runs:
+    """The runs' figures a fold splits, beside the covariate: dropped fraction, steps, reached, schedule, low."""
+
+    dropped: np.ndarray
+    steps: np.ndarray
+    reached: np.ndarray
+    groups: np.ndarray
+    low: np.ndarray
+    named: bool  # the groups are the study's schedules (else staleness values)
+
+
+def _held_out_error(form: Form, x: np.ndarray, runs: _Runs, with_dropped: bool) -> tuple[float | None, int]:
     """RMS error of ``form`` in covariate ``x`` over each schedule left out in turn, and the folds it took;
     None when it cannot be fitted in some fold or fewer than two folds exist."""
+    d, y, hit, groups, low = runs.dropped, runs.steps, runs.reached, runs.groups, runs.low
     residuals: list[np.ndarray] = []
     try:
         for group in dict.fromkeys(groups.tolist()):
             out = groups == group
-            if len(np.unique(x[~out & hit])) < 2:
-                continue  # no fold for any form: too few covariate values left
-            fit = fit_form(form, x[~out], d[~out], y[~out], hit[~out], with_dropped)
-            residuals.append(_fold_error(fit, x[out], d[out], y[out], hit[out]))
+            if len(np.unique(groups[~out & hit])) < 2 or len(np.unique(x[~out & hit])) < 2:
+                continue  # no fold for any form: too few schedules left
+            kept = groups[~out] if runs.named else None
+            fit = fit_form(form, x[~out], d[~out], y[~out], hit[~out], with_dropped, kept, low[~out])
+            residuals.append(_fold_error(fit, x[out], d[out], y[out], hit[out], _log_lows(low[out], y[out])))
     except ValueError:  # this form cannot be fitted in some fold: not a candidate
         return None, 0
     if len(residuals) < 2:
