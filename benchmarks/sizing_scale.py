@@ -9,9 +9,14 @@ same: the figure of merit is the plans per minute at each size as a ratio to the
 in the same run. By default the plans run in this process, one at a time, and the rate is per CPU-minute
 of this process (``time.process_time``), which a machine shared with other work disturbs far less than
 wall time; two cores run about twice that. ``--workers N`` runs them in a pool of N processes and
-reports wall time instead. Goal: at least 1,000 plans per minute at every size on two cores. It also prints the
-learner steps each plan simulated on average and the milliseconds each step cost, which tell a plan that
-ends later from one whose steps cost more.
+reports wall time instead. It also prints the learner steps each plan simulated on average and the
+milliseconds each step cost, which tell a plan that ends later from one whose steps cost more.
+
+A plans-per-minute figure says as much about the machine as about the code, so the bare SimPy loop of
+``simulator_throughput.py`` is timed before and after the sizes (CPU seconds, the best of three each time) and
+every rate is also given per 1.0 M bare events a second: plans per minute × 10⁶ / (bare events per second), the
+figure to compare across machines and sittings. Goal: at least 1,500 such plans a minute at 64, 256 and 1,024
+devices.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from asyncrl.scenarios import compiled
 from asyncrl.scenarios.costs.memory import memory_problem
 from asyncrl.scenarios.spec.loading import load_scenario
 from asyncrl.simulator.sweep import simulate_sizing, sizing_variants
+from simulator_throughput import bare_simpy_events_per_s
+
+BARE_TIMINGS = 3  # the bare loop's timings before and after the sizes: the best of each set is kept
 
 
 def plans_per_minute(devices: int, workers: int, exact: bool) -> tuple[int, float, int]:
@@ -50,14 +58,19 @@ def main() -> None:
     sizes = args.devices or [64, 256, 1024, 4096]
     rates = []
     unit = "CPU s" if args.workers == 1 else "wall s"
+    before = max(bare_simpy_events_per_s() for _ in range(BARE_TIMINGS))
+    measured = [(devices, *plans_per_minute(devices, args.workers, args.exact)) for devices in sizes]
+    after = max(bare_simpy_events_per_s() for _ in range(BARE_TIMINGS))
+    bare = (before + after) / 2
     print(f"simulator: {'compiled (mypyc)' if compiled.active() else 'pure Python'}")
-    print(f"{'devices':>8} {'plans':>6} {unit:>8} {'plans/min':>10} {'vs first':>9} {'steps/plan':>11} {'ms/step':>8}")
-    for devices in sizes:
-        plans, seconds, steps = plans_per_minute(devices, args.workers, args.exact)
+    print(f"bare SimPy: {before:,.0f} events/s before the sizes, {after:,.0f} after (CPU time; their mean divides)")
+    header = f"{'devices':>8} {'plans':>6} {unit:>8} {'plans/min':>10} {'per 1M bare/s':>14} {'vs first':>9}"
+    print(f"{header} {'steps/plan':>11} {'ms/step':>8}")
+    for devices, plans, seconds, steps in measured:
         rates.append(plans / seconds * 60)
         print(
-            f"{devices:>8,} {plans:>6} {seconds:>8.2f} {rates[-1]:>10,.0f} {rates[-1] / rates[0]:>9.2f}"
-            f" {steps / plans:>11.1f} {seconds / steps * 1000:>8.2f}"
+            f"{devices:>8,} {plans:>6} {seconds:>8.2f} {rates[-1]:>10,.0f} {rates[-1] * 1e6 / bare:>14,.0f}"
+            f" {rates[-1] / rates[0]:>9.2f} {steps / plans:>11.1f} {seconds / steps * 1000:>8.2f}"
         )
 
 

@@ -29,7 +29,8 @@ means it took half as many steps again. Its 95% interval comes from the delta me
 independent means, ``R · t · √(s_a²/(n_a·ā²) + s_b²/(n_b·b̄²))`` with ``t`` at ``min(n_a, n_b) − 1`` degrees of
 freedom (a conservative choice). Losses rank by the fraction of stale cells that reached the target (most
 first), then by the ratio (smallest first): a loss that often never gets there at high staleness is the least
-robust whatever its ratio.
+robust whatever its ratio. Its ``steps_to_target_sync`` and ``steps_to_target_stale`` are the two groups'
+censored medians (defined where more than half reached the target), shown beside the ratio.
 """
 
 from __future__ import annotations
