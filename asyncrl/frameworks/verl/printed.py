@@ -53,7 +53,7 @@ def read_printed_config(path: Path) -> dict[str, Any]:
         raise PrintedConfigError(f"{path}: the printed config nests deeper than {MAX_DEPTH} levels")
     try:
         config = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:  # TypeError: {{...}}, a set
         raise PrintedConfigError(
             f"{path}: line {start + 1}: the printed config is not a Python literal ({exc})"
         ) from None
