@@ -1,5 +1,6 @@
-"""Hypothesis feeds the text readers arbitrary text built from the pieces their formats use: a launch script, a
-printed verl config and a console metrics log each give a result or one line of their own error, within a second.
+"""Hypothesis feeds the readers arbitrary input built from the pieces their formats use: a launch script, a
+printed verl config, a console metrics log and a TensorBoard event file each give a result or one line of their own
+error, within a second.
 
 (The JSONL metrics log and config.json have theirs in test_metrics_log.py and test_model_config.py.)
 """
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from asyncrl.frameworks.common.launch_script import LaunchScriptError, read_launch_script
 from asyncrl.frameworks.common.metrics_log import MetricsLogError, read_metrics_log
 from asyncrl.frameworks.verl.printed import PrintedConfigError, read_printed_config
+from tests.test_metrics_log import _event, _record
 
 #: Pieces of shell a recipe script uses, and some it should not.
 SHELL = st.sampled_from(
@@ -69,3 +71,17 @@ def test_any_printed_config_gives_a_config_or_one_line(text: str) -> None:
 @given(_text(CONSOLE))
 def test_any_console_log_gives_steps_or_one_line(text: str) -> None:
     _one_line_within_a_second(read_metrics_log, text, (MetricsLogError,))
+
+
+def _real_event(step: int) -> bytes:
+    return _event(step, "timing_s/gen", simple=1.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=64).map(_record) | st.integers(0, 2**40).map(_real_event), max_size=8))
+def test_any_tensorboard_file_gives_steps_or_one_line(payloads: list[bytes]) -> None:
+    # Records framed with valid CRCs around arbitrary bytes, so the protobuf parser sees them, between real events.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "events.out.tfevents.1.host"
+        path.write_bytes(b"".join(payloads))
+        _one_line_within_a_second(lambda _: read_metrics_log(path), "", (MetricsLogError,))
