@@ -76,6 +76,16 @@ class HeldOut:
         return self.predicted_s / self.measured_s - 1
 
     @property
+    def judged(self) -> bool:
+        """Whether the prediction can be held against an interval: predicted, every seed reached, two or more."""
+        return self.every_seed and not self.refused and self.measured_ci_s == self.measured_ci_s
+
+    @property
+    def inside(self) -> bool:
+        """Whether the measured mean's 95% interval holds the prediction (False where it cannot be judged)."""
+        return self.judged and abs(self.predicted_s - self.measured_s) <= self.measured_ci_s
+
+    @property
     def every_seed(self) -> bool:
         """Whether every held-out seed reached the target: ``measured_s`` is then a mean, else a median."""
         return self.reached == self.seeds
@@ -166,9 +176,9 @@ def holdout_lines(results: list[HeldOut], target: float) -> str:
     lines = [f"held out of the fit and the calibration, time to reward {target:g}:"]
     for r in results:
         lines.append(f"  {r.schedule} {r.loss}/{r.correction}: {_predicted(r)}, {_measured(r)}{_verdict(r)}")
-    judged = [r for r in results if r.every_seed and not r.refused and r.measured_ci_s == r.measured_ci_s]
+    judged = [r for r in results if r.judged]
     if judged:
-        inside = sum(abs(r.predicted_s - r.measured_s) <= r.measured_ci_s for r in judged)
+        inside = sum(r.inside for r in judged)
         errors = sorted(abs(r.error) for r in judged)
         lines.append(
             f"  the measured mean's 95% interval holds the prediction in {inside} of {len(judged)}; "
@@ -203,10 +213,9 @@ def _verdict(r: HeldOut) -> str:
         return ""
     if not r.every_seed:
         return f": {r.error:+.0%} against the median"
-    if r.measured_ci_s != r.measured_ci_s:
+    if not r.judged:
         return f": {r.error:+.0%}"
-    inside = "inside" if abs(r.predicted_s - r.measured_s) <= r.measured_ci_s else "outside"
-    return f": {r.error:+.0%}, {inside} the interval"
+    return f": {r.error:+.0%}, {'inside' if r.inside else 'outside'} the interval"
 
 
 def _spread(result: HeldOut) -> str:

@@ -312,24 +312,25 @@ def predict_time_to_target(
 ) -> TimeToTarget:
     """Steps to target from the fit, then the wall time at which the run has finished them; none (``refused``) past
     the fit's ``reach_limit``."""
-    limit = fit.reach_limit
-    if limit is not None and staleness > limit * (1 + REACH_MARGIN) + 1e-9:
-        return TimeToTarget(
-            time_s=math.inf,
-            steps=math.inf,
-            staleness=staleness,
-            dropped_fraction=dropped_fraction,
-            extrapolated=False,
-            steady_step_s=steady_step_s,
-            refused=f"staleness {staleness:.2f} is past {limit:.2f}, the highest at which most of the study's seeds "
-            "reached the target; above it most did not",
-        )
-    steps = fit.steps(staleness, dropped_fraction)
+    refused = _past_reach(fit, staleness)
+    steps = math.inf if refused else fit.steps(staleness, dropped_fraction)
     return TimeToTarget(
-        time_s=time_at_step(step_ends, steps, steady_step_s),
+        time_s=math.inf if refused else time_at_step(step_ends, steps, steady_step_s),
         steps=steps,
         staleness=staleness,
         dropped_fraction=dropped_fraction,
-        extrapolated=steps > len(step_ends),
+        extrapolated=not refused and steps > len(step_ends),
         steady_step_s=steady_step_s,
+        refused=refused,
+    )
+
+
+def _past_reach(fit: PenaltyFit, staleness: float) -> str | None:
+    """Why no time is predicted at ``staleness`` (past the fit's ``reach_limit`` by more than ``REACH_MARGIN``)."""
+    limit = fit.reach_limit
+    if limit is None or staleness <= limit * (1 + REACH_MARGIN) + 1e-9:
+        return None
+    return (
+        f"staleness {staleness:.2f} is past {limit:.2f}, the highest at which most of the study's seeds reached the "
+        "target; above it most did not"
     )

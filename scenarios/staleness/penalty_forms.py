@@ -295,9 +295,9 @@ def _fold_error(
     to the interval outside it), the shortfall below its bound where it did not."""
     log_predicted = np.log(fit.steps(s, d))
     log_ratio = log_predicted - np.log(y)
-    below = np.where(np.isnan(log_low), log_ratio, np.minimum(0.0, log_predicted - np.nan_to_num(log_low, nan=0.0)))
-    inside = np.where(np.isnan(log_low), log_ratio, np.where(log_ratio > 0, log_ratio, below))
-    return np.where(hit, inside, np.maximum(0.0, -log_ratio))
+    outside = np.maximum(0.0, log_ratio) + np.minimum(0.0, log_predicted - log_low)  # 0 inside (low, y]
+    reached = np.where(np.isnan(log_low), log_ratio, outside)
+    return np.where(hit, reached, np.maximum(0.0, -log_ratio))
 
 
 def select_form(
