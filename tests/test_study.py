@@ -19,10 +19,12 @@ from tests.test_analysis import hand_summary
 from tests.test_study_tables import CELLS_CSV
 
 pytest.importorskip("torch")
-# Evaluations every 3 steps (0, 3, ..., 15): a target counts where it holds for three in a row.
+# On the training batch's reward (no evaluation): its 10-step mean is 0.058-0.071 at step 10 in every cell on an
+# idle machine, so a target of 0.045 is reached at 10 steps whatever the load does to a streaming cell's
+# staleness; three evaluations of 32 sampled answers in a row are not that steady at 15 steps.
 
 STUDY = ["study", "cpu-study", "--schedules", "sync,streaming-1,streaming-2", "--losses", "grpo", "--seeds", "0"]
-STEPS = ["--steps", "15", "--target", "0.035", "--holdout", "streaming-1", "--set", "run.eval_every=3", "--quiet"]
+STEPS = ["--steps", "15", "--target", "0.045", "--holdout", "streaming-1", "--set", "run.eval_every=null", "--quiet"]
 
 
 @pytest.mark.slow
