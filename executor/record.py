@@ -142,5 +142,6 @@ class RunLog:
         written = replace(record, summary=summary if ended else None).write(self.out)  # summary.json last
         if not ended:
             progress = {**summary.to_json(), "status": "checkpoint"}
+            (written / PROGRESS_FILE).parent.mkdir(exist_ok=True)
             (written / PROGRESS_FILE).write_text(json.dumps(progress, indent=2) + "\n")
         return replace(record, summary=summary)

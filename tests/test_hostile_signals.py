@@ -175,7 +175,7 @@ def test_a_terminated_execution_records_itself_interrupted_and_leaves_no_process
     args = ["execute", "cpu-timing", "run.checkpoint_every=2", "--steps", "400", "--quiet", "--out", str(out)]
     process = start(args, tmp_path)
     try:
-        wait_for(lambda: (out / "checkpoint").exists(), "the run's first checkpoint")  # it is training
+        wait_for(lambda: (out / "checkpoint" / "learner").exists(), "the run's first checkpoint")  # it is training
         every = descendants(process.pid)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=DEADLINE_S)
@@ -225,7 +225,7 @@ def test_a_second_writer_is_refused_and_a_killed_auto_resumed_run_resumes_to_a_w
     settings = ["cpu-timing", "run.checkpoint_every=2", "run.steps=40", "--quiet", "--out", str(out)]
     process = start(["execute", *settings, "--auto-resume", "--max-restarts", "1"], tmp_path)
     try:
-        wait_for(lambda: (out / "checkpoint").exists(), "the run's first checkpoint")
+        wait_for(lambda: (out / "checkpoint" / "learner").exists(), "the run's first checkpoint")
         second = start(["execute", *settings], tmp_path)
         _, second_err = second.communicate(timeout=DEADLINE_S)
         every = descendants(process.pid)

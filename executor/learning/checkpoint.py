@@ -1,16 +1,22 @@
 """Checkpoints every ``run.checkpoint_every`` steps, and ``--resume`` from the last one.
 
+    (the runtime first writes the record so far, and checkpoint/progress.json)
     save(out, step, learner, versions)
-      learner ──save_checkpoint──► out/checkpoint/learner/            weights, optimizer, RNG states, step
-      versions an actor may still load ──► out/checkpoint/versions.safetensors
-      (the runtime then writes the record so far, and checkpoint/progress.json)
+      learner ──save_checkpoint──► out/checkpoint/learner.partial/      weights, optimizer, RNG states, step
+      versions an actor may still load ──► learner.partial/versions.safetensors
+      commit: learner/ ──rename──► learner.old/, learner.partial/ ──rename──► learner/, learner.old/ removed
 
     check(out, scenario) before any actor starts: the files are there and load (tensors only, no code), and
                          are a run of this scenario (run.steps and run.checkpoint_every may change)
     resume(out, learner) ──► Resumed(step, previous, versions)
       out/checkpoint/learner/ ──load_checkpoint──► learner, step
       out/events.parquet, metrics.parquet ──► previous: the record of the steps before ``step``
-      out/checkpoint/versions.safetensors ──► versions, for Coordinator.restore_versions
+      out/checkpoint/learner/versions.safetensors ──► versions, for Coordinator.restore_versions
+
+Exactly once across a kill at any moment (SIGKILL included): the record is written before the checkpoint, so it
+always reaches at least the checkpoint's step (``PreviousRun.load`` keeps only the steps before it), and the
+checkpoint is one directory committed by renames. A kill between the two renames leaves learner.old/ and a whole
+learner.partial/ and no learner/; ``settle`` (run before any reading) finishes that commit.
 
 A resumed run starts at group ``step * batch_groups``; ``skip_groups`` moves
 the length stream past the groups before it so each group keeps its lengths.
@@ -20,6 +26,7 @@ saved is a ScenarioError naming ``resume`` (the argument) and the file (exit 2).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +45,8 @@ if TYPE_CHECKING:
     from .learner import Learner
 
 CHECKPOINT_DIR = "checkpoint"
+LEARNER_DIR = "learner"  # the committed checkpoint: the learner's files and the weight versions
+VERSIONS_FILE = "versions.safetensors"
 T = TypeVar("T")
 
 
@@ -51,12 +60,38 @@ class Resumed:
 
 
 def save(out: Path, step: int, learner: Learner, versions: dict[int, torch.Tensor]) -> None:
-    """Save the learner at ``step`` and the flat weights of ``versions``."""
+    """Save the learner at ``step`` and the flat weights of ``versions``, as one directory committed whole."""
     from safetensors.torch import save_file
 
     checkpoint = out / CHECKPOINT_DIR
-    learner.save_checkpoint(checkpoint / "learner", step)
-    save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(checkpoint / "versions.safetensors"))
+    settle(checkpoint)
+    current, staging, old = _slots(checkpoint)
+    shutil.rmtree(staging, ignore_errors=True)
+    learner.save_checkpoint(staging, step)
+    save_file({str(v): w.cpu().contiguous() for v, w in versions.items()}, str(staging / VERSIONS_FILE))
+    shutil.rmtree(old, ignore_errors=True)
+    if current.exists():
+        current.rename(old)
+    staging.rename(current)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def settle(checkpoint: Path) -> None:
+    """Finish a commit that a kill interrupted between its renames (see the module's docstring)."""
+    current, staging, old = _slots(checkpoint)
+    if not current.exists() and old.is_dir() and staging.is_dir():
+        staging.rename(current)
+
+
+def has_checkpoint(out: Path) -> bool:
+    """Whether ``out`` holds a committed checkpoint (after settling an interrupted commit)."""
+    settle(out / CHECKPOINT_DIR)
+    return (out / CHECKPOINT_DIR / LEARNER_DIR).is_dir()
+
+
+def _slots(checkpoint: Path) -> tuple[Path, Path, Path]:
+    """The committed checkpoint, the one being written, and the one being replaced."""
+    return checkpoint / LEARNER_DIR, checkpoint / f"{LEARNER_DIR}.partial", checkpoint / f"{LEARNER_DIR}.old"
 
 
 #: What a resumed run may change of the scenario it continues: how long it runs, and how often it checkpoints.
@@ -71,15 +106,15 @@ def check(out: Path, scenario: Scenario | None = None) -> None:
 
     from .learner_checkpoint import OPTIMIZER_FILE, POLICY_FILE, STATE_FILE
 
-    learner = out / CHECKPOINT_DIR / "learner"
-    if not learner.is_dir():
+    learner = out / CHECKPOINT_DIR / LEARNER_DIR
+    if not has_checkpoint(out):
         raise ScenarioError(f"resume: no checkpoint in {out} (set run.checkpoint_every)")
     if scenario is not None:
         _same_scenario(out, scenario)
     for name in (OPTIMIZER_FILE, STATE_FILE):  # mapped, not read: the tensors load once, in resume
         _loads(learner / name, lambda path: torch.load(path, map_location="cpu", weights_only=True, mmap=True))
     _loads(learner / POLICY_FILE, lambda path: safe_open(str(path), framework="pt").keys())
-    versions = out / CHECKPOINT_DIR / "versions.safetensors"
+    versions = learner / VERSIONS_FILE
     if versions.exists():
         _loads(versions, lambda path: safe_open(str(path), framework="pt").keys())
     for name in ("events.parquet", "metrics.parquet"):
@@ -128,10 +163,11 @@ def resume(out: Path, learner: Learner, staging: str = "cpu") -> Resumed:
 
     The saved weight versions go to ``staging``, where the sync backend sends from (NCCL: the learner's GPU).
     """
-    checkpoint = out / CHECKPOINT_DIR
-    step = _loads(checkpoint / "learner", learner.load_checkpoint)
+    settle(out / CHECKPOINT_DIR)
+    directory = out / CHECKPOINT_DIR / LEARNER_DIR
+    step = _loads(directory, learner.load_checkpoint)
     previous = _loads(out / "events.parquet", lambda path: PreviousRun.load(out, step))
-    versions = _loads(checkpoint, lambda path: _load_versions(path, staging))
+    versions = _loads(directory, lambda path: _load_versions(path, staging))
     return Resumed(step, previous, versions)
 
 
@@ -153,8 +189,8 @@ def skip_groups(source: WorkSource, groups: int) -> None:
         source._lengths.next_group()
 
 
-def _load_versions(checkpoint: Path, staging: str) -> dict[int, torch.Tensor]:
+def _load_versions(directory: Path, staging: str) -> dict[int, torch.Tensor]:
     from safetensors.torch import load_file
 
-    path = checkpoint / "versions.safetensors"
+    path = directory / VERSIONS_FILE
     return {int(v): w for v, w in load_file(str(path), device=staging).items()} if path.exists() else {}

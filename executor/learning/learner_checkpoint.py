@@ -1,7 +1,7 @@
-"""The learner's checkpoint directory: weights, optimizer state, step and RNG states, written so a crash cannot
-leave it half-written, read back so a resumed learner continues exactly.
+"""The learner's checkpoint directory: weights, optimizer state, step and RNG states, read back so a resumed
+learner continues exactly (a run commits it whole, with its weight versions: ``checkpoint.save``).
 
-    learner/                    (written as learner.partial/, renamed over the old one once complete)
+    learner/
         policy.safetensors      the policy's weights
         value_head.safetensors  PPO only
         optimizer.pt            Adam's state
@@ -13,7 +13,6 @@ The reference policy is not saved: a resumed learner is built from the same scen
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,17 +33,14 @@ STATE_FILE = "learner_state.pt"
 def save_learner(
     directory: Path, model: nn.Module, value_head: nn.Module | None, optimizer: torch.optim.Optimizer, step: int
 ) -> Path:
-    """Write weights, optimizer state, ``step`` and the RNG states into ``directory`` (replacing it whole)."""
-    staging = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    save_safetensors_model(model, str(staging / POLICY_FILE))
+    """Write weights, optimizer state, ``step`` and the RNG states into ``directory`` (made if missing). A run's
+    checkpoint writes them into a staging directory and commits it whole (``checkpoint.save``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    save_safetensors_model(model, str(directory / POLICY_FILE))
     if value_head is not None:
-        save_safetensors_model(value_head, str(staging / VALUE_HEAD_FILE))
-    torch.save(optimizer.state_dict(), staging / OPTIMIZER_FILE)
-    torch.save({"step": step, "rng": _rng_states()}, staging / STATE_FILE)
-    shutil.rmtree(directory, ignore_errors=True)
-    staging.rename(directory)
+        save_safetensors_model(value_head, str(directory / VALUE_HEAD_FILE))
+    torch.save(optimizer.state_dict(), directory / OPTIMIZER_FILE)
+    torch.save({"step": step, "rng": _rng_states()}, directory / STATE_FILE)
     return directory
 
 

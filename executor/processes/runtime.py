@@ -30,7 +30,7 @@ This module holds the learner loop; the rest of a run lives next to it:
                             Learner, checkpoint.resume        (executor/learning/checkpoint.py)
                             ActorProcesses.wait_ready, Coordinator, Restarts, ActorProcesses.go, publish(first version)
               _Run.train    take_batch → train_step → publish → (weights snapshot for evaluation) → metrics row
-                            → checkpoint.save every N steps (the record so far, with checkpoint/progress.json)
+                            → every N steps the record so far (with checkpoint/progress.json), then checkpoint.save
               _Run.finish   the clock stops; a complete run that evaluates stops its actors and answers the
                             held-out prompts with each snapshot (executor/learning/evaluation.py: eval.parquet);
                             RunLog.write(status): summary.json last  (executor/record.py)
@@ -282,8 +282,10 @@ class _Run:
             self._snapshot_s += self.evaluator.snapshot(steps_done, self.learner.model)
 
     def _checkpoint(self, step: int) -> None:
-        checkpoint.save(self.out, step, self.learner, self._coordinator().versions_kept())
+        """The record first, then the checkpoint: a kill between them leaves a record ahead of the checkpoint,
+        which a resume cuts back to it, never one behind it (steps trained but not recorded)."""
         self._write("checkpoint")
+        checkpoint.save(self.out, step, self.learner, self._coordinator().versions_kept())
 
     # Shutdown and the record.
 

@@ -30,7 +30,7 @@ from typing import Any
 from ...scenarios.record.record import RunRecord
 from ...scenarios.spec.loading import ScenarioError
 from ...scenarios.spec.scenario import Scenario
-from ..learning.checkpoint import CHECKPOINT_DIR
+from ..learning.checkpoint import has_checkpoint
 from ..record import LearnerRestart
 from .lifetime import die_with_parent
 
@@ -56,7 +56,7 @@ def supervise(
         outcome = _attempt(scenario, out, options, resume or restart is not None, restart, on_step)
         if outcome.ended:
             return RunRecord.read(out)
-        if not (out / CHECKPOINT_DIR / "learner").is_dir():
+        if not has_checkpoint(out):
             raise RuntimeError(f"{outcome.why}, before its first checkpoint: nothing to resume from")
         if attempt == options.max_restarts:
             break
