@@ -126,6 +126,20 @@ def test_speedup_prices_device_hours_per_1k_samples(capsys) -> None:
 
 
 @pytest.mark.slow
+def test_size_search_wide_screens_every_plan_and_says_how_many_it_simulated(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "wide.csv"
+    args = ["size", "quickstart", "--devices", "8", "--max-staleness", "1", "--search", "wide", "--quiet"]
+    assert main([*args, "--out", str(out)]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("screened "))
+    screened, simulated = (int(word.replace(",", "")) for word in line.split()[1:5:3])
+    written = pd.read_csv(out)
+    assert 0 < screened <= 11 * 3  # of 11 splits (tp 1, 2, 4) × 3 micro-batches × 1 schedule, those that fit
+    assert len(written) == simulated + 1 < screened + 1  # the baseline and the plans simulated, not the rest
+    assert main([*args, "--exact"]) == 2
+    assert "--search wide: ranks by throughput; it takes no --exact" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_size_ranks_splits_and_writes_csv(tmp_path: Path, capsys) -> None:
     out = tmp_path / "size.csv"
     args = ["size", "quickstart", "--devices", "16", "--steps", "3", "--splits", "3", "--max-staleness", "1"]

@@ -84,6 +84,20 @@ def _size_parser(commands: argparse._SubParsersAction) -> None:
     size.add_argument(
         "--splits", type=positive, default=16, help="most generation device counts tried per engine size (default 16)"
     )
+    size.add_argument(
+        "--search",
+        choices=["splits", "wide"],
+        default="splits",
+        help="splits (default): simulate up to --splits splits per engine size; wide: screen every split × engine "
+        "size × schedule × staleness × micro-batch (half, as written, twice) with a fluid model of the same costs "
+        "and simulate only the plans it cannot rule out (docs/planning.md)",
+    )
+    size.add_argument(
+        "--max-simulated",
+        type=positive,
+        default=300,
+        help="with --search wide: most plans simulated (default 300; the output says when it stopped there)",
+    )
     size.add_argument("--top", type=positive, default=20, help="rows printed (all go to the CSV; default 20)")
     size.add_argument(
         "--exact",
@@ -255,17 +269,22 @@ def run_size(args: argparse.Namespace) -> int:
     kinds = args.kind or [scenario.schedule.kind]
     bounds = args.max_staleness or [scenario.staleness_bound]
     csv_path = chosen_file(args.out, default_out(scenario.name, overrides(args), "-size.csv"), args.force)
-    ranked = simulate_sizing(
-        scenario,
-        args.devices,
-        kinds,
-        bounds,
-        args.splits,
-        progress=not args.quiet,
-        exact=args.exact,
-        penalty=fit,
-        runtime=args.runtime,
-    )
+    searched = None
+    if args.search == "wide":
+        searched = _wide_search(args, scenario, kinds, bounds, fit)
+        ranked = searched.ranked
+    else:
+        ranked = simulate_sizing(
+            scenario,
+            args.devices,
+            kinds,
+            bounds,
+            args.splits,
+            progress=not args.quiet,
+            exact=args.exact,
+            penalty=fit,
+            runtime=args.runtime,
+        )
     out = write_sizing_csv(csv_path, ranked, args.price_per_device_hour, with_target=fit is not None)
     if args.json:
         return print_json(
@@ -274,8 +293,28 @@ def run_size(args: argparse.Namespace) -> int:
     ranking = _ranking(ranked)
     interval = ranking.line() if ranking is not None else None
     print(sizing_lines(scenario, args.devices, ranked, args.top, args.price_per_device_hour, about, interval))
+    if searched is not None:
+        print(searched.line())
     print(f"wrote {out}")
     return 0
+
+
+def _wide_search(args: argparse.Namespace, scenario: Any, kinds: list[str], bounds: list[int], fit: Any) -> Any:
+    """``--search wide`` (``simulator.wide_search``); it ranks by throughput, so not with --penalty or --exact."""
+    from asyncrl.scenarios.spec.loading import ScenarioError
+    from asyncrl.simulator.wide_search import wide_search
+
+    if fit is not None or args.exact:
+        raise ScenarioError(f"--search wide: ranks by throughput; it takes no {'--penalty' if fit else '--exact'}")
+    return wide_search(
+        scenario,
+        args.devices,
+        kinds,
+        bounds,
+        max_simulated=args.max_simulated,
+        progress=not args.quiet,
+        runtime=args.runtime,
+    )
 
 
 def _ranking(ranked: list[Any]) -> Any:
