@@ -3,7 +3,8 @@
     runs         simulate, execute                 one scenario, predicted or run for real
     calibrate    calibrate                         a cost profile from short runs, benchmarks, runs or logs
     experiments  demo, validate, study             workflows over many runs
-    planning     speedup, size, penalty, sweep     plans compared, ranked and fitted
+    planning     speedup, size, plan, penalty      plans compared, ranked and fitted
+    sweeps       sweep                             what-if grids over any scenario keys
     records      compare, report, trace            what run records say
     inputs       lengths                           a scenario's completion lengths from logs
     importers    from-verl, from-openrlhf,         a scenario from a framework's config or launch script
@@ -17,7 +18,7 @@ share (scenario arguments, default output names, progress bars) is ``asyncrl.com
 
 from __future__ import annotations
 
-from asyncrl.commands import calibrate, catalog, experiments, importers, inputs, planning, records, runs
+from asyncrl.commands import calibrate, catalog, experiments, importers, inputs, planning, records, runs, sweeps
 
 #: The families, in the order ``asyncrl --help`` lists their commands.
-FAMILIES = (runs, calibrate, experiments, planning, records, inputs, importers, catalog)
+FAMILIES = (runs, calibrate, experiments, planning, sweeps, records, inputs, importers, catalog)

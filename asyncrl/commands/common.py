@@ -236,3 +236,13 @@ def penalty_fit(path: Path | None, scenario: Scenario) -> tuple[PenaltyFit | Non
     except PenaltyError as exc:
         raise ScenarioError(f"--penalty: {exc}") from None
     return fit, about_target(penalty, fit, path)
+
+
+def runtime_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtime",
+        default="local",
+        choices=["local", "ray"],
+        help="simulations in a local process pool, or one Ray task each (on the cluster RAY_ADDRESS names, or a "
+        "local Ray instance); the same results either way",
+    )
