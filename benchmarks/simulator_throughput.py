@@ -77,7 +77,7 @@ def main() -> None:
         sim = Simulation(scenario)
         simulated.append(_seconds(sim.run))
         record.append(_seconds(lambda sim=sim: _run_record(sim, scenario)))
-    rollouts = len(sim.rollouts.end)
+    rollouts = sim.rollouts.samples
     events = len(sim.events())
     bare_rate = max(bare)
     rollout_rate = rollouts / min(simulated)

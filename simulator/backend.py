@@ -1,6 +1,8 @@
 """The simulator as a backend (``scenarios.rules.backend.Backend``): a scenario in, its predicted record out.
 
-Simulator(costs, on_step).run(scenario, out) ──simulate──► RunRecord ──write──► out/ (if given)
+Simulator(costs, on_step).run(scenario)       ──simulate──► RunRecord (in memory)
+Simulator(costs, on_step).run(scenario, out)  ──simulate_to──► out/, written in pieces (``simulator.recording.streamed``)
+                                                             ──► RunRecord read back from out/
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..scenarios.record.outputs import run_directory
-from ..scenarios.record.record import RunRecord
+from ..scenarios.record.record import RunRecord, read_events
+from ..scenarios.record.run_summary import RunSummary
 from ..scenarios.spec.scenario import Scenario
 from .costs import CostModel
+from .recording.streamed import simulate_to
 from .simulation import StepCallback, simulate
 
 
@@ -31,7 +35,10 @@ class Simulator:
         """Simulate ``scenario``; with ``out``, write its run directory (checked and locked before it starts)."""
         if out is None:
             return simulate(scenario, self.on_step, self.costs)
+        summary = self.write(scenario, out)
+        return RunRecord(scenario, summary, read_events(out))
+
+    def write(self, scenario: Scenario, out: Path) -> RunSummary:
+        """Simulate ``scenario`` into the run directory ``out``, its record never whole in memory; its summary."""
         with run_directory(out, force=self.force):
-            record = simulate(scenario, self.on_step, self.costs)
-            record.write(out)
-        return record
+            return simulate_to(scenario, out, self.on_step, self.costs)

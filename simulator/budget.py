@@ -3,14 +3,19 @@
     Simulation(scenario) ──plan(scenario)──► Budget(rollouts it may start)   or MemoryBudgetError (exit 2)
     Rollouts.start_group ──► more than Budget.rollouts started?              ──► MemoryBudgetError
 
-Memory grows with what the run records (``benchmarks/simulator_memory.py``
-measures it): about 500 bytes per event row at a million rows (more per row
-in small runs, up to 900 with in-flight updates, whose rollouts split into one
-row per version), about 2 KB per engine, and a decode-step table of one entry
-per batch size up to ``max_concurrency``, shared by the engines. Event rows are
-one per rollout (two assumed with in-flight updates), up to one weight load per
-engine and step, and one per step. The estimate charges ``BYTES_PER_ROW``
-per row, above every measured figure, so it errs towards refusing.
+Memory grows with what the run keeps (``benchmarks/simulator_memory.py``
+measures it): settled rollouts are packed as the run goes (``simulator.rollouts``,
+15 bytes a rollout) and ``asyncrl simulate`` writes its record in pieces
+(``simulator.recording.streamed``), so a run of 9.3 million rollouts peaks at about
+440 MB, of which some 150 MB is Python, numpy, pandas and pyarrow; a sweep's run,
+summarized from per-rollout arrays (``simulator.summary``), holds about 250
+bytes a rollout at its end. Engines cost about 2 KB each, and weight loads (up to
+engines × steps) are kept as objects. The estimate charges ``BASE_BYTES`` and
+``BYTES_PER_ROW`` per rollout, load and step (two per rollout with in-flight
+updates), above every figure measured for those paths, so it errs towards
+refusing. A run kept whole in memory (``simulator.simulation.simulate``, the
+Python API without a run directory) holds its event table too, about 500 bytes
+a row: the estimate does not cover that.
 
 Available memory is the least of ``MemAvailable``, the cgroup's headroom and
 the headroom under ``RLIMIT_AS`` and ``RLIMIT_DATA`` (``ulimit -v``/``-d``);
@@ -30,9 +35,9 @@ from pathlib import Path
 from ..scenarios.spec.loading import ScenarioError
 from ..scenarios.spec.scenario import Scenario
 
-BYTES_PER_ROW = 1_000
+BYTES_PER_ROW = 250
 BYTES_PER_ENGINE = 4_000
-BASE_BYTES = 64 << 20
+BASE_BYTES = 192 << 20
 USABLE_FRACTION = 0.8
 
 

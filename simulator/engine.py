@@ -106,7 +106,8 @@ class Engine:
         self._decode_step = costs.decode_step_table(self._capacity)
         table = self._decode_step
         self._step_terms = (table.first, table.first_per_context, table.second, table.second_per_context)
-        # What the loops read and write of every rollout: the same lists for the whole run (``Rollouts``).
+        # What the loops read and write of every live rollout: the same lists for the whole run, indexed from
+        # ``rollouts.base`` (groups) and ``rollouts.sample_base`` (samples), which grow as settled groups are packed.
         self._lists = (rollouts.end, rollouts.remaining, rollouts.prompt, rollouts.join)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
         self.sync_s, self.switch_s = costs.weight_sync(index), costs.switch_to_generation()  # each load's (s)
@@ -191,8 +192,8 @@ class Engine:
         """
         self.prepare(now)
         self.advance(now)
-        joins, size = self.rollouts.join, self._group_size
-        lost = [(sample, max(0.0, self.progress - joins[sample // size])) for _, sample in self.in_flight]
+        joins, size, base = self.rollouts.join, self._group_size, self.rollouts.base
+        lost = [(sample, max(0.0, self.progress - joins[sample // size - base])) for _, sample in self.in_flight]
         self.in_flight.clear()
         self._context_offset, self._pause, self._ready_at = 0.0, 0.0, now
         self.host.busy(self, 0)
@@ -228,7 +229,7 @@ class Engine:
         The inner loop is the one every simulated rollout passes through, so it
         keeps what it reads in locals.
         """
-        env, heap, listener = self.env, self.in_flight, self.listener
+        env, heap, listener, rollouts = self.env, self.in_flight, self.listener, self.rollouts
         size = self._group_size
         ends, remaining, prompts, joins = self._lists
         heappop, timeout = heapq.heappop, env.timeout
@@ -252,17 +253,19 @@ class Engine:
                     self._ahead.discard(self)
                     # The timer landed exactly on a finish someone may see: retire every rollout ending there.
                     now, mark, offset = env.now, heap[0][0], self._context_offset
+                    base, sample_base = rollouts.base, rollouts.sample_base
                     self._clock, self._pause, self.progress = now, self._retire_s, mark
                     limit = mark + _EPS
                     completed = []
                     while heap and heap[0][0] <= limit:
                         sample = heappop(heap)[1]
                         retired += 1
-                        ends[sample] = now
+                        ends[sample - sample_base] = now
                         group = sample // size
-                        offset -= prompts[group] - joins[group]
-                        remaining[group] -= 1
-                        if not remaining[group]:
+                        at = group - base
+                        offset -= prompts[at] - joins[at]
+                        remaining[at] -= 1
+                        if not remaining[at]:
                             completed.append(group)
                     self._context_offset = offset if heap else 0.0  # no drift across busy periods
                     if not heap:
@@ -298,6 +301,7 @@ class Engine:
         size, capacity = self._group_size, self._capacity
         compute_base, compute_per_context, memory_base, memory_per_context = self._step_terms
         ends, remaining, prompts, joins = self._lists
+        base, sample_base = self.rollouts.base, self.rollouts.sample_base
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
         slowness = 1.0 / self.rate  # wall seconds per second of work
         # Finishes down to ``floor`` rollouts are quiet (the last one always completes its group).
@@ -316,7 +320,7 @@ class Engine:
             finish_at = clock + (pause + tokens * step_s) * slowness
             if batch <= floor:
                 break
-            group = sample // size
+            group = sample // size - base
             second = heap[1][0]  # the next finish after this one: heap[1] or heap[2]
             if batch > 2 and heap[2][0] < second:
                 second = heap[2][0]
@@ -324,7 +328,7 @@ class Engine:
                 break
             heappop(heap)
             plan((finish_at, mark, sample))
-            ends[sample] = finish_at
+            ends[sample - sample_base] = finish_at
             remaining[group] -= 1
             offset -= prompts[group] - joins[group]
             progress = mark
@@ -352,10 +356,10 @@ class Engine:
             while planned and planned[-1][0] > now:
                 _, mark, sample = planned.pop()
                 heapq.heappush(self.in_flight, (mark, sample))
-                rollouts.end[sample] = math.nan
-                group = sample // size
-                rollouts.remaining[group] += 1
-                self._context_offset += rollouts.prompt[group] - rollouts.join[group]
+                rollouts.end[sample - rollouts.sample_base] = math.nan
+                at = sample // size - rollouts.base
+                rollouts.remaining[at] += 1
+                self._context_offset += rollouts.prompt[at] - rollouts.join[at]
             if planned:  # resume just after the last finish that did happen
                 self._clock, self.progress, self._pause = planned[-1][0], planned[-1][1], self._retire_s
             else:

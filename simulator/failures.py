@@ -134,13 +134,14 @@ class EngineFailures:
         rollouts, size = sim.rollouts, sim.rollouts.group_size
         groups = sorted({sample // size for sample in running})
         for group in groups:
-            for sample in range(group * size, (group + 1) * size):
-                finished = not math.isnan(rollouts.end[sample])
-                end = rollouts.end[sample] if finished else now
-                tokens = rollouts.tokens[sample] if finished else round(min(running[sample], rollouts.tokens[sample]))
-                span = LostSpan(
-                    index, group, sample - group * size, rollouts.start[group], end, rollouts.version[group], tokens
-                )
+            at, first = group - rollouts.base, group * size - rollouts.sample_base  # in the live lists
+            for offset in range(size):
+                sample = group * size + offset
+                finished = not math.isnan(rollouts.end[first + offset])
+                end = rollouts.end[first + offset] if finished else now
+                drawn = rollouts.tokens[first + offset]
+                tokens = drawn if finished else round(min(running[sample], drawn))
+                span = LostSpan(index, group, offset, rollouts.start[at], end, rollouts.version[at], tokens)
                 self.log.lost.append(span)
             rollouts.lose(group, now, sim.engines[index].progress)
         sim.state.engine_lost(index, groups)

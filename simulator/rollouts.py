@@ -1,13 +1,21 @@
 """Every group and sample a simulated run started: the live state engines read and write.
 
     Simulation ──start(group ...)──► Rollouts ◄── engines: finish / un-finish samples
-                                        │
-                                        └──► Recorder.events (once, at the end)
+                                        │  live lists ──archive_settled (after each step)──► Packed
+                                        └──► columns() (once, at the end) ──► Recorder.events, summary
 
-Sample ``s`` belongs to group ``s // samples_per_prompt``; lists are indexed by
-group id or sample id, which are handed out in start order. Engines set a
-sample's end when it finishes and clear it again when an interrupt undoes a
-finish they had applied ahead (``Engine.settle``).
+Sample ``s`` belongs to group ``s // samples_per_prompt``; ids are handed out in
+start order. Engines set a sample's end when it finishes and clear it again when
+an interrupt undoes a finish they had applied ahead (``Engine.settle``).
+
+Memory: the live state is Python lists (what the compiled hot loop reads fastest),
+about 120 bytes a rollout. A group that is finished and trained (or dropped) can
+no longer change, and the groups are settled mostly in start order, so after each
+learner step the settled groups at the front of the lists move to ``Packed``:
+fixed-width numpy columns, 15 bytes a rollout. The lists hold the groups from
+the oldest unsettled one on (``base``), so what a run holds as objects is its
+window of live groups, whatever its length; the lists are indexed by
+``group - base`` and ``sample - sample_base``.
 
 A rollout occupies ``[join, join + tokens]`` of its engine's progress (decode
 steps). With in-flight updates its engine may load new weights inside that
@@ -23,6 +31,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from .budget import over_budget
+from .packed import DROPPED, GROUP_COLUMNS, SAMPLE_COLUMNS, Columns, Packed, PackedGroups
 
 
 class WeightLoad(NamedTuple):
@@ -59,11 +68,23 @@ def cut_at_loads(join: float, tokens: int, version: int, loads: Sequence[WeightL
     return pieces
 
 
+PACK_AT_LEAST = (
+    1 << 16
+)  # settled samples worth packing: fewer wait (arrays this large go back to the system when freed)
+
+
 class Rollouts:
+    """The live groups and samples as lists, and the settled ones packed away (module docstring)."""
+
     def __init__(self, group_size: int, max_samples: int | None = None) -> None:
         self.group_size = group_size
         self.max_samples = max_samples  # the memory budget (``simulator.budget``): more started is an error
-        # Per group.
+        self.base = 0  # groups packed away: the lists start at group ``base``
+        self.sample_base = 0  # base * group_size
+        self.packed = Packed()
+        self._settled = 0  # settled groups at the front of the lists (counted, not packed yet)
+        self._columns: Columns | None = None
+        # Per live group.
         self.engine: list[int] = []
         self.start: list[float] = []
         self.version: list[int] = []
@@ -71,8 +92,10 @@ class Rollouts:
         self.join: list[float] = []  # the engine's progress when the group joined it
         self.loads_seen: list[int] = []  # loads its engine had made before the group started
         self.remaining: list[int] = []  # samples not finished yet
-        self.step: list[int] = []  # learner step that trained it, -1 if none
-        # Per sample.
+        self.step: list[int] = []  # learner step that trained it, -1 if none, DROPPED if dropped
+        self.prefill_start: list[float] = []  # its prefill's span (s)
+        self.prefill_end: list[float] = []
+        # Per live sample.
         self.tokens: list[int] = []  # completion tokens
         self.end: list[float] = []  # NaN until finished
 
@@ -80,8 +103,9 @@ class Rollouts:
         self, engine: int, now: float, version: int, prompt: int, join: float, loads_seen: int, lengths: list[int]
     ) -> None:
         """Record the next group (its id is the number of groups before it)."""
-        if self.max_samples is not None and len(self.end) + len(lengths) > self.max_samples:
-            raise over_budget(len(self.end) + len(lengths), self.max_samples)
+        started = self.sample_base + len(self.end) + len(lengths)
+        if self.max_samples is not None and started > self.max_samples:
+            raise over_budget(started, self.max_samples)
         self.engine.append(engine)
         self.start.append(now)
         self.version.append(version)
@@ -93,27 +117,104 @@ class Rollouts:
         self.tokens.extend(lengths)
         self.end.extend([math.nan] * len(lengths))
 
+    def prefilled(self, start: float, end: float) -> None:
+        """The prefill of the group started last."""
+        self.prefill_start.append(start)
+        self.prefill_end.append(end)
+
     def lose(self, group: int, now: float, progress: float) -> None:
         """``group`` was lost with its engine at ``now`` (its engine's ``progress``): none of its samples
         is finished any more, and until it starts again it counts as waiting since then."""
-        first = group * self.group_size
+        first, at = group * self.group_size - self.sample_base, group - self.base
         self.end[first : first + self.group_size] = [math.nan] * self.group_size
-        self.remaining[group] = self.group_size
-        self.start[group], self.join[group] = now, progress
+        self.remaining[at] = self.group_size
+        self.start[at], self.join[at] = now, progress
 
     def restart_group(
         self, group: int, engine: int, now: float, version: int, join: float, loads_seen: int
     ) -> list[int]:
         """Start ``group`` again (after ``lose``), on ``engine``; returns its samples' lengths, as drawn first."""
-        self.engine[group], self.start[group], self.version[group] = engine, now, version
-        self.join[group], self.loads_seen[group] = join, loads_seen
-        first = group * self.group_size
+        at = group - self.base
+        self.engine[at], self.start[at], self.version[at] = engine, now, version
+        self.join[at], self.loads_seen[at] = join, loads_seen
+        first = group * self.group_size - self.sample_base
         return self.tokens[first : first + self.group_size]
+
+    def prefilled_again(self, group: int, start: float, end: float) -> None:
+        """The prefill of ``group``, started again after its engine was lost."""
+        self.prefill_start[group - self.base], self.prefill_end[group - self.base] = start, end
 
     def trained(self, groups: list[int], step: int) -> None:
         for group in groups:
-            self.step[group] = step
+            self.step[group - self.base] = step
+
+    def dropped(self, group: int) -> None:
+        self.step[group - self.base] = DROPPED
+
+    def version_of(self, group: int) -> int:
+        return self.version[self._live(group)]
+
+    def prompt_of(self, group: int) -> int:
+        return self.prompt[self._live(group)]
+
+    def group_tokens(self, group: int) -> list[int]:
+        """The completion lengths of ``group``'s samples."""
+        first = self._live(group) * self.group_size
+        return self.tokens[first : first + self.group_size]
+
+    def _live(self, group: int) -> int:
+        """``group``'s index in the live lists (a packed group is settled: nothing reads it during the run)."""
+        assert group >= self.base, f"group {group} is packed (groups below {self.base} are)"
+        return group - self.base
+
+    def archive_settled(self) -> None:
+        """Pack the settled groups at the front of the lists (finished, and trained or dropped), once
+        there are ``PACK_AT_LEAST`` samples of them."""
+        settled, remaining, step = self._settled, self.remaining, self.step
+        while settled < len(step) and step[settled] != -1 and not remaining[settled]:
+            settled += 1
+        self._settled = settled
+        if settled * self.group_size >= PACK_AT_LEAST:
+            self._pack(settled)
+
+    def close(self) -> None:
+        """The run has ended: pack every group (``columns`` reads them)."""
+        self._pack(len(self.step))
+
+    def _pack(self, groups: int) -> None:
+        if not groups:
+            return
+        samples = groups * self.group_size
+        lists: dict[str, list] = {}
+        for name in GROUP_COLUMNS:
+            values = getattr(self, name)
+            lists[name] = values[:groups]
+            del values[:groups]
+        for name in SAMPLE_COLUMNS:
+            values = getattr(self, name)
+            lists[name] = values[:samples]
+            del values[:samples]
+        self.packed.add(lists)
+        del self.remaining[:groups]
+        self.base += groups
+        self.sample_base += samples
+        self._settled = 0
+
+    def columns(self) -> Columns:
+        """Every group and sample, as arrays (after ``close``; made once, kept)."""
+        if self._columns is None:
+            self._columns = self.packed.columns()
+        return self._columns
+
+    def pieces(self) -> list[PackedGroups]:
+        """The groups as packed, piece by piece (after ``close``): for a record written in pieces."""
+        return self.packed.pieces
+
+    @property
+    def samples(self) -> int:
+        """Samples started."""
+        return self.sample_base + len(self.end)
 
     def __len__(self) -> int:
         """Groups started."""
-        return len(self.start)
+        return self.base + len(self.step)

@@ -57,7 +57,7 @@ from .engine import Engine
 from .failures import EngineFailures
 from .host import Computation, Host
 from .learner_costs import LearnerStep, attention_weight, data_parallel_ranks
-from .recorder import Recorder
+from .recording.recorder import Recorder
 from .rollouts import Rollouts
 
 if TYPE_CHECKING:
@@ -127,13 +127,13 @@ class Simulation:
         state = self.state
         state.samples_finished(engine.index, samples)
         if groups:
-            versions = self.rollouts.version
+            version_of = self.rollouts.version_of
             for group in groups:
                 if state.overflows():
                     self._confirm_refused()  # the drop may let them in
-                    self._record_drops(state.group_finished(group, versions[group]))
+                    self._record_drops(state.group_finished(group, version_of(group)))
                 else:
-                    state.group_finished(group, versions[group])  # (drops none)
+                    state.group_finished(group, version_of(group))  # (drops none)
             self._groups_in = True
         return self._decide_after_instant()
 
@@ -219,15 +219,15 @@ class Simulation:
             lengths = rollouts.restart_group(
                 group, engine.index, now, engine.version, engine.progress, len(engine.loads)
             )
-            prefill = engine.start(group, rollouts.prompt[group], lengths)
-            self.recorder.prefill_again(group, prefill.start, prefill.end)
+            prefill = engine.start(group, rollouts.prompt_of(group), lengths)
+            rollouts.prefilled_again(group, prefill.start, prefill.end)
         engine.replan()
 
     def _start(self, action: Start) -> None:
         now = self.env.now
         engine = self.engine(action.engine)
         index, loads = engine.index, engine.loads
-        next_group, start_group, prefill = self.lengths.next_group, self.rollouts.start_group, self.recorder.prefill
+        next_group, start_group, prefill = self.lengths.next_group, self.rollouts.start_group, self.rollouts.prefilled
         for group in action.groups:  # (one burst may start hundreds: the calls are bound once)
             prompt, lengths = next_group()
             start_group(index, now, engine.version, prompt, engine.progress, len(loads), lengths)
@@ -246,6 +246,7 @@ class Simulation:
     def _record_drops(self, dropped: Sequence[FinishedGroup]) -> None:
         for item in dropped:
             self.recorder.dropped(item.group, self.env.now)
+            self.rollouts.dropped(item.group)
 
     # The learner.
 
@@ -275,6 +276,7 @@ class Simulation:
             self.dispatch()
             if on_step is not None:
                 on_step(step, env.now)
+            self.rollouts.archive_settled()  # the groups this step settled are read no more
             step += 1
         self.done.succeed()
 
@@ -290,8 +292,8 @@ class Simulation:
         """After step ``step``: note its time and staleness; once converged, end the run early."""
         self._step_times.append(self.env.now - self._last_step_end)
         self._last_step_end = self.env.now
-        versions = self.rollouts.version
-        self._staleness.append(step - sum(versions[group] for group in batch) / len(batch))
+        version_of = self.rollouts.version_of
+        self._staleness.append(step - sum(version_of(group) for group in batch) / len(batch))
         first = steady_span(self._step_times, self._staleness, tolerance, self.steps)
         end = step + 1 + self.scenario.staleness_bound
         if first is not None and end < self.steps:
@@ -339,6 +341,7 @@ class Simulation:
         self.dormant.wake_all()
         for engine in self.engines:
             engine.settle(self.env.now)
+        self.rollouts.close()
 
     def events(self) -> pd.DataFrame:
         """The run's event table (call after ``run``)."""

@@ -28,7 +28,7 @@ from ..scenarios.record.summarize import Labels, Tally, summary_of
 from ..scenarios.spec.scenario import Scenario
 from .convergence import Tolerance
 from .costs import CostModel
-from .recorder import first_load_after
+from .recording.event_rows import first_load_after
 from .rollouts import cut_at_loads
 from .simulation import Simulation
 
@@ -62,26 +62,26 @@ class RolloutArrays:
 
 def records(sim: Simulation) -> RolloutArrays:
     """The arrays of a simulation that has run."""
-    rollouts, size, wall = sim.rollouts, sim.rollouts.group_size, sim.env.now
-    group = np.repeat(np.arange(len(rollouts)), size)
-    engine = np.asarray(rollouts.engine, dtype=np.int64)[group]
-    end = np.asarray(rollouts.end, dtype=np.float64)
-    tokens = np.asarray(rollouts.tokens, dtype=np.int64)
+    columns, size, wall = sim.rollouts.columns(), sim.rollouts.group_size, sim.env.now
+    group = np.repeat(np.arange(columns.groups), size)
+    engine = columns.engine.astype(np.int64)[group]
+    end = columns.end
+    tokens = columns.tokens.astype(np.int64)
     finished = ~np.isnan(end)
     if not finished.all():  # a rollout still running counts the tokens its engine got through
         progress = np.asarray([e.progress for e in sim.engines])[engine]
-        done = np.clip(progress - np.asarray(rollouts.join)[group], 0, tokens).astype(np.int64)
+        done = np.clip(progress - columns.join[group], 0, tokens).astype(np.int64)
         tokens, end = np.where(finished, tokens, done), np.where(finished, end, wall)
-    version = np.asarray(rollouts.version, dtype=np.int64)[group]
+    version = columns.version.astype(np.int64)[group]
     oldest, mean_version, tokens = _versions_seen(sim, finished, version, tokens)
     trains = sorted(sim.recorder.trains)
     syncs, drops = sim.recorder.syncs, sim.recorder.drops
     return RolloutArrays(
         engine=engine,
-        start=np.asarray(rollouts.start, dtype=np.float64)[group],
+        start=columns.start[group],
         end=end,
         finished=finished,
-        step=np.where(finished, np.asarray(rollouts.step, dtype=np.int64)[group], -1),
+        step=np.where(finished, columns.step.astype(np.int64)[group], -1),
         tokens=tokens,
         oldest=oldest,
         mean_version=mean_version,
@@ -113,13 +113,12 @@ def _pauses(sim: Simulation) -> dict[str, np.ndarray]:
     A prefill lies inside its group's rollouts, except where the host's cores were shared differently
     while it ran (its span is timed at the rate it started with), so it is counted like the events count it.
     """
-    prefill_start, prefill_end = sim.recorder.prefills
-    switches = sim.recorder.switches
+    columns, switches = sim.rollouts.columns(), sim.recorder.switches
     engines = switches.engine >= 0  # not the learner's
     return {
-        "pause_engine": np.concatenate([np.asarray(sim.rollouts.engine, dtype=np.int64), switches.engine[engines]]),
-        "pause_start": np.concatenate([np.asarray(prefill_start, dtype=np.float64), switches.start[engines]]),
-        "pause_end": np.concatenate([np.asarray(prefill_end, dtype=np.float64), switches.end[engines]]),
+        "pause_engine": np.concatenate([columns.engine.astype(np.int64), switches.engine[engines]]),
+        "pause_start": np.concatenate([columns.prefill_start, switches.start[engines]]),
+        "pause_end": np.concatenate([columns.prefill_end, switches.end[engines]]),
     }
 
 
@@ -132,14 +131,14 @@ def _versions_seen(
     came (``cut_at_loads``, as the event table's rows are); the others saw one version.
     """
     oldest, mean_version, tokens = version.copy(), version.astype(np.float64), tokens.copy()
-    rollouts, size = sim.rollouts, sim.rollouts.group_size
+    columns, size = sim.rollouts.columns(), sim.rollouts.group_size
     loads = [engine.loads for engine in sim.engines]
-    join = np.repeat(np.asarray(rollouts.join, dtype=np.float64), size)
-    cut = finished & (first_load_after(rollouts, loads) < join + tokens)
+    join = np.repeat(columns.join, size)
+    cut = finished & (first_load_after(columns, loads, size) < join + tokens)
     for index in np.flatnonzero(cut).tolist():
         group = index // size
-        later = loads[rollouts.engine[group]][rollouts.loads_seen[group] :]
-        pieces = cut_at_loads(rollouts.join[group], int(tokens[index]), int(version[index]), later)
+        later = loads[columns.engine[group]][columns.loads_seen[group] :]
+        pieces = cut_at_loads(float(columns.join[group]), int(tokens[index]), int(version[index]), later)
         count = sum(piece.tokens for piece in pieces)
         oldest[index] = min(piece.version for piece in pieces)
         mean_version[index] = sum(piece.version * piece.tokens for piece in pieces) / count if count else oldest[index]

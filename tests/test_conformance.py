@@ -26,6 +26,7 @@ from asyncrl.scenarios.rules.policy import FinishedGroup
 from asyncrl.scenarios.rules.state import ScheduleState
 from asyncrl.scenarios.spec.scenario import Scenario
 from asyncrl.simulator.costs import CostModel, MeasuredCosts
+from asyncrl.simulator.packed import Columns
 from asyncrl.simulator.simulation import Simulation
 
 from tests.conftest import profile, small_scenario
@@ -44,10 +45,10 @@ class TracedState(ScheduleState):
 
     def samples_finished(self, engine: int, count: int = 1) -> None:
         rollouts, size, now = self.sim.rollouts, self.sim.rollouts.group_size, self.sim.env.now
-        samples = [
+        samples = [  # the live rollouts (``Rollouts.base`` on: the groups packed away are settled)
             sample
-            for sample, end in enumerate(rollouts.end)
-            if rollouts.engine[sample // size] == engine and end <= now and sample not in self._reported
+            for sample, end in enumerate(rollouts.end, start=rollouts.sample_base)
+            if rollouts.engine[sample // size - rollouts.base] == engine and end <= now and sample not in self._reported
         ]
         assert len(samples) == count, "the engine reported as many finishes as it recorded"
         self._reported.update(samples)
@@ -130,8 +131,7 @@ def commanded(log: list[tuple[int, Any]]) -> list[tuple[int, str, int]]:
 
 def replay(trace: list[Event], sim: Simulation) -> list[tuple[int, Any]]:
     """Feed the simulation's events to a coordinator as actor messages and learner calls, in time order."""
-    scenario, rollouts = sim.scenario, sim.rollouts
-    size = rollouts.group_size
+    scenario, size, rollouts = sim.scenario, sim.rollouts.group_size, sim.rollouts.columns()
     log: list[tuple[int, Any]] = []
     queues = [_Recording(engine, log) for engine in range(scenario.cluster.engines)]
     send = lambda flat, rank: _Done()  # noqa: E731
@@ -145,7 +145,7 @@ def replay(trace: list[Event], sim: Simulation) -> list[tuple[int, Any]]:
             last = [s for group in completed for s in samples if s // size == group]
             first = [s for s in samples if s not in last]
             for order, sample in enumerate(first + last):
-                message = RolloutDone(engine, sample // size, _rollout(sample, rollouts))
+                message = RolloutDone(engine, sample // size, _rollout(sample, size, rollouts))
                 timeline.append((rollouts.end[sample], position, order, message))
         elif event[0] in ("publish", "take"):
             timeline.append((event[1], position, 0, event))
@@ -172,10 +172,9 @@ def per_engine_step(done: list[RolloutDone]) -> list[StepFinished]:
     return [StepFinished(engine, tuple(m for m in done if m.actor == engine)) for engine in engines]
 
 
-def _rollout(sample: int, rollouts: Any) -> FinishedRollout:
-    group = sample // rollouts.group_size
-    version, tokens = rollouts.version[group], rollouts.tokens[sample]
-    return FinishedRollout(sample % rollouts.group_size, [0] * tokens, [0.0] * tokens, [version] * tokens, 0, 0, [])
+def _rollout(sample: int, size: int, rollouts: Columns) -> FinishedRollout:
+    version, tokens = int(rollouts.version[sample // size]), int(rollouts.tokens[sample])
+    return FinishedRollout(sample % size, [0] * tokens, [0.0] * tokens, [version] * tokens, 0, 0, [])
 
 
 SCHEDULES = {

@@ -164,7 +164,7 @@ def test_a_heavy_pareto_tail_index_does_not_overflow(capsys, tmp_path: Path) -> 
 @pytest.mark.slow
 def test_a_run_that_outgrows_its_memory_budget_is_stopped(capsys, tmp_path: Path, monkeypatch) -> None:
     """Dropping most of what it generates, a run starts ~35x the rollouts it trains; the budget stops it."""
-    monkeypatch.setattr("asyncrl.simulator.budget.available_bytes", lambda: 150 << 20)
+    monkeypatch.setattr("asyncrl.simulator.budget.available_bytes", lambda: 300 << 20)
     drops = ["schedule.queue_policy=drop_oldest", "schedule.max_staleness=1000", "cluster.training_devices=1"]
     drops.append("learner.optimizer_offload=true")  # one H100 holds the 8B learner only with Adam on the CPU
     args = [a for o in [*drops, "cluster.generation_devices=64"] for a in ("--set", o)]
@@ -174,12 +174,12 @@ def test_a_run_that_outgrows_its_memory_budget_is_stopped(capsys, tmp_path: Path
 
 @pytest.mark.slow
 def test_the_memory_estimate_covers_what_a_run_uses() -> None:
-    """The budget charges BYTES_PER_ROW per event row; a measured run grows by less (benchmarks/simulator_memory.py)."""
+    """The budget charges BYTES_PER_ROW per rollout; a measured run grows by less (benchmarks/simulator_memory.py)."""
     from asyncrl.simulator.budget import BASE_BYTES, BYTES_PER_ROW
 
     from benchmarks.simulator_memory import measure
 
     figures = measure("quickstart", ["run.steps=150"])
     growth = (figures["peak_kb"] - figures["before_kb"]) * 1024
-    assert figures["rows"] > 80_000
-    assert growth < BASE_BYTES + BYTES_PER_ROW * figures["rows"]
+    assert figures["rollouts"] > 80_000
+    assert growth < BASE_BYTES + BYTES_PER_ROW * figures["rollouts"]

@@ -97,6 +97,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from asyncrl.analysis.tables import simulation_lines
+    from asyncrl.scenarios.record.record import read_events
     from asyncrl.simulator.backend import Simulator
     from asyncrl.simulator.target import step_ends_of_events, time_to_target
 
@@ -106,11 +107,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     fit, about = penalty_fit(args.penalty, scenario)
     out = args.out or default_out(scenario.name, overrides(args))
     with progress(scenario.run.steps, "simulating", "step", args.quiet, leave=False) as bar:
-        record = Simulator(on_step=lambda step, now: bar.update(), force=args.force).run(scenario, out)
-    summary = record.summary  # the run record keeps the simulator's figures; the time to target is printed only
-    assert summary is not None  # a simulated run always ends
-    if fit is not None:
-        reached = time_to_target(fit, summary, step_ends_of_events(record.events))
+        summary = Simulator(on_step=lambda step, now: bar.update(), force=args.force).write(scenario, out)
+    if fit is not None:  # the run record keeps the simulator's figures; the time to target is printed only
+        ends = step_ends_of_events(read_events(out, ["kind", "step", "end"]))
+        reached = time_to_target(fit, summary, ends)
         summary = summary.model_copy(update={"time_to_target": reached})
     nominal = {"step_time_s": summary.step_time_s.mean, "samples_per_s": summary.throughput.samples_per_s}
     found = run_uncertainty(scenario, nominal)

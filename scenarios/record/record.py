@@ -189,20 +189,20 @@ def read_scenario(run_dir: Path) -> Scenario:
 REQUIRED_EVENT_COLUMNS = ("worker", "role", "kind", "start", "end", "step", "version")
 
 
-def read_events(run_dir: Path) -> pd.DataFrame:
-    """``events.parquet`` of a run directory, as written (EVENT_COLUMNS); RunRecordError (one line, naming the
-    file) when it is missing, is not a Parquet table, or lacks one of the columns."""
+def read_events(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """``events.parquet`` of a run directory, as written (EVENT_COLUMNS, or those ``columns``); RunRecordError
+    (one line, naming the file) when it is missing, is not a Parquet table, or lacks one of the columns."""
     import pandas as pd
 
     path = run_dir / EVENTS_FILE
     if not path.is_file():
         raise RunRecordError(f"{run_dir}: no {EVENTS_FILE} (not a run directory, or the run did not finish)")
     try:
-        events = pd.read_parquet(path)
+        events = pd.read_parquet(path, columns=columns)
     except Exception as exc:  # pyarrow's ArrowInvalid and friends, an OSError
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunRecordError(f"{path}: not a readable events table ({reason})") from None
-    missing = [column for column in REQUIRED_EVENT_COLUMNS if column not in events.columns]
+    missing = [column for column in columns or REQUIRED_EVENT_COLUMNS if column not in events.columns]
     if missing:
         raise RunRecordError(f"{path}: not a run's events table (no column {', '.join(missing)})")
     return events

@@ -183,7 +183,7 @@ def summary_of(figures: Tally, labels: Labels, *, queued: int, in_flight: int, *
         throughput=Throughput(samples_per_s=_ratio(figures.trained, wall), tokens_per_s=_ratio(figures.tokens, wall)),
         staleness=Staleness(
             mean=_ratio(sum(key * count for key, count in figures.staleness.items()), figures.trained),
-            **_percentiles(np.repeat(list(histogram), list(histogram.values()))),
+            **histogram_percentiles(histogram),
             max=max(histogram, default=0),
             token_mean=_ratio(figures.token_staleness, figures.tokens),
             histogram={str(key): count for key, count in histogram.items()},
@@ -230,7 +230,7 @@ def summarize(
     fields: dict[str, Any] = {}
     if devices is not None:
         fields["breakdown"] = _breakdown(events, devices, wall, figures.generation_busy_s)
-        fields["device_hours"] = _device_hours(devices.total * wall, steps=figures.steps, trained=figures.trained)
+        fields["device_hours"] = device_hours(devices.total * wall, steps=figures.steps, trained=figures.trained)
     restarts = restarts_of(events)
     if restarts is not None:
         fields["restarts"] = restarts
@@ -243,7 +243,7 @@ def summarize(
 
 def _tally(events: pd.DataFrame, train: pd.DataFrame, wall: float) -> Tally:
     """The sums of a whole run, from events already cut at ``wall``."""
-    per_sample = _trained_samples(events)
+    per_sample = trained_samples(events)
     syncs = events.loc[events["kind"] == "sync", ["start", "end"]]
     return Tally(
         steps=len(train),
@@ -253,8 +253,8 @@ def _tally(events: pd.DataFrame, train: pd.DataFrame, wall: float) -> Tally:
         tokens=float(per_sample["tokens"].sum()),
         staleness={int(k): float(v) for k, v in per_sample["staleness"].value_counts().sort_index().items()},
         token_staleness=float((per_sample["token_staleness"] * per_sample["tokens"]).sum()),
-        generation_busy_s=_busy_seconds(events, "generation"),
-        training_busy_s=_busy_seconds(events, "training"),
+        generation_busy_s=role_busy_seconds(events, "generation"),
+        training_busy_s=role_busy_seconds(events, "training"),
         rollout_s=_span_seconds(events, ROLLOUT_KINDS),
         sync_s=float((syncs["end"] - syncs["start"]).sum()),
         dropped=float((events["kind"] == "drop").sum()),
@@ -278,9 +278,16 @@ def restarts_of(events: pd.DataFrame) -> Restarts | None:
 def _breakdown(events: pd.DataFrame, devices: DevicePools, wall: float, generation_busy: float) -> Breakdown:
     """Device-seconds per role and category, from events already cut at ``wall`` (see the module docstring);
     ``generation_busy`` is the engines' busy seconds, added over engines."""
+    return breakdown_of(seconds_by_kind(events), devices, wall, generation_busy)
+
+
+KindTotals = dict[tuple[str, str], tuple[float, float]]  # (role, kind) → (span seconds, comm_s), added over rows
+
+
+def seconds_by_kind(events: pd.DataFrame) -> KindTotals:
+    """The seconds and ``comm_s`` of the rows of each (role, kind)."""
     import pandas as pd
 
-    tp, trainers = devices.devices_per_engine, devices.training
     totals = pd.DataFrame(
         {
             "role": events["role"],
@@ -290,9 +297,21 @@ def _breakdown(events: pd.DataFrame, devices: DevicePools, wall: float, generati
         }
     )
     by_kind = totals.groupby(["role", "kind"], observed=True)[["seconds", "comm_s"]].sum()
+    return {key: (float(row["seconds"]), float(row["comm_s"])) for key, row in by_kind.iterrows()}
+
+
+def add_totals(into: KindTotals, more: KindTotals) -> None:
+    for key, (seconds, comm) in more.items():
+        had = into.get(key, (0.0, 0.0))
+        into[key] = (had[0] + seconds, had[1] + comm)
+
+
+def breakdown_of(by_kind: KindTotals, devices: DevicePools, wall: float, generation_busy: float) -> Breakdown:
+    """The breakdown from each (role, kind)'s seconds (``seconds_by_kind``) and the engines' busy seconds."""
+    tp, trainers = devices.devices_per_engine, devices.training
 
     def total(role: str, kind: str, column: str = "seconds") -> float:
-        return float(by_kind[column].get((role, kind), 0.0))
+        return by_kind.get((role, kind), (0.0, 0.0))[0 if column == "seconds" else 1]
 
     tensor_parallel = total("generation", "generate", "comm_s") + total("generation", "unfinished", "comm_s")
     pauses = total("generation", "prefill") + total("generation", "sync") + total("generation", "switch")
@@ -332,12 +351,12 @@ def _with_idle(generation: GenerationTime, training: TrainingTime, devices: Devi
     )
 
 
-def _device_hours(device_seconds: float, *, steps: int, trained: float) -> DeviceHours:
+def device_hours(device_seconds: float, *, steps: int, trained: float) -> DeviceHours:
     total = device_seconds / SECONDS_PER_HOUR
     return DeviceHours(total=total, per_step=_ratio(total, steps), per_1k_samples=_ratio(1000.0 * total, trained))
 
 
-def _trained_samples(events: pd.DataFrame) -> pd.DataFrame:
+def trained_samples(events: pd.DataFrame) -> pd.DataFrame:
     """One row per trained rollout: staleness (oldest version) and token-mean staleness."""
     import pandas as pd
 
@@ -376,7 +395,7 @@ def _one_piece_each(groups: np.ndarray, samples: np.ndarray) -> bool:
     return bool((key[1:] > key[:-1]).all())
 
 
-def _busy_seconds(events: pd.DataFrame, role: str) -> float:
+def role_busy_seconds(events: pd.DataFrame, role: str) -> float:
     """Seconds each worker of ``role`` had any span open, added over workers in the order they first appear."""
     import pandas as pd
 
@@ -388,6 +407,28 @@ def _busy_seconds(events: pd.DataFrame, role: str) -> float:
 def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...]) -> float:
     spans = events.loc[events["kind"].isin(kinds), ["start", "end"]]
     return float((spans["end"] - spans["start"]).sum())
+
+
+def histogram_percentiles(histogram: dict[int, int]) -> dict[str, float]:
+    """``_percentiles`` of the values a histogram counts (``{value: count}``, values ascending), without
+    writing each value out (a run trains millions of rollouts), to the bit: np.percentile's linear rule,
+    its arithmetic step by step (virtual rank n·q + (1 − q) − 1, then a + (b − a)·γ, from b where γ ≥ ½)."""
+    values, counts = np.asarray(list(histogram), dtype=np.float64), np.asarray(list(histogram.values()))
+    total = int(counts.sum())
+    if total == 0:
+        return {"p50": 0.0, "p95": 0.0}
+    last_rank = np.cumsum(counts) - 1  # the rank of each value's last copy
+    figures = {}
+    for name, q in (("p50", 50), ("p95", 95)):
+        quantile = q / 100
+        virtual = total * quantile + (1 + quantile * (1 - 1 - 1)) - 1
+        below = float(np.floor(virtual))
+        gamma = virtual - below
+        low = values[np.searchsorted(last_rank, min(max(below, 0), total - 1))]
+        high = values[np.searchsorted(last_rank, min(max(below + 1, 0), total - 1))]
+        step = high - low
+        figures[name] = float(high - step * (1 - gamma) if gamma >= 0.5 else low + step * gamma)
+    return figures
 
 
 def _percentiles(values: np.ndarray) -> dict[str, float]:

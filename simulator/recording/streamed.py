@@ -1,0 +1,236 @@
+"""A simulated run's record written in pieces: the event table as Parquet row groups, its summary added up
+piece by piece, so a long run's record is never in memory whole.
+
+    Simulation (has run) ─► EventRows ─► groups(lo, hi), CHUNK_ROLLOUTS at a time ─┬─► ParquetWriter ─► events.parquet
+                                                                                  └─► Sums: trained, tokens,
+                                                                                      staleness, seconds by kind
+                         ─► busy spans: one per group (its samples start together), prefills, loads, switches
+                         ─► others() (loads, switches, steps), failures' rows: the last row group, and added in
+                         ─► RunSummary (summarize's figures) ─► summary.json, last
+
+``scenarios.record.summarize`` computes the same summary from a whole table (``tests/test_streamed.py``
+holds the two together); what it adds per row, ``Sums`` adds per piece. The engines' busy seconds need
+every span of an engine at once; a group's rollouts all start with the group and its pieces (with in-flight
+updates) follow one another, so the union of a group's spans is one span from its start to its last end:
+one span a group, not one a row. Memory: the packed rollouts (``simulator.rollouts``, 15 bytes a
+rollout), a piece's rows, and the per-group busy spans (``benchmarks/simulator_memory.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...scenarios.files.textfile import dumps
+from ...scenarios.files.writing import write_text, written
+from ...scenarios.record.busy import busy_seconds
+from ...scenarios.record.record import EVENTS_FILE, SCENARIO_FILE
+from ...scenarios.record.run_summary import SUMMARY_FILE, RunSummary
+from ...scenarios.record.summarize import (
+    ROLLOUT_KINDS,
+    DevicePools,
+    KindTotals,
+    Labels,
+    Tally,
+    add_totals,
+    breakdown_of,
+    device_hours,
+    restarts_of,
+    role_busy_seconds,
+    seconds_by_kind,
+    summary_of,
+    trained_samples,
+)
+from ...scenarios.spec.loading import dump_scenario
+from .event_rows import EventRows, as_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ...scenarios.spec.scenario import Scenario
+    from ..costs import CostModel
+    from ..failures import LostSpan
+    from ..packed import Columns
+    from ..simulation import Simulation, StepCallback
+    from .spans import Spans
+
+CHUNK_ROLLOUTS = 1 << 14  # rollouts a row group holds (a few MB of rows while it is built)
+
+
+@dataclass
+class Sums:
+    """What the summary adds over the rows, for the rows seen so far."""
+
+    trained: int = 0
+    tokens: int = 0
+    staleness: dict[int, float] = field(default_factory=dict)
+    token_staleness: float = 0.0
+    rollout_s: float = 0.0
+    dropped: int = 0
+    finished: int = 0  # rollouts with a generate row
+    in_flight: int = 0  # with an unfinished row
+    by_kind: KindTotals = field(default_factory=dict)
+
+    def add(self, rows: pd.DataFrame) -> None:
+        """Rows of the event table, cut at the run's end; a rollout's rows all in one call."""
+        per_sample = trained_samples(rows)
+        self.trained += len(per_sample)
+        self.tokens += int(per_sample["tokens"].sum())
+        for key, count in per_sample["staleness"].value_counts().items():
+            self.staleness[int(key)] = self.staleness.get(int(key), 0.0) + float(count)
+        self.token_staleness += float((per_sample["token_staleness"] * per_sample["tokens"]).sum())
+        kinds = rows["kind"]
+        spans = rows.loc[kinds.isin(ROLLOUT_KINDS)]
+        self.rollout_s += float((spans["end"] - spans["start"]).sum())
+        self.dropped += int((kinds == "drop").sum())
+        self.finished += len(rows.loc[kinds == "generate", ["group", "sample"]].drop_duplicates())
+        self.in_flight += len(rows.loc[kinds == "unfinished", ["group", "sample"]].drop_duplicates())
+        add_totals(self.by_kind, seconds_by_kind(rows))
+
+
+def write_streamed(sim: Simulation, out: Path) -> RunSummary:
+    """Write the run directory ``out`` of ``sim`` (which has run): scenario.yaml, events.parquet in row groups,
+    summary.json last; the summary written."""
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SUMMARY_FILE).unlink(missing_ok=True)
+    write_text(out / SCENARIO_FILE, dump_scenario(sim.scenario.resolved()))
+    rows = _event_rows(sim)
+    wall = max((span.end for span in sim.recorder.trains), default=0.0)
+    per_part = max(1, CHUNK_ROLLOUTS // rows.size)
+    sums, spans, schema = Sums(), BusySpans(), _schema()
+    with written(out / EVENTS_FILE) as temporary, pq.ParquetWriter(temporary, schema) as writer:
+        for piece in rows.pieces:
+            for part in piece.parts(per_part):
+                sums.add(_write(writer, as_table(rows.groups(part)), wall))
+                spans.add_groups(part.columns, wall)
+        learner: list[pd.DataFrame] = []
+        for frame in [*rows.others(), *_failure_rows(sim)]:
+            for lo in range(0, len(frame), CHUNK_ROLLOUTS):
+                cut = _write(writer, as_table([frame.iloc[lo : lo + CHUNK_ROLLOUTS]]), wall)
+                sums.add(cut)
+                learner.append(cut.loc[(cut["worker"] == "learner") | cut["kind"].isin(("lost", "restart"))])
+    spans.add_others(rows.syncs, rows.switches, sim.failures.log.lost if sim.failures is not None else [], wall)
+    summary = _summary(sim, sums, as_table(learner), spans.busy_seconds(), wall)
+    write_text(out / SUMMARY_FILE, dumps(summary.to_json(), indent=2) + "\n")
+    return summary
+
+
+def _write(writer: object, table: pd.DataFrame, wall: float) -> pd.DataFrame:
+    """Write ``table`` as a row group; the same rows cut at the run's end, for the sums."""
+    import pyarrow as pa
+
+    writer.write_table(pa.Table.from_pandas(table, schema=writer.schema, preserve_index=False))  # type: ignore[attr-defined]
+    return _cut(table, wall)
+
+
+class BusySpans:
+    """The spans that keep engines busy, one per group instead of one per row (module docstring), cut at the
+    run's end, kept in buckets of ``ENGINES_AT_ONCE`` engines; busy seconds are added a bucket at a time."""
+
+    ENGINES_AT_ONCE = 64
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+    def _add(self, workers: np.ndarray, starts: np.ndarray, ends: np.ndarray, wall: float) -> None:
+        bucket = workers // self.ENGINES_AT_ONCE
+        for key in np.unique(bucket).tolist():
+            mine = bucket == key
+            spans = (workers[mine].astype(np.int32), np.minimum(starts[mine], wall), np.minimum(ends[mine], wall))
+            self.buckets.setdefault(key, []).append(spans)
+
+    def add_groups(self, columns: Columns, wall: float) -> None:
+        """A group: its start to its last rollout's end (NaN, the run's end, for one still running); its prefill."""
+        size = len(columns.end) // max(1, columns.groups)
+        group_end = columns.end.reshape(-1, size).max(axis=1) if columns.groups else np.zeros(0)
+        group_end[np.isnan(group_end)] = wall
+        self._add(columns.engine, columns.start, group_end, wall)
+        self._add(columns.engine, columns.prefill_start, columns.prefill_end, wall)
+
+    def add_others(self, syncs: Spans, switches: Spans, lost: list[LostSpan], wall: float) -> None:
+        """Weight loads, engines' phase switches and the rollouts lost with their engines."""
+        self._add(syncs.engine, syncs.start, syncs.end, wall)
+        on_engines = switches.engine >= 0
+        self._add(switches.engine[on_engines], switches.start[on_engines], switches.end[on_engines], wall)
+        self._add(
+            np.asarray([span.engine for span in lost], dtype=np.int64),
+            np.asarray([span.start for span in lost], dtype=np.float64),
+            np.asarray([span.end for span in lost], dtype=np.float64),
+            wall,
+        )
+
+    def busy_seconds(self) -> float:
+        """Added over engines, in engine order (each bucket's spans released once counted)."""
+        total = 0.0
+        for key in sorted(self.buckets):
+            workers, starts, ends = (np.concatenate(parts) for parts in zip(*self.buckets.pop(key), strict=True))
+            total += busy_seconds(workers, starts, ends)
+        return total
+
+
+def _event_rows(sim: Simulation) -> EventRows:
+    engines = sim.engines
+    progress, loads = [engine.progress for engine in engines], [engine.loads for engine in engines]
+    return sim.recorder.event_rows(progress, loads, sim.env.now, sim.costs.tensor_parallel())
+
+
+def _failure_rows(sim: Simulation) -> list[pd.DataFrame]:
+    return [] if sim.failures is None else [sim.failures.log.rows()]
+
+
+def _schema() -> object:
+    import pyarrow as pa
+
+    return pa.Schema.from_pandas(as_table([]), preserve_index=False)
+
+
+def _cut(events: pd.DataFrame, wall: float) -> pd.DataFrame:
+    """Spans cut at the run's end, as ``summarize`` cuts them."""
+    return events.assign(start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall))
+
+
+def _summary(sim: Simulation, sums: Sums, learner: pd.DataFrame, generation_busy: float, wall: float) -> RunSummary:
+    """``learner``: the learner's rows (steps, switches), and the failures' (lost, restart), cut at ``wall``."""
+    scenario = sim.scenario
+    train = learner.loc[learner["kind"] == "train", ["step", "end"]].sort_values("step")
+    figures = Tally(
+        steps=len(train),
+        wall_s=wall,
+        step_times=np.diff(np.concatenate([[0.0], train["end"].to_numpy()])),
+        trained=float(sums.trained),
+        tokens=float(sums.tokens),
+        staleness=dict(sorted(sums.staleness.items())),
+        token_staleness=sums.token_staleness,
+        generation_busy_s=generation_busy,
+        training_busy_s=role_busy_seconds(learner, "training"),
+        rollout_s=sums.rollout_s,
+        sync_s=sums.by_kind.get(("generation", "sync"), (0.0, 0.0))[0],
+        dropped=float(sums.dropped),
+    )
+    devices = DevicePools.of(scenario.cluster)
+    fields: dict[str, object] = {
+        "breakdown": breakdown_of(sums.by_kind, devices, wall, generation_busy),
+        "device_hours": device_hours(devices.total * wall, steps=figures.steps, trained=figures.trained),
+    }
+    restarts = restarts_of(learner)
+    if restarts is not None:
+        fields["restarts"] = restarts
+    labels = Labels("simulator", scenario.name, scenario.cluster.engines, scenario.engine_concurrency)
+    queued = sums.finished - sums.trained - sums.dropped
+    return summary_of(figures, labels, queued=queued, in_flight=sums.in_flight, **fields)
+
+
+def simulate_to(
+    scenario: Scenario, out: Path, on_step: StepCallback | None = None, costs: CostModel | None = None
+) -> RunSummary:
+    """Simulate ``scenario`` and write its run directory ``out`` in pieces; its summary."""
+    from ..simulation import Simulation
+
+    sim = Simulation(scenario, costs)
+    sim.run(on_step)
+    return write_streamed(sim, out)
