@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..scenarios.record.outputs import run_directory
 from ..scenarios.record.record import RunRecord, read_events
-from ..scenarios.record.run_summary import RunSummary
+from ..scenarios.record.run_summary import SUMMARY_FILE, RunSummary
 from ..scenarios.spec.scenario import Scenario
 from .costs import CostModel
 from .recording.streamed import simulate_to
@@ -41,4 +41,5 @@ class Simulator:
     def write(self, scenario: Scenario, out: Path) -> RunSummary:
         """Simulate ``scenario`` into the run directory ``out``, its record never whole in memory; its summary."""
         with run_directory(out, force=self.force):
+            (out / SUMMARY_FILE).unlink(missing_ok=True)  # an old summary must not outlive a run that fails
             return simulate_to(scenario, out, self.on_step, self.costs)

@@ -111,7 +111,7 @@ def test_a_failed_run_leaves_no_old_summary_behind(tmp_path: Path, capsys, monke
     def broken(*args, **kwargs):
         raise RuntimeError("the simulation broke")
 
-    monkeypatch.setattr("asyncrl.simulator.backend.simulate", broken)
+    monkeypatch.setattr("asyncrl.simulator.backend.simulate_to", broken)
     status, err = simulate(capsys, out)
     assert status == 1 and "RuntimeError: the simulation broke" in one_error(err)
     assert not (out / "summary.json").exists()  # the old summary no longer claims a complete run

@@ -9,7 +9,7 @@ its commands in order, and every command's output must equal the block's:
 * ``asyncrl ...`` runs in process (``asyncrl.cli.main``), ``python ...`` as a subprocess, ``head -1 F``
   reads the first line of F;
 * normalised are only what legitimately varies: trailing whitespace, the temporary directory in paths,
-  timing figures (``in 0.4 s``), and the memory this machine has free (``--steps 100000``'s refusal);
+  timing figures (``in 0.4 s``), and the memory this machine has free (``--steps 10000000``'s refusal);
 * a line ``...`` (or ``…``) in a block elides lines: what is around it must match, in order;
 * an input a command reads that no earlier command of its block writes is made first, by the command
   the docs say makes it (``PREREQUISITES``), and files the docs show but do not say how they came about
