@@ -106,8 +106,7 @@ class Engine:
         self._decode_step = costs.decode_step_table(self._capacity)
         table = self._decode_step
         self._step_terms = (table.first, table.first_per_context, table.second, table.second_per_context)
-        # What the loops read and write of every live rollout: the same lists for the whole run, indexed from
-        # ``rollouts.base`` (groups) and ``rollouts.sample_base`` (samples), which grow as settled groups are packed.
+        # What the loops read and write of every live rollout, from ``rollouts.base`` / ``sample_base`` on (``Rollouts``).
         self._lists = (rollouts.end, rollouts.remaining, rollouts.prompt, rollouts.join)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
         self.sync_s, self.switch_s = costs.weight_sync(index), costs.switch_to_generation()  # each load's (s)
@@ -229,8 +228,7 @@ class Engine:
         The inner loop is the one every simulated rollout passes through, so it
         keeps what it reads in locals.
         """
-        env, heap, listener, rollouts = self.env, self.in_flight, self.listener, self.rollouts
-        size = self._group_size
+        env, heap, listener, rollouts, size = self.env, self.in_flight, self.listener, self.rollouts, self._group_size
         ends, remaining, prompts, joins = self._lists
         heappop, timeout = heapq.heappop, env.timeout
         if self.wake is not None:  # started by its first work: the wake that work gave it

@@ -88,7 +88,7 @@ class Packed:
         self.groups += columns.groups
 
     def columns(self) -> Columns:
-        """Every group as one set of columns (a dropped group's step −1)."""
+        """Every group as one set of columns (a dropped group's step −1); the pieces become that one."""
         if len(self.pieces) == 1:
             return self.pieces[0].columns
         if not self.pieces:

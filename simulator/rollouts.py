@@ -1,7 +1,7 @@
 """Every group and sample a simulated run started: the live state engines read and write.
 
     Simulation ──start(group ...)──► Rollouts ◄── engines: finish / un-finish samples
-                                        │  live lists ──archive_settled (after each step)──► Packed
+                                        │  live lists ──pack_settled (after each step)──► Packed
                                         └──► columns() (once, at the end) ──► Recorder.events, summary
 
 Sample ``s`` belongs to group ``s // samples_per_prompt``; ids are handed out in
@@ -68,9 +68,7 @@ def cut_at_loads(join: float, tokens: int, version: int, loads: Sequence[WeightL
     return pieces
 
 
-PACK_AT_LEAST = (
-    1 << 16
-)  # settled samples worth packing: fewer wait (arrays this large go back to the system when freed)
+PACK_AT_LEAST = 1 << 16  # settled samples worth a pack: fewer wait (a large array goes back to the system when freed)
 
 
 class Rollouts:
@@ -83,7 +81,6 @@ class Rollouts:
         self.sample_base = 0  # base * group_size
         self.packed = Packed()
         self._settled = 0  # settled groups at the front of the lists (counted, not packed yet)
-        self._columns: Columns | None = None
         # Per live group.
         self.engine: list[int] = []
         self.start: list[float] = []
@@ -167,7 +164,7 @@ class Rollouts:
         assert group >= self.base, f"group {group} is packed (groups below {self.base} are)"
         return group - self.base
 
-    def archive_settled(self) -> None:
+    def pack_settled(self) -> None:
         """Pack the settled groups at the front of the lists (finished, and trained or dropped), once
         there are ``PACK_AT_LEAST`` samples of them."""
         settled, remaining, step = self._settled, self.remaining, self.step
@@ -201,10 +198,8 @@ class Rollouts:
         self._settled = 0
 
     def columns(self) -> Columns:
-        """Every group and sample, as arrays (after ``close``; made once, kept)."""
-        if self._columns is None:
-            self._columns = self.packed.columns()
-        return self._columns
+        """Every group and sample, as arrays (after ``close``)."""
+        return self.packed.columns()
 
     def pieces(self) -> list[PackedGroups]:
         """The groups as packed, piece by piece (after ``close``): for a record written in pieces."""

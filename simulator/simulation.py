@@ -276,7 +276,7 @@ class Simulation:
             self.dispatch()
             if on_step is not None:
                 on_step(step, env.now)
-            self.rollouts.archive_settled()  # the groups this step settled are read no more
+            self.rollouts.pack_settled()  # the groups this step settled are read no more
             step += 1
         self.done.succeed()
 

@@ -42,13 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..spec.scenario import ClusterSpec
+from .breakdown import DevicePools, KindTotals, breakdown_of, device_hours, ratio, seconds_by_kind
 from .busy import busy_seconds
 from .run_summary import (
-    Breakdown,
-    DeviceCounts,
-    DeviceHours,
-    GenerationTime,
     Idle,
     Restarts,
     RunSummary,
@@ -56,7 +52,6 @@ from .run_summary import (
     Staleness,
     StepTime,
     Throughput,
-    TrainingTime,
     Utilization,
 )
 
@@ -81,25 +76,6 @@ BUSY_KINDS = {
     "training": ("train", "switch"),
 }
 ROLLOUT_KINDS = ("generate", "unfinished", "lost")  # spans that held an engine's slot
-SECONDS_PER_HOUR = 3600.0
-
-
-@dataclass(frozen=True)
-class DevicePools:
-    """How many devices each role holds; colocated pools are the same devices."""
-
-    generation: int
-    devices_per_engine: int
-    training: int
-    colocated: bool
-
-    @classmethod
-    def of(cls, cluster: ClusterSpec) -> DevicePools:
-        return cls(cluster.generation_devices, cluster.devices_per_engine, cluster.training_devices, cluster.colocated)
-
-    @property
-    def total(self) -> int:
-        return self.generation if self.colocated else self.generation + self.training
 
 
 def event_row(
@@ -179,25 +155,25 @@ def summary_of(figures: Tally, labels: Labels, *, queued: int, in_flight: int, *
         scenario=labels.scenario,
         steps=figures.steps,
         wall_time_s=wall,
-        step_time_s=StepTime(mean=_ratio(wall, figures.steps), **_percentiles(figures.step_times)),
-        throughput=Throughput(samples_per_s=_ratio(figures.trained, wall), tokens_per_s=_ratio(figures.tokens, wall)),
+        step_time_s=StepTime(mean=ratio(wall, figures.steps), **_percentiles(figures.step_times)),
+        throughput=Throughput(samples_per_s=ratio(figures.trained, wall), tokens_per_s=ratio(figures.tokens, wall)),
         staleness=Staleness(
-            mean=_ratio(sum(key * count for key, count in figures.staleness.items()), figures.trained),
+            mean=ratio(sum(key * count for key, count in figures.staleness.items()), figures.trained),
             **histogram_percentiles(histogram),
             max=max(histogram, default=0),
-            token_mean=_ratio(figures.token_staleness, figures.tokens),
+            token_mean=ratio(figures.token_staleness, figures.tokens),
             histogram={str(key): count for key, count in histogram.items()},
         ),
         utilization=Utilization(
-            generation=_ratio(figures.generation_busy_s, engines * wall),
-            training=_ratio(figures.training_busy_s, wall),
-            generation_slots=_ratio(figures.rollout_s, engines * labels.concurrency * wall),
+            generation=ratio(figures.generation_busy_s, engines * wall),
+            training=ratio(figures.training_busy_s, wall),
+            generation_slots=ratio(figures.rollout_s, engines * labels.concurrency * wall),
         ),
         idle=Idle(
-            generation=1.0 - _ratio(figures.generation_busy_s, engines * wall),
-            training=1.0 - _ratio(figures.training_busy_s, wall),
+            generation=1.0 - ratio(figures.generation_busy_s, engines * wall),
+            training=1.0 - ratio(figures.training_busy_s, wall),
         ),
-        weight_sync_s=_ratio(figures.sync_s, engines),
+        weight_sync_s=ratio(figures.sync_s, engines),
         samples=SampleCounts(
             generated=trained + queued + in_flight + dropped,
             trained=trained,
@@ -226,39 +202,77 @@ def summarize(
     events = events.assign(start=events["start"].clip(upper=wall), end=events["end"].clip(upper=wall))
     if "comm_s" not in events:  # a record from before the column existed
         events = events.assign(comm_s=0.0)
-    figures = _tally(events, train, wall)
-    fields: dict[str, Any] = {}
-    if devices is not None:
-        fields["breakdown"] = _breakdown(events, devices, wall, figures.generation_busy_s)
-        fields["device_hours"] = device_hours(devices.total * wall, steps=figures.steps, trained=figures.trained)
-    restarts = restarts_of(events)
-    if restarts is not None:
-        fields["restarts"] = restarts
-    kinds = events["kind"]
-    finished = len(events.loc[kinds == "generate", ["group", "sample"]].drop_duplicates())
-    in_flight = len(events.loc[kinds == "unfinished", ["group", "sample"]].drop_duplicates())
-    queued = finished - round(figures.trained) - round(figures.dropped)
-    return summary_of(figures, labels, queued=queued, in_flight=in_flight, **fields)
+    sums = Sums()
+    sums.add(events)
+    busy = (role_busy_seconds(events, "generation"), role_busy_seconds(events, "training"))
+    return sums.summary(labels, train, busy, wall, devices, restarts_of(events))
 
 
-def _tally(events: pd.DataFrame, train: pd.DataFrame, wall: float) -> Tally:
-    """The sums of a whole run, from events already cut at ``wall``."""
-    per_sample = trained_samples(events)
-    syncs = events.loc[events["kind"] == "sync", ["start", "end"]]
-    return Tally(
-        steps=len(train),
-        wall_s=wall,
-        step_times=np.diff(np.concatenate([[0.0], train["end"].to_numpy()])),
-        trained=float(len(per_sample)),
-        tokens=float(per_sample["tokens"].sum()),
-        staleness={int(k): float(v) for k, v in per_sample["staleness"].value_counts().sort_index().items()},
-        token_staleness=float((per_sample["token_staleness"] * per_sample["tokens"]).sum()),
-        generation_busy_s=role_busy_seconds(events, "generation"),
-        training_busy_s=role_busy_seconds(events, "training"),
-        rollout_s=_span_seconds(events, ROLLOUT_KINDS),
-        sync_s=float((syncs["end"] - syncs["start"]).sum()),
-        dropped=float((events["kind"] == "drop").sum()),
-    )
+@dataclass
+class Sums:
+    """What the summary adds over the rows, for the rows seen so far."""
+
+    trained: int = 0
+    tokens: int = 0
+    staleness: dict[int, float] = field(default_factory=dict)
+    token_staleness: float = 0.0
+    rollout_s: float = 0.0
+    dropped: int = 0
+    finished: int = 0  # rollouts with a generate row
+    in_flight: int = 0  # with an unfinished row
+    by_kind: KindTotals = field(default_factory=dict)
+
+    def add(self, rows: pd.DataFrame) -> None:
+        """Rows of the event table, cut at the run's end; all the rows of a rollout in one call."""
+        per_sample = trained_samples(rows)
+        self.trained += len(per_sample)
+        self.tokens += int(per_sample["tokens"].sum())
+        for key, count in per_sample["staleness"].value_counts().items():
+            self.staleness[int(key)] = self.staleness.get(int(key), 0.0) + float(count)
+        self.token_staleness += float((per_sample["token_staleness"] * per_sample["tokens"]).sum())
+        kinds = rows["kind"]
+        spans = rows.loc[kinds.isin(ROLLOUT_KINDS)]
+        self.rollout_s += float((spans["end"] - spans["start"]).sum())
+        self.dropped += int((kinds == "drop").sum())
+        self.finished += len(rows.loc[kinds == "generate", ["group", "sample"]].drop_duplicates())
+        self.in_flight += len(rows.loc[kinds == "unfinished", ["group", "sample"]].drop_duplicates())
+        for key, (seconds, comm) in seconds_by_kind(rows).items():
+            had = self.by_kind.get(key, (0.0, 0.0))
+            self.by_kind[key] = (had[0] + seconds, had[1] + comm)
+
+    def summary(
+        self,
+        labels: Labels,
+        train: pd.DataFrame,
+        busy: tuple[float, float],
+        wall: float,
+        devices: DevicePools | None,
+        restarts: Restarts | None,
+    ) -> RunSummary:
+        """The summary of a run whose rows have all been added: ``train`` its steps' rows (step, end) in step
+        order, ``busy`` the generation and training busy seconds; the breakdown and device-hours need ``devices``."""
+        figures = Tally(
+            steps=len(train),
+            wall_s=wall,
+            step_times=np.diff(np.concatenate([[0.0], train["end"].to_numpy()])),
+            trained=float(self.trained),
+            tokens=float(self.tokens),
+            staleness=dict(sorted(self.staleness.items())),
+            token_staleness=self.token_staleness,
+            generation_busy_s=busy[0],
+            training_busy_s=busy[1],
+            rollout_s=self.rollout_s,
+            sync_s=self.by_kind.get(("generation", "sync"), (0.0, 0.0))[0],
+            dropped=float(self.dropped),
+        )
+        fields: dict[str, Any] = {}
+        if devices is not None:
+            fields["breakdown"] = breakdown_of(self.by_kind, devices, wall, busy[0])
+            fields["device_hours"] = device_hours(devices.total * wall, steps=figures.steps, trained=figures.trained)
+        if restarts is not None:
+            fields["restarts"] = restarts
+        queued = self.finished - self.trained - self.dropped
+        return summary_of(figures, labels, queued=queued, in_flight=self.in_flight, **fields)
 
 
 def restarts_of(events: pd.DataFrame) -> Restarts | None:
@@ -273,87 +287,6 @@ def restarts_of(events: pd.DataFrame) -> Restarts | None:
         regenerated_samples=int((events["kind"] == "lost").sum()),
         down_s=float((restarts["end"] - restarts["start"]).sum()),
     )
-
-
-def _breakdown(events: pd.DataFrame, devices: DevicePools, wall: float, generation_busy: float) -> Breakdown:
-    """Device-seconds per role and category, from events already cut at ``wall`` (see the module docstring);
-    ``generation_busy`` is the engines' busy seconds, added over engines."""
-    return breakdown_of(seconds_by_kind(events), devices, wall, generation_busy)
-
-
-KindTotals = dict[tuple[str, str], tuple[float, float]]  # (role, kind) → (span seconds, comm_s), added over rows
-
-
-def seconds_by_kind(events: pd.DataFrame) -> KindTotals:
-    """The seconds and ``comm_s`` of the rows of each (role, kind)."""
-    import pandas as pd
-
-    totals = pd.DataFrame(
-        {
-            "role": events["role"],
-            "kind": events["kind"],
-            "seconds": events["end"] - events["start"],
-            "comm_s": events["comm_s"].fillna(0.0),
-        }
-    )
-    by_kind = totals.groupby(["role", "kind"], observed=True)[["seconds", "comm_s"]].sum()
-    return {key: (float(row["seconds"]), float(row["comm_s"])) for key, row in by_kind.iterrows()}
-
-
-def add_totals(into: KindTotals, more: KindTotals) -> None:
-    for key, (seconds, comm) in more.items():
-        had = into.get(key, (0.0, 0.0))
-        into[key] = (had[0] + seconds, had[1] + comm)
-
-
-def breakdown_of(by_kind: KindTotals, devices: DevicePools, wall: float, generation_busy: float) -> Breakdown:
-    """The breakdown from each (role, kind)'s seconds (``seconds_by_kind``) and the engines' busy seconds."""
-    tp, trainers = devices.devices_per_engine, devices.training
-
-    def total(role: str, kind: str, column: str = "seconds") -> float:
-        return by_kind.get((role, kind), (0.0, 0.0))[0 if column == "seconds" else 1]
-
-    tensor_parallel = total("generation", "generate", "comm_s") + total("generation", "unfinished", "comm_s")
-    pauses = total("generation", "prefill") + total("generation", "sync") + total("generation", "switch")
-    communication = total("training", "train", "comm_s")
-    generation = GenerationTime(
-        decode=max(0.0, generation_busy - pauses - tensor_parallel) * tp,
-        prefill=total("generation", "prefill") * tp,
-        weight_sync=total("generation", "sync") * tp,
-        phase_switch=total("generation", "switch") * tp,
-        tensor_parallel=tensor_parallel * tp,
-        idle=0.0,
-    )
-    training = TrainingTime(
-        compute=(total("training", "train") - communication) * trainers,
-        communication=communication * trainers,
-        phase_switch=total("training", "switch") * trainers,
-        idle=0.0,
-    )
-    return _with_idle(generation, training, devices, wall)
-
-
-def _with_idle(generation: GenerationTime, training: TrainingTime, devices: DevicePools, wall: float) -> Breakdown:
-    """Idle device-seconds: what each pool's categories leave of its devices × wall (colocated: of one pool)."""
-    generation_busy = sum(generation.model_dump().values())
-    training_busy = sum(training.model_dump().values())
-    if devices.colocated:
-        generation_idle = devices.total * wall - generation_busy - training_busy
-        training_idle = 0.0
-    else:
-        generation_idle = devices.generation * wall - generation_busy
-        training_idle = devices.training * wall - training_busy
-    counts = DeviceCounts(generation=devices.generation, training=devices.training, total=devices.total)
-    return Breakdown(
-        devices=counts,
-        generation=generation.model_copy(update={"idle": max(0.0, generation_idle)}),
-        training=training.model_copy(update={"idle": max(0.0, training_idle)}),
-    )
-
-
-def device_hours(device_seconds: float, *, steps: int, trained: float) -> DeviceHours:
-    total = device_seconds / SECONDS_PER_HOUR
-    return DeviceHours(total=total, per_step=_ratio(total, steps), per_1k_samples=_ratio(1000.0 * total, trained))
 
 
 def trained_samples(events: pd.DataFrame) -> pd.DataFrame:
@@ -404,11 +337,6 @@ def role_busy_seconds(events: pd.DataFrame, role: str) -> float:
     return busy_seconds(workers, spans["start"].to_numpy(dtype=np.float64), spans["end"].to_numpy(dtype=np.float64))
 
 
-def _span_seconds(events: pd.DataFrame, kinds: tuple[str, ...]) -> float:
-    spans = events.loc[events["kind"].isin(kinds), ["start", "end"]]
-    return float((spans["end"] - spans["start"]).sum())
-
-
 def histogram_percentiles(histogram: dict[int, int]) -> dict[str, float]:
     """``_percentiles`` of the values a histogram counts (``{value: count}``, values ascending), without
     writing each value out (a run trains millions of rollouts), to the bit: np.percentile's linear rule,
@@ -435,7 +363,3 @@ def _percentiles(values: np.ndarray) -> dict[str, float]:
     if len(values) == 0:
         return {"p50": 0.0, "p95": 0.0}
     return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95))}
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return float(numerator / denominator) if denominator > 0 else 0.0

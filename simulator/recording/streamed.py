@@ -8,8 +8,8 @@ piece by piece, so a long run's record is never in memory whole.
                          ─► others() (loads, switches, steps), failures' rows: the last row group, and added in
                          ─► RunSummary (summarize's figures) ─► summary.json, last
 
-``scenarios.record.summarize`` computes the same summary from a whole table (``tests/test_streamed.py``
-holds the two together); what it adds per row, ``Sums`` adds per piece. The engines' busy seconds need
+``scenarios.record.summarize`` computes the same summary from a whole table with the same ``Sums``
+(``tests/test_streamed.py`` holds the two together), adding it all at once. The engines' busy seconds need
 every span of an engine at once; a group's rollouts all start with the group and its pieces (with in-flight
 updates) follow one another, so the union of a group's spans is one span from its start to its last end:
 one span a group, not one a row. Memory: the packed rollouts (``simulator.rollouts``, 15 bytes a
@@ -18,7 +18,6 @@ rollout), a piece's rows, and the per-group busy spans (``benchmarks/simulator_m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,21 +28,7 @@ from ...scenarios.files.writing import write_text, written
 from ...scenarios.record.busy import busy_seconds
 from ...scenarios.record.record import EVENTS_FILE, SCENARIO_FILE
 from ...scenarios.record.run_summary import SUMMARY_FILE, RunSummary
-from ...scenarios.record.summarize import (
-    ROLLOUT_KINDS,
-    DevicePools,
-    KindTotals,
-    Labels,
-    Tally,
-    add_totals,
-    breakdown_of,
-    device_hours,
-    restarts_of,
-    role_busy_seconds,
-    seconds_by_kind,
-    summary_of,
-    trained_samples,
-)
+from ...scenarios.record.summarize import DevicePools, Labels, Sums, restarts_of, role_busy_seconds
 from ...scenarios.spec.loading import dump_scenario
 from .event_rows import EventRows, as_table
 
@@ -58,37 +43,6 @@ if TYPE_CHECKING:
     from .spans import Spans
 
 CHUNK_ROLLOUTS = 1 << 14  # rollouts a row group holds (a few MB of rows while it is built)
-
-
-@dataclass
-class Sums:
-    """What the summary adds over the rows, for the rows seen so far."""
-
-    trained: int = 0
-    tokens: int = 0
-    staleness: dict[int, float] = field(default_factory=dict)
-    token_staleness: float = 0.0
-    rollout_s: float = 0.0
-    dropped: int = 0
-    finished: int = 0  # rollouts with a generate row
-    in_flight: int = 0  # with an unfinished row
-    by_kind: KindTotals = field(default_factory=dict)
-
-    def add(self, rows: pd.DataFrame) -> None:
-        """Rows of the event table, cut at the run's end; a rollout's rows all in one call."""
-        per_sample = trained_samples(rows)
-        self.trained += len(per_sample)
-        self.tokens += int(per_sample["tokens"].sum())
-        for key, count in per_sample["staleness"].value_counts().items():
-            self.staleness[int(key)] = self.staleness.get(int(key), 0.0) + float(count)
-        self.token_staleness += float((per_sample["token_staleness"] * per_sample["tokens"]).sum())
-        kinds = rows["kind"]
-        spans = rows.loc[kinds.isin(ROLLOUT_KINDS)]
-        self.rollout_s += float((spans["end"] - spans["start"]).sum())
-        self.dropped += int((kinds == "drop").sum())
-        self.finished += len(rows.loc[kinds == "generate", ["group", "sample"]].drop_duplicates())
-        self.in_flight += len(rows.loc[kinds == "unfinished", ["group", "sample"]].drop_duplicates())
-        add_totals(self.by_kind, seconds_by_kind(rows))
 
 
 def write_streamed(sim: Simulation, out: Path) -> RunSummary:
@@ -197,32 +151,10 @@ def _cut(events: pd.DataFrame, wall: float) -> pd.DataFrame:
 def _summary(sim: Simulation, sums: Sums, learner: pd.DataFrame, generation_busy: float, wall: float) -> RunSummary:
     """``learner``: the learner's rows (steps, switches), and the failures' (lost, restart), cut at ``wall``."""
     scenario = sim.scenario
-    train = learner.loc[learner["kind"] == "train", ["step", "end"]].sort_values("step")
-    figures = Tally(
-        steps=len(train),
-        wall_s=wall,
-        step_times=np.diff(np.concatenate([[0.0], train["end"].to_numpy()])),
-        trained=float(sums.trained),
-        tokens=float(sums.tokens),
-        staleness=dict(sorted(sums.staleness.items())),
-        token_staleness=sums.token_staleness,
-        generation_busy_s=generation_busy,
-        training_busy_s=role_busy_seconds(learner, "training"),
-        rollout_s=sums.rollout_s,
-        sync_s=sums.by_kind.get(("generation", "sync"), (0.0, 0.0))[0],
-        dropped=float(sums.dropped),
-    )
-    devices = DevicePools.of(scenario.cluster)
-    fields: dict[str, object] = {
-        "breakdown": breakdown_of(sums.by_kind, devices, wall, generation_busy),
-        "device_hours": device_hours(devices.total * wall, steps=figures.steps, trained=figures.trained),
-    }
-    restarts = restarts_of(learner)
-    if restarts is not None:
-        fields["restarts"] = restarts
     labels = Labels("simulator", scenario.name, scenario.cluster.engines, scenario.engine_concurrency)
-    queued = sums.finished - sums.trained - sums.dropped
-    return summary_of(figures, labels, queued=queued, in_flight=sums.in_flight, **fields)
+    train = learner.loc[learner["kind"] == "train", ["step", "end"]].sort_values("step")
+    busy = (generation_busy, role_busy_seconds(learner, "training"))
+    return sums.summary(labels, train, busy, wall, DevicePools.of(scenario.cluster), restarts_of(learner))
 
 
 def simulate_to(
