@@ -69,3 +69,17 @@ def test_from_verl_counts_dumps_with_the_models_tokenizer(tmp_path: Path, capsys
     empty.mkdir()
     assert main([*args, "--device", "h100", "--lengths", str(empty), "--out", str(out), "--force"]) == 2
     assert "holds no .jsonl files" in capsys.readouterr().err
+
+
+def test_from_verl_fits_the_groups_correlation_from_the_dumps(tmp_path: Path, capsys) -> None:
+    """48 prompts of 4 responses in two steps: the scenario takes the fitted group_correlation and says whence."""
+    from tests.test_group_lengths import write_grouped_dumps
+
+    dumps = write_grouped_dumps(tmp_path / "rollouts", 0.7)
+    model = save_word_tokenizer(tmp_path / "Qwen2.5-7B-Instruct", ("w",))
+    out = tmp_path / "plans" / "gsm8k.yaml"
+    args = ["from-verl", "tests/data/verl_ppo_trainer.yaml", f"actor_rollout_ref.model.path={model}"]
+    assert main([*args, "--preset", "qwen2.5-7b", "--device", "h100", "--lengths", str(dumps), "--out", str(out)]) == 0
+    correlation = load_scenario(out).workload.group_correlation
+    assert 0.55 < correlation < 0.85
+    assert "workload.group_correlation" in capsys.readouterr().out

@@ -92,7 +92,14 @@ def _lengths_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_lengths(args: argparse.Namespace) -> int:
-    from asyncrl.analysis.fits.lengths import fit_all, lengths_lines, lengths_report, read_lengths, write_lengths
+    from asyncrl.analysis.fits.lengths import (
+        fit_all,
+        fit_group_correlation,
+        lengths_lines,
+        lengths_report,
+        read_lengths,
+        write_lengths,
+    )
 
     from asyncrl.frameworks.common.metrics_log import is_metrics_log
 
@@ -114,7 +121,9 @@ def run_lengths(args: argparse.Namespace) -> int:
     fits = fit_all(lengths.values, args.max_tokens)
     out = output_directory(args.out or default_run_dir(f"lengths-{args.file.stem}"), force=args.force or not args.out)
     lengths_file = write_lengths(lengths.values, out / "lengths.txt")
-    report = lengths_report(lengths, fits, lengths_file)
+    groups = lengths.groups
+    correlation = fit_group_correlation(lengths.values, groups) if groups is not None else None
+    report = lengths_report(lengths, fits, lengths_file, correlation)
     write_text(out / "fits.json", dumps(report, indent=2) + "\n")
     plot = plot_path(None, out / "lengths.png")
     if plot is not None:
@@ -123,7 +132,7 @@ def run_lengths(args: argparse.Namespace) -> int:
         length_histogram(lengths, fits, plot)
     if args.json:
         return print_json(report)
-    print(lengths_lines(lengths, fits, lengths_file, plot))
+    print(lengths_lines(lengths, fits, lengths_file, plot, correlation))
     if args.file.is_dir() and lengths.counted_from_text:
         print(f"note: {RETOKENIZED}")
     return 0

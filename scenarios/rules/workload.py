@@ -2,7 +2,9 @@
 
 Group ``i`` gets the same prompt length and the same completion lengths
 whichever schedule runs it: lengths come from two seeded streams (prompts,
-completions) read in the order groups start, in vectorized chunks.
+completions) read in the order groups start, in vectorized chunks. A group's
+completions share its prompt's difficulty by ``workload.group_correlation``
+(``LengthDistribution.sample_groups``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class LengthStream:
         self._prompts = scenario.workload.prompt_tokens
         self._completions = scenario.workload.completion_tokens
         self._group_size = scenario.workload.samples_per_prompt
+        self._correlation = scenario.workload.group_correlation
         self._prompt_chunk: list[int] = []
         self._completion_chunk: list[list[int]] = []
         self._next = 0
@@ -44,9 +47,11 @@ class LengthStream:
 
     def _refill(self) -> None:
         prompts = self._prompts.sample(self._prompt_rng, _CHUNK_GROUPS)
-        completions = self._completions.sample(self._completion_rng, _CHUNK_GROUPS * self._group_size)
+        completions = self._completions.sample_groups(
+            self._completion_rng, _CHUNK_GROUPS, self._group_size, self._correlation
+        )
         self._prompt_chunk = prompts.tolist()
-        self._completion_chunk = completions.reshape(_CHUNK_GROUPS, self._group_size).tolist()
+        self._completion_chunk = completions.tolist()
         self._next = 0
 
 

@@ -8,6 +8,14 @@ that would run longer stops at the cap, so the cap carries the tail's mass.
     lognormal  median · exp(sigma · Z)
     pareto     scale · (1 + Lomax(alpha))        scale is the smallest length
     empirical  uniform over the lengths in a file (one integer per line, or a JSONL log's field)
+
+A group's samples may share their prompt's difficulty (``sample_groups``, ``workload.group_correlation`` ρ): each
+length is the distribution's quantile at a normal score, and a group's scores are correlated (a Gaussian copula):
+
+    z[g, j] = √ρ · d[g] + √(1 − ρ) · e[g, j]      d, e independent standard normals (d: the prompt's difficulty)
+    length  = F⁻¹(Φ(z))                           lognormal: median · exp(σ z); pareto: scale · Φ(−z)^(−1/α)
+
+so every length still has the distribution's own law, and for a lognormal ρ is the correlation of log lengths.
 """
 
 from __future__ import annotations
@@ -33,7 +41,22 @@ class _Lengths(BaseModel):
         raw = self._draw(rng, size)
         return np.clip(np.rint(raw), 1, self.cap).astype(np.int64)
 
+    def sample_groups(self, rng: np.random.Generator, groups: int, group_size: int, correlation: float) -> np.ndarray:
+        """``groups`` × ``group_size`` lengths (module docstring), a group's correlated by ``correlation``; at 0 the
+        same draws as ``sample`` (independent lengths, the stream unchanged)."""
+        if correlation == 0.0:
+            return self.sample(rng, groups * group_size).reshape(groups, group_size)
+        difficulty = rng.standard_normal((groups, 1))
+        scores = math.sqrt(correlation) * difficulty + math.sqrt(1.0 - correlation) * rng.standard_normal(
+            (groups, group_size)
+        )
+        return np.clip(np.rint(self._at_normal_scores(scores)), 1, self.cap).astype(np.int64)
+
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _at_normal_scores(self, scores: np.ndarray) -> np.ndarray:
+        """The distribution's quantile at Φ(scores): a standard normal score becomes a length of this law."""
         raise NotImplementedError
 
     @property
@@ -60,6 +83,9 @@ class Fixed(_Lengths):
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return np.full(size, self.value, dtype=np.float64)
 
+    def _at_normal_scores(self, scores: np.ndarray) -> np.ndarray:
+        return np.full(scores.shape, self.value, dtype=np.float64)
+
     @property
     def cap(self) -> int:
         return self.max_tokens if self.max_tokens is not None else self.value
@@ -83,6 +109,9 @@ class LogNormal(_Lengths):
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.median * np.exp(self.sigma * rng.standard_normal(size))
+
+    def _at_normal_scores(self, scores: np.ndarray) -> np.ndarray:
+        return self.median * np.exp(self.sigma * scores)
 
     @property
     def cap(self) -> int:
@@ -116,6 +145,11 @@ class Pareto(_Lengths):
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.scale * (1.0 + rng.pareto(self.alpha, size))
+
+    def _at_normal_scores(self, scores: np.ndarray) -> np.ndarray:
+        # P(X > x) = (scale / x)^alpha, so the quantile at Φ(z) is scale · (1 − Φ(z))^(−1/alpha) = scale · Φ(−z)^(…)
+        with np.errstate(over="ignore", divide="ignore"):
+            return self.scale * np.power(np.maximum(normal_cdf(-scores), 1e-300), -1.0 / self.alpha)
 
     @property
     def cap(self) -> int:
@@ -171,6 +205,11 @@ class Empirical(_Lengths):
         drawn = rng.choice(self.observed, size=size).astype(np.float64)
         return drawn * self.scale if self.scale != 1.0 else drawn
 
+    def _at_normal_scores(self, scores: np.ndarray) -> np.ndarray:
+        ordered = np.sort(self.observed).astype(np.float64)
+        index = np.minimum((normal_cdf(scores) * len(ordered)).astype(np.int64), len(ordered) - 1)
+        return ordered[index] * self.scale
+
     @property
     def cap(self) -> int:
         return self.max_tokens if self.max_tokens is not None else int(self.observed.max())
@@ -212,6 +251,15 @@ def _length(word: str, path: Path, line: int) -> int:
 
 def _normal_cdf(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def normal_cdf(scores: np.ndarray) -> np.ndarray:
+    """Φ elementwise, from erfc: the lower tail keeps its precision (Φ(−10) = 7.6e-24, where 1 − Φ(10) rounds to 0)."""
+    complement = np.asarray(_ERFC(-np.asarray(scores, dtype=np.float64) / math.sqrt(2.0)), dtype=np.float64)
+    return 0.5 * complement
 
 
 LengthDistribution = Annotated[Fixed | LogNormal | Pareto | Empirical, Field(discriminator="kind")]

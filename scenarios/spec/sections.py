@@ -305,6 +305,15 @@ class WorkloadSpec(Section):
         description="prompt lengths in tokens: a length distribution",
     )
     completion_tokens: LengthDistribution = Field(description="completion lengths in tokens: a length distribution")
+    group_correlation: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        allow_inf_nan=False,
+        description="how alike a group's completion lengths are (a hard prompt is long for every sample): the "
+        "correlation of their normal scores, for a lognormal of their log lengths; each length keeps "
+        "`completion_tokens`' law. 0: independent. `asyncrl lengths DIR` fits it from rollout dumps grouped by prompt",
+    )
     length_range: tuple[PositiveFloat, PositiveFloat] | None = Field(
         None,
         description="the completion lengths are an assumption: a 95% range of their scale, `[low, high]` times "

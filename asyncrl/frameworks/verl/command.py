@@ -49,7 +49,10 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
         out = write_relative_to or default_file(name)
         fit = verl_metrics_fit(args.lengths, config)  # --lengths names a metrics log: a lognormal fitted to it
         dumps = rollout_dump_lengths(args.lengths, lookup(config, "actor_rollout_ref.model.path"), out)
-        completion = fit.completion_tokens() if fit else dumps or lengths_option(args.lengths, "--lengths", out.parent)
+        from_dumps = dumps[0] if dumps else None
+        completion = (
+            fit.completion_tokens() if fit else from_dumps or lengths_option(args.lengths, "--lengths", out.parent)
+        )
         prompt = lengths_option(args.prompt_lengths, "--prompt-lengths", out.parent)
         from_log = f"--lengths (a lognormal fitted to {args.lengths}'s response_length/*)"
         prompt_from = "--prompt-lengths" if prompt is not None else f"--lengths ({args.lengths}'s prompt_length/mean)"
@@ -65,6 +68,8 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
         )
         plan.notes[:0] = verl.notes
         plan.notes += fit.verl_notes(prompt_from_log=prompt is None) if fit else []
+        if dumps is not None and fit is None:
+            group_correlation_from_dumps(plan, Path(args.lengths), dumps[1])
     except (VerlError, MetricsLogError) as exc:
         raise ScenarioError(str(exc)) from None
     if not fit and not dumps:
@@ -72,12 +77,14 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
     return Imported(settled(plan, out), plan, verl.origin), out
 
 
-def rollout_dump_lengths(text: str | None, model_path: Any, out: Path) -> dict[str, Any] | None:
+def rollout_dump_lengths(text: str | None, model_path: Any, out: Path) -> tuple[dict[str, Any], Any] | None:
     """``--lengths DIR`` of verl's rollout dumps: their responses counted in tokens of the model's own tokenizer,
-    written beside the scenario as an empirical lengths file; None when ``text`` is not a directory."""
+    written beside the scenario as an empirical lengths file, and how alike a group's are
+    (``analysis.fits.lengths.GroupCorrelation``, None where the dumps do not tell it); None when ``text`` is not a
+    directory."""
     import os
 
-    from asyncrl.analysis.fits.lengths import write_lengths
+    from asyncrl.analysis.fits.lengths import fit_group_correlation, write_lengths
 
     from asyncrl.frameworks.verl.rollout_dumps import read_rollout_dumps
 
@@ -92,7 +99,21 @@ def rollout_dump_lengths(text: str | None, model_path: Any, out: Path) -> dict[s
             f"`asyncrl lengths {directory} --tokenizer PATH` and give its lengths.txt"
         ) from None
     written = write_lengths(lengths.values, out.with_name(f"{out.stem}-lengths.txt"))
-    return {"kind": "empirical", "path": os.path.relpath(written.resolve(), out.parent.resolve())}
+    correlation = fit_group_correlation(lengths.values, lengths.groups) if lengths.groups is not None else None
+    return {"kind": "empirical", "path": os.path.relpath(written.resolve(), out.parent.resolve())}, correlation
+
+
+def group_correlation_from_dumps(plan: Any, directory: Path, fitted: Any) -> None:
+    """``workload.group_correlation`` from the dumps' groups (one prompt in one step), where they told it."""
+    if fitted is None:
+        plan.notes.append(
+            f"--lengths: {directory}'s dumps hold too few groups of one prompt to fit how alike a "
+            "group's lengths are; workload.group_correlation stays 0 (independent)"
+        )
+        return
+    plan.scenario["workload"]["group_correlation"] = round(fitted.value, 4)
+    how = f"--lengths ({directory}: {fitted.groups:,} groups, 95% {fitted.low:.2f}-{fitted.high:.2f})"
+    plan.source("workload.group_correlation", how, round(fitted.value, 4))
 
 
 def prints_config(log: Path) -> bool:
