@@ -122,7 +122,7 @@ def logged_run(label: str, scenario: Scenario, log: Path) -> Run:
     """The run and its log's mean step; a log without ``timing_s/step`` (verl before 0.3 logged ``timing/*``
     phases only) is compared on the phases it times."""
     (logged,) = read_runs([(scenario, [log])])
-    steps = logged.steps
+    steps, scenario = logged.steps, logged.scenario  # its lengths steady: the log's mean over the whole run
     if steps.step is not None:
         return Run(label, scenario, log, float(steps.step.mean()))
     phases = tuple(phase for phase in ("gen", "forward", "update") if getattr(steps, phase) is not None)

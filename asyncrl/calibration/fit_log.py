@@ -54,6 +54,7 @@ from asyncrl.calibration.log_work import (
     mean_work,
     one_pass,
     simulate_steps,
+    steady_lengths,
     with_completions_scaled,
     without_one_pass,
 )
@@ -135,7 +136,7 @@ def read_runs(runs: Sequence[tuple[Scenario, Sequence[Path]]]) -> list[LoggedRun
                     f"{np.mean(steps.forward):.1f} s a step) but the scenario charges none "
                     "(algorithm.extra_forward_passes: 0); set it to the passes the run made"
                 )
-            logged.append(LoggedRun(scenario, steps, path.name))
+            logged.append(LoggedRun(steady_lengths(scenario), steps, path.name))
     return logged
 
 

@@ -125,6 +125,15 @@ def length_windows(steps: LoggedSteps) -> list[tuple[np.ndarray, float]]:
     return masks
 
 
+def steady_lengths(scenario: Scenario) -> Scenario:
+    """The scenario without ``workload.completion_scale_by_step``: a log is fitted at each window's own lengths
+    (``length_windows``), which a growth over the simulated steps would stretch a second time."""
+    if scenario.workload.completion_scale_by_step is None:
+        return scenario
+    workload = scenario.workload.model_copy(update={"completion_scale_by_step": None})
+    return scenario.model_copy(update={"workload": workload})
+
+
 def with_completions_scaled(scenario: Scenario, ratio: float) -> Scenario:
     """The scenario with its completions stretched until their mean (under the cap) is ``ratio`` times its own."""
     if ratio == 1.0:

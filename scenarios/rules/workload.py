@@ -4,7 +4,10 @@ Group ``i`` gets the same prompt length and the same completion lengths
 whichever schedule runs it: lengths come from two seeded streams (prompts,
 completions) read in the order groups start, in vectorized chunks. A group's
 completions share its prompt's difficulty by ``workload.group_correlation``
-(``LengthDistribution.sample_groups``).
+(``LengthDistribution.sample_groups``), and group ``i`` is drawn for learner step
+``i // prompts_per_step``, whose ``workload.completion_scale_by_step`` factor
+stretches it (``scale_at_step``): a run whose responses grow, whatever schedule
+runs it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ class LengthStream:
         self._completions = scenario.workload.completion_tokens
         self._group_size = scenario.workload.samples_per_prompt
         self._correlation = scenario.workload.group_correlation
+        self._scale_points = scenario.workload.completion_scale_by_step
+        self._groups_per_step = scenario.workload.prompts_per_step
+        self._drawn = 0  # groups drawn so far (the next chunk's first group)
         self._prompt_chunk: list[int] = []
         self._completion_chunk: list[list[int]] = []
         self._next = 0
@@ -48,11 +54,26 @@ class LengthStream:
     def _refill(self) -> None:
         prompts = self._prompts.sample(self._prompt_rng, _CHUNK_GROUPS)
         completions = self._completions.sample_groups(
-            self._completion_rng, _CHUNK_GROUPS, self._group_size, self._correlation
+            self._completion_rng, _CHUNK_GROUPS, self._group_size, self._correlation, self._chunk_scales()
         )
+        self._drawn += _CHUNK_GROUPS
         self._prompt_chunk = prompts.tolist()
         self._completion_chunk = completions.tolist()
         self._next = 0
+
+    def _chunk_scales(self) -> np.ndarray | None:
+        if self._scale_points is None:
+            return None
+        steps = (self._drawn + np.arange(_CHUNK_GROUPS)) // self._groups_per_step
+        return scale_at_step(self._scale_points, steps)
+
+
+def scale_at_step(points: Sequence[tuple[int, float]], steps: np.ndarray) -> np.ndarray:
+    """``workload.completion_scale_by_step``'s factor at each learner step: geometric (linear in the log)
+    between the points, the first point's before it and the last's after it."""
+    at = np.array([step for step, _ in points], dtype=np.float64)
+    logs = np.log(np.array([factor for _, factor in points], dtype=np.float64))
+    return np.exp(np.interp(steps.astype(np.float64), at, logs))
 
 
 def minibatch_bounds(groups: int, parts: int) -> list[tuple[int, int]]:

@@ -41,16 +41,26 @@ class _Lengths(BaseModel):
         raw = self._draw(rng, size)
         return np.clip(np.rint(raw), 1, self.cap).astype(np.int64)
 
-    def sample_groups(self, rng: np.random.Generator, groups: int, group_size: int, correlation: float) -> np.ndarray:
-        """``groups`` × ``group_size`` lengths (module docstring), a group's correlated by ``correlation``; at 0 the
-        same draws as ``sample`` (independent lengths, the stream unchanged)."""
+    def sample_groups(
+        self,
+        rng: np.random.Generator,
+        groups: int,
+        group_size: int,
+        correlation: float,
+        scales: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """``groups`` × ``group_size`` lengths (module docstring), a group's correlated by ``correlation``, each
+        group's stretched by its ``scales`` entry before the cap; at correlation 0 and no scales the same draws as
+        ``sample`` (independent lengths, the stream unchanged)."""
         if correlation == 0.0:
-            return self.sample(rng, groups * group_size).reshape(groups, group_size)
-        difficulty = rng.standard_normal((groups, 1))
-        scores = math.sqrt(correlation) * difficulty + math.sqrt(1.0 - correlation) * rng.standard_normal(
-            (groups, group_size)
-        )
-        return np.clip(np.rint(self._at_normal_scores(scores)), 1, self.cap).astype(np.int64)
+            raw = self._draw(rng, groups * group_size).reshape(groups, group_size)
+        else:
+            difficulty = rng.standard_normal((groups, 1))
+            sample = rng.standard_normal((groups, group_size))
+            raw = self._at_normal_scores(math.sqrt(correlation) * difficulty + math.sqrt(1.0 - correlation) * sample)
+        if scales is not None:
+            raw = raw * scales[:, None]
+        return np.clip(np.rint(raw), 1, self.cap).astype(np.int64)
 
     def _draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
         raise NotImplementedError

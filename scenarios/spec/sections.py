@@ -12,6 +12,7 @@ the sections; import them from there.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -22,7 +23,7 @@ from ..costs.catalog import DEVICES, DTYPE_BYTES, MODEL_PRESETS, DeviceSpec
 from ..costs.efficiency import Efficiency
 from ..costs.efficiency import resolve as resolve_efficiency
 from ..costs.profile import CostProfile, load_profile
-from ..files.limits import Devices, Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
+from ..files.limits import Devices, Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from .device_sheet import DeviceSheet, device_tag
 from .distributions import Fixed, LengthDistribution
 from .model_config import config_path, figures_from_config, read_config
@@ -295,6 +296,9 @@ class ClusterSpec(Section):
         return self.generation_devices if self.colocated else self.generation_devices + self.training_devices
 
 
+MAX_LENGTH_FACTOR = 1000.0  # completion_scale_by_step's largest factor
+
+
 class WorkloadSpec(Section):
     """What one learner step consumes, and how long prompts and completions are."""
 
@@ -305,6 +309,13 @@ class WorkloadSpec(Section):
         description="prompt lengths in tokens: a length distribution",
     )
     completion_tokens: LengthDistribution = Field(description="completion lengths in tokens: a length distribution")
+    completion_scale_by_step: tuple[tuple[NonNegativeInt, PositiveFloat], ...] | None = Field(
+        None,
+        description="completions that grow (or shrink) over the run: `[[step, factor], ...]`, steps increasing; "
+        "the groups drawn for learner step k have every length `factor(k)` times `completion_tokens`' (before the "
+        "cap), geometric between the points, held before the first and after the last (e.g. `[[0, 1], [300, 2.5]]`); "
+        "`from-verl --lengths LOG` fits it where the log's responses drift. Unset: the same lengths at every step",
+    )
     group_correlation: float = Field(
         0.0,
         ge=0.0,
@@ -346,6 +357,19 @@ class WorkloadSpec(Section):
         if not resolved.is_file():
             raise ValueError(f"file not found: {resolved}")
         return resolved
+
+    @field_validator("completion_scale_by_step")
+    @classmethod
+    def _steps_increase(cls, points: tuple[tuple[int, float], ...] | None) -> tuple[tuple[int, float], ...] | None:
+        if points is not None:
+            if not points:
+                raise ValueError("give at least one [step, factor] point, or leave it unset")
+            steps = [step for step, _ in points]
+            if any(later <= earlier for earlier, later in itertools.pairwise(steps)):
+                raise ValueError(f"steps {steps}: each point's step must be above the one before")
+            if any(factor > MAX_LENGTH_FACTOR for _, factor in points):
+                raise ValueError(f"a factor above {MAX_LENGTH_FACTOR:g}: no run's lengths move that far")
+        return points
 
     @field_validator("length_range")
     @classmethod

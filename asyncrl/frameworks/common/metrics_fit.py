@@ -60,6 +60,7 @@ class MetricsFit:
     drift: Drift
     prompt: Fixed | None = None
     prompt_max: float | None = None
+    scale_by_step: tuple[tuple[int, float], ...] | None = None  # workload.completion_scale_by_step; None: steady
 
     def completion_tokens(self) -> dict[str, Any]:
         """The scenario's ``completion_tokens``, rounded as the snippet is."""
@@ -72,6 +73,12 @@ class MetricsFit:
 
     def snippet(self) -> str:
         return "completion_tokens: " + _flow(self.completion_tokens())
+
+    def scale_snippet(self) -> str | None:
+        if self.scale_by_step is None:
+            return None
+        points = ", ".join(f"[{step}, {significant(factor)}]" for step, factor in self.scale_by_step)
+        return f"completion_scale_by_step: [{points}]"
 
     def prompt_snippet(self) -> str | None:
         prompt = self.prompt_tokens()
@@ -87,6 +94,11 @@ class MetricsFit:
             f"workload.completion_tokens: lognormal fitted to {self.source}'s response_length/mean, /max, /clip_ratio "
             f"over {self.steps} steps (it reproduces the {self.pinned_by()}; {self.drift_words()})"
         ]
+        if self.scale_by_step is not None:
+            notes.append(
+                f"workload.completion_scale_by_step: the median of each fifth of {self.source}'s steps, as a factor "
+                f"of the whole log's ({self.scale_words()}): the run's wall time follows its lengths"
+            )
         if prompt_from_log and self.prompt is not None:
             longest = f", the longest {self.prompt_max:,.0f}" if self.prompt_max is not None else ""
             notes.append(
@@ -98,11 +110,19 @@ class MetricsFit:
     def drift_words(self) -> str:
         drift = self.drift
         steps = "step" if drift.window == 1 else f"{drift.window} steps"
+        stands = (
+            "workload.completion_scale_by_step follows it"
+            if self.scale_by_step is not None
+            else "one stationary distribution stands for all of them"
+        )
         return (
             f"response_length/mean drifts from {drift.first:,.0f} (its first {steps}) to {drift.last:,.0f} "
-            f"(its last {steps}), per step {drift.lowest:,.0f} to {drift.highest:,.0f}: "
-            "one stationary distribution stands for all of them"
+            f"(its last {steps}), per step {drift.lowest:,.0f} to {drift.highest:,.0f}: {stands}"
         )
+
+    def scale_words(self) -> str:
+        assert self.scale_by_step is not None
+        return ", ".join(f"{significant(factor)} at step {step}" for step, factor in self.scale_by_step)
 
 
 def _flow(mapping: dict[str, Any]) -> str:
@@ -133,6 +153,8 @@ def metrics_fit_report(fit: MetricsFit, log: MetricsLog) -> dict[str, Any]:
         "prompt_max": fit.prompt_max,
         "snippet": fit.snippet(),
         "prompt_snippet": fit.prompt_snippet(),
+        "completion_scale_by_step": [list(point) for point in fit.scale_by_step] if fit.scale_by_step else None,
+        "scale_snippet": fit.scale_snippet(),
     }
 
 
@@ -147,6 +169,8 @@ def metrics_fit_lines(fit: MetricsFit, log: MetricsLog, fits_file: Path) -> str:
     if fit.prompt is not None:
         longest = f", longest {fit.prompt_max:,.0f}" if fit.prompt_max is not None else ""
         snippets.append(f"{fit.prompt_snippet()}  # the mean {PROMPT_MEAN}{longest}")
+    if fit.scale_by_step is not None:
+        snippets.append(f"{fit.scale_snippet()}  # each fifth of the steps' median over the whole log's")
     return "\n".join(
         [
             f"{fit.source} ({log.format}): {fit.steps:,} steps with {RESPONSE_MEAN}, steps {first:,} to {last:,}; "

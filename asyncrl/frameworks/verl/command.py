@@ -68,6 +68,9 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
         )
         plan.notes[:0] = verl.notes
         plan.notes += fit.verl_notes(prompt_from_log=prompt is None) if fit else []
+        if fit is not None and fit.scale_by_step is not None:
+            plan.scenario["workload"]["completion_scale_by_step"] = [list(point) for point in fit.scale_by_step]
+            plan.source("workload.completion_scale_by_step", from_log, fit.scale_snippet())
         if dumps is not None and fit is None:
             group_correlation_from_dumps(plan, Path(args.lengths), dumps[1])
     except (VerlError, MetricsLogError) as exc:

@@ -14,6 +14,11 @@ capped at c, solved by bisection on sigma:
     E[min(L, c)] = exp(mu + sigma²/2) Φ((ln c − mu − sigma²)/sigma) + c (1 − Φ((ln c − mu)/sigma))  ◄ mean
     P(L ≥ c)     = 1 − Φ((ln c − mu)/sigma)                                                      ◄ clip ratio
     median of the longest of n draws = exp(mu + sigma Φ⁻¹(0.5^(1/n)))                            ◄ max, no clipping
+
+Where the responses drift (the mean of one of ``SCALE_WINDOWS`` consecutive windows of steps more than
+``SCALE_DRIFT`` from another's), ``scale_by_step`` follows them: each window's median, sigma held, solved so the
+capped mean is the window's, as a factor of the whole log's median at the window's middle step
+(``workload.completion_scale_by_step``; verl's step s is the scenario's learner step s − 1).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ if TYPE_CHECKING:
 SIGMA_GRID = np.linspace(MAX_SIGMA / 4000, MAX_SIGMA, 4000)
 #: The share of the steps at each end of the log whose mean lengths the drift compares.
 DRIFT_SHARE = 0.1
+SCALE_WINDOWS = 5  # windows of steps whose medians scale_by_step follows ...
+SCALE_DRIFT = 0.15  # ... where their mean lengths differ by more than this
 _NORMAL = NormalDist()
 
 
@@ -115,9 +122,49 @@ def fit_from_metrics(
     prompt, prompt_max = _prompt(rows)
     steps = (int(rows.index.min()), int(rows.index.max()))
     drift = _drift(mean)
+    scale = scale_by_step(mean, mu, sigma, cap)
     return MetricsFit(
-        log.source, len(rows), steps, distribution, cap_from, samples_per_step, targets, drift, prompt, prompt_max
+        log.source,
+        len(rows),
+        steps,
+        distribution,
+        cap_from,
+        samples_per_step,
+        targets,
+        drift,
+        prompt,
+        prompt_max,
+        scale,
     )
+
+
+def scale_by_step(mean: pd.Series, mu: float, sigma: float, cap: float) -> tuple[tuple[int, float], ...] | None:
+    """The windows' medians as factors of exp(mu) at their middle steps (module docstring), or None where the
+    log's responses hold steady (or it has too few steps for ``SCALE_WINDOWS`` windows of two)."""
+    if len(mean) < 2 * SCALE_WINDOWS:
+        return None
+    steps, values = mean.index.to_numpy(dtype=np.int64), mean.to_numpy(dtype=np.float64)
+    windows = np.array_split(np.arange(len(values)), SCALE_WINDOWS)
+    means = np.array([values[index].mean() for index in windows])
+    if means.max() / means.min() - 1 <= SCALE_DRIFT:
+        return None
+    points = []
+    for index, window_mean in zip(windows, means, strict=True):
+        middle = round(float(np.median(steps[index]))) - 1
+        points.append((max(0, middle), float(f"{math.exp(_mu_for_mean(window_mean, sigma, cap) - mu):.4g}")))
+    return tuple(points)
+
+
+def _mu_for_mean(target: float, sigma: float, cap: float) -> float:
+    """The mu whose capped mean at ``sigma`` is ``target`` (bisection: the capped mean rises with mu), the
+    cap's own log where the target is at the cap."""
+    low, high = -20.0, math.log(cap)
+    if capped_mean(high, sigma, cap) <= target:
+        return high
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if capped_mean(middle, sigma, cap) < target else (low, middle)
+    return (low + high) / 2
 
 
 def _column(rows: pd.DataFrame, key: str) -> pd.Series:
