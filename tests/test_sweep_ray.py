@@ -1,5 +1,5 @@
-"""``asyncrl size`` and ``asyncrl sweep`` with ``--runtime ray`` on a simulated 3-node cluster: the same CSV as
-the local process pool, and nothing left running when the caller stops early."""
+"""``asyncrl size`` (and its ``--search wide``) and ``asyncrl sweep`` with ``--runtime ray`` on a simulated 3-node
+cluster: the same CSV as the local process pool, and nothing left running when the caller stops early."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from tests.conftest import small_scenario  # noqa: E402
 
 SIZE = ["size", "quickstart", "--devices", "16", "--steps", "4", "--splits", "3", "--kind", "streaming", "--quiet"]
 SWEEP = ["sweep", "quickstart", "--steps", "3", "--vary", "schedule.max_staleness=1,2", "--quiet"]
+WIDE = ["size", "quickstart", "--devices", "16", "--search", "wide", "--steps", "4", "--kind", "streaming", "--kind",
+        "sync", "--max-staleness", "1", "--quiet"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,8 @@ def three_nodes() -> Iterator[Cluster]:
 @pytest.mark.slow
 def test_size_and_sweep_on_ray_write_what_the_local_pool_writes(tmp_path: Path, three_nodes: Cluster) -> None:
     assert len([node for node in ray.nodes() if node["Alive"]]) == 3
-    for command in (SIZE, SWEEP):
-        local, on_ray = tmp_path / f"{command[0]}-local.csv", tmp_path / f"{command[0]}-ray.csv"
+    for number, command in enumerate((SIZE, SWEEP, WIDE)):
+        local, on_ray = tmp_path / f"{number}-local.csv", tmp_path / f"{number}-ray.csv"
         assert main([*command, "--out", str(local)]) == 0
         assert main([*command, "--out", str(on_ray), "--runtime", "ray"]) == 0
         assert on_ray.read_text() == local.read_text()

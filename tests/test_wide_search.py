@@ -44,3 +44,15 @@ def test_the_search_simulates_and_picks_the_plan_exhaustive_simulation_picks() -
     assert chosen is not None and chosen.throughput.samples_per_s == best.summary.throughput.samples_per_s  # type: ignore[union-attr]
     inputs = ScreenInputs.of(scenario)
     assert all(screen(v.scenario, inputs) > 0 for v in every[:5])
+
+
+def test_the_interval_line_tells_apart_plans_that_differ_by_micro_batch_alone(tmp_path, capsys) -> None:
+    """Two plans on one split and engine size name alike (``plan_name``); the line names them by their labels."""
+    from asyncrl.cli import main
+
+    args = ["size", "quickstart", "--devices", "16", "--search", "wide", "--steps", "4", "--kind", "streaming"]
+    assert main([*args, "--kind", "sync", "--max-staleness", "1", "--quiet", "--out", str(tmp_path / "s.csv")]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("interval:"))
+    best, after = line.removeprefix("interval: ").split(" at ", 1)
+    runner_up = after.split("the next, ", 1)[1].split(" (95%", 1)[0]
+    assert best != runner_up and " mb" in best

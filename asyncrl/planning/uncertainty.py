@@ -259,5 +259,9 @@ def ranking_uncertainty(ranked: Sequence[object], name: Callable[[Scenario], str
     scenarios = [best.subject.scenario, *(row.subject.scenario for row in others.values())]  # type: ignore[attr-defined]
     ratios = {key: rate(best) / rate(row) for key, row in others.items()}
     found = ratio_uncertainty(scenarios, ratios)
-    against = {key: name(row.subject.scenario) for key, row in others.items()}  # type: ignore[attr-defined]
-    return Ranking(name(best.subject.scenario), against, found)  # type: ignore[attr-defined]
+    rows = {"best": best, **others}
+    names = {key: name(row.subject.scenario) for key, row in rows.items()}  # type: ignore[attr-defined]
+    if len(set(names.values())) < len(names):  # plans ``name`` cannot tell apart (a micro-batch): their labels
+        names = {key: row.subject.label for key, row in rows.items()}  # type: ignore[attr-defined]
+    best_name = names.pop("best")
+    return Ranking(best_name, names, found)
