@@ -52,3 +52,33 @@ def test_from_verl_marks_lengths_written_down_as_an_assumption(
     assert main(["from-verl", str(script), *measured, "--out", str(tmp_path / "measured.yaml")]) == 0
     assert load_scenario(str(tmp_path / "measured.yaml")).workload.length_range is None
     capsys.readouterr()
+
+
+def test_terms_no_run_reads_are_skipped_and_move_nothing(monkeypatch) -> None:
+    """A split cluster on CUDA graphs never reads the colocated switch terms nor the eager launch term: their runs
+    are skipped, their moves exactly 0, and every interval is the one nudging all of them gives."""
+    from asyncrl.scenarios.spec.loading import load_scenario
+
+    from asyncrl.planning import uncertainty as module
+
+    scenario = load_scenario("large-streaming", ["run.steps=4", "workload.prompts_per_step=64"])
+    figures = {"step_time_s": 1.0, "samples_per_s": 1.0}
+    calls: list[object] = []
+    real = module.run_figures
+    monkeypatch.setattr(module, "run_figures", lambda *args: calls.append(args) or real(*args))
+    skipping = module.run_uncertainty(scenario, figures)
+    skipped_runs = len(calls)
+
+    class ReadsAll(module.ReadTerms):
+        def __getattr__(self, name: str) -> object:
+            self.read.update(module.PRIOR_LOG_SD)
+            return super().__getattr__(name)
+
+    monkeypatch.setattr(module, "ReadTerms", ReadsAll)
+    calls.clear()
+    every = module.run_uncertainty(scenario, figures)
+    assert len(calls) == len(module.PRIOR_LOG_SD) + 1 > skipped_runs
+    for name in ("switch_s", "rollout_sample_s", "decode_layer_s"):
+        assert skipping.intervals["step_time_s"].moves[name] == 0.0
+    for name, item in skipping.intervals.items():
+        assert (item.low, item.high) == (every.intervals[name].low, every.intervals[name].high)

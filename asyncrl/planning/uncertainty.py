@@ -12,7 +12,8 @@
 
 A ratio of two runs (a speedup) is nudged run by run with the same input at once: what makes both slower
 cancels. The runs are short (``SENSITIVITY_STEPS`` learner steps); their relative changes scale the full
-run's figures. The interval is first-order: a term near a regime's edge (compute- or memory-bound decode)
+run's figures. A term the base runs never read (``ReadTerms``: a split cluster's colocated switch costs, the
+eager launch term of an engine on CUDA graphs) cannot move them: its run is skipped, its change exactly 0. The interval is first-order: a term near a regime's edge (compute- or memory-bound decode)
 moves a figure more on one side than the other.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from asyncrl.scenarios.costs.efficiency import (
@@ -43,6 +45,18 @@ SHOWN = 3  # inputs named as moving an answer most
 Figures = dict[str, float]
 #: What an answer is made of: its figures from each run's summary.
 Combine = Callable[[Sequence[Figures]], Figures]
+
+
+class ReadTerms:
+    """An ``Efficiency`` that notes which terms are read: a term no run reads moves no figure."""
+
+    def __init__(self, efficiency: Efficiency) -> None:
+        self._efficiency = efficiency
+        self.read: set[str] = set()
+
+    def __getattr__(self, name: str) -> object:
+        self.read.add(name)
+        return getattr(self._efficiency, name)
 
 
 @dataclass(frozen=True)
@@ -155,10 +169,20 @@ def uncertainty(
     """Intervals of the figures ``combine`` makes of ``scenarios``' runs, ``nominal`` their full runs' (module
     docstring); the first scenario's inputs stand for all (the runs of one answer share a cluster)."""
     made, covariance, model_error, source = inputs(scenarios[0])
-    base = combine([run_figures(*_nudged(scenario, None, 0.0), steps) for scenario in scenarios])
+    readers = [ReadTerms(scenario.efficiency()) for scenario in scenarios]
+    base = combine(
+        [
+            run_figures(scenario, cast(Efficiency, terms), steps)
+            for scenario, terms in zip(scenarios, readers, strict=True)
+        ]
+    )
+    read = set().union(*(terms.read for terms in readers))
     gradients: dict[str, list[float]] = {name: [] for name in base}
     for item in made:
-        figures = combine([run_figures(*_nudged(scenario, item, item.log_sd), steps) for scenario in scenarios])
+        if item.name in PRIOR_LOG_SD and item.name not in read:  # a term no run reads: no change, no run
+            figures = base
+        else:
+            figures = combine([run_figures(*_nudged(scenario, item, item.log_sd), steps) for scenario in scenarios])
         for name in base:
             change = math.log(max(figures[name], 1e-300) / max(base[name], 1e-300))
             gradients[name].append(change / item.log_sd if item.log_sd else 0.0)
