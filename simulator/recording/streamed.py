@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from ..simulation import Simulation, StepCallback
     from .spans import Spans
 
-CHUNK_ROLLOUTS = 1 << 14  # rollouts a row group holds (a few MB of rows while it is built)
+CHUNK_ROLLOUTS = 1 << 16  # rollouts a row group holds (some 30 MB of rows while it is built; fewer, larger pieces
+# cost pandas less per row: 0.82 s against 1.28 s at 1 << 14 for large-streaming's record)
 
 
 def write_streamed(sim: Simulation, out: Path) -> RunSummary:
