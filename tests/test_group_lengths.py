@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from asyncrl.analysis.fits.f_distribution import beta_cdf, f_quantile
 from asyncrl.analysis.fits.lengths import OneWayAnova, fit_group_correlation, normal_scores
-from asyncrl.analysis.summaries.intervals import beta_cdf, f_quantile
 from asyncrl.scenarios.rules.workload import LengthStream
 from asyncrl.scenarios.spec.distributions import Empirical, Fixed, LogNormal, Pareto
 from asyncrl.scenarios.spec.loading import load_scenario

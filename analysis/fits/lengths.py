@@ -228,7 +228,7 @@ class OneWayAnova:
 def fit_group_correlation(values: np.ndarray, groups: np.ndarray) -> GroupCorrelation | None:
     """The correlation of a group's lengths (module docstring), or None where fewer than ``MIN_GROUPS`` groups
     hold ``MIN_GROUP_SIZE`` samples or more (the lengths do not tell it)."""
-    from ..summaries.intervals import f_quantile
+    from .f_distribution import f_quantile
 
     _, index = np.unique(groups, return_inverse=True)
     keep = np.bincount(index)[index] >= MIN_GROUP_SIZE
