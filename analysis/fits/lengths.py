@@ -42,7 +42,7 @@ from pydantic import ValidationError
 from ...scenarios.files.jsonl import is_text, read_field, token_counts
 from ...scenarios.files.limits import MAX_TOKENS
 from ...scenarios.files.writing import write_text
-from ...scenarios.spec.distributions import LogNormal, Pareto
+from ...scenarios.spec.distributions import LogNormal, Pareto, normal_cdf
 from ...scenarios.spec.loading import ScenarioError, describe_validation_error
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ def drawn_cdf(distribution: LogNormal | Pareto, k: np.ndarray) -> np.ndarray:
     x = k.astype(np.float64) + 0.5
     if isinstance(distribution, LogNormal):
         z = (np.log(x) - math.log(distribution.median)) / distribution.sigma
-        cdf = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)))
+        cdf = normal_cdf(z)
     else:
         cdf = np.where(x < distribution.scale, 0.0, 1.0 - (distribution.scale / x) ** distribution.alpha)
     return np.where(k >= distribution.cap, 1.0, cdf)
@@ -272,10 +272,6 @@ def fitted_quantile(distribution: LogNormal | Pareto, p: float) -> float:
     else:
         value = distribution.scale * (1.0 - p) ** (-1.0 / distribution.alpha)
     return min(value, distribution.cap)
-
-
-def _erf(values: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf, otypes=[np.float64])(values)
 
 
 # ── output ──────────────────────────────────────────────────────────────────────

@@ -13,8 +13,9 @@
 A ratio of two runs (a speedup) is nudged run by run with the same input at once: what makes both slower
 cancels. The runs are short (``SENSITIVITY_STEPS`` learner steps); their relative changes scale the full
 run's figures. A term the base runs never read (``ReadTerms``: a split cluster's colocated switch costs, the
-eager launch term of an engine on CUDA graphs) cannot move them: its run is skipped, its change exactly 0. The interval is first-order: a term near a regime's edge (compute- or memory-bound decode)
-moves a figure more on one side than the other.
+eager launch term of an engine on CUDA graphs) cannot move them: its run is skipped, its change exactly 0.
+The interval is first-order: a term near a regime's edge (compute- or memory-bound decode) moves a figure
+more on one side than the other.
 """
 
 from __future__ import annotations

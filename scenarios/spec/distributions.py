@@ -215,8 +215,12 @@ class Empirical(_Lengths):
         drawn = rng.choice(self.observed, size=size).astype(np.float64)
         return drawn * self.scale if self.scale != 1.0 else drawn
 
+    @cached_property
+    def _ordered(self) -> np.ndarray:
+        return np.sort(self.observed).astype(np.float64)
+
     def _at_normal_scores(self, scores: np.ndarray) -> np.ndarray:
-        ordered = np.sort(self.observed).astype(np.float64)
+        ordered = self._ordered
         index = np.minimum((normal_cdf(scores) * len(ordered)).astype(np.int64), len(ordered) - 1)
         return ordered[index] * self.scale
 
