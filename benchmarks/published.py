@@ -15,6 +15,11 @@ over the second half of the simulated run (the steady state a 400-step mean repo
 (a verl key and the published step at each of its values) predicts the async run at each value with the
 case's profile, and a row compares the step's fall between two of them (verl's staleness ablation).
 
+Every predicted step and speedup carries the 95% interval ``asyncrl simulate`` and ``asyncrl speedup`` print for
+that scenario (``asyncrl.planning.uncertainty``: the terms' priors or the profile's covariance, the model's own
+error, and, where the case's lengths are an assumption, ``from-verl``'s range of them, half to twice), and
+whether it holds the published figure.
+
     python benchmarks/published.py [FILE.yaml ...] [--steps N] [--json] [--keep DIR]
 """
 
@@ -25,7 +30,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +47,9 @@ from asyncrl.scenarios.spec.scenario import Scenario  # noqa: E402
 from asyncrl.simulator.simulation import Simulation  # noqa: E402
 
 from asyncrl.calibration.fit_log import fit_from_logs  # noqa: E402
+from asyncrl.frameworks.common.command import lengths_assumed  # noqa: E402
 from asyncrl.frameworks.verl.importer import plan_from_verl, read_config, settle_concurrency  # noqa: E402
+from asyncrl.planning.uncertainty import ratio_uncertainty, run_uncertainty  # noqa: E402
 
 CASES = ROOT / "benchmarks" / "published"
 BASE_CONFIG = ROOT / "tests" / "data" / "verl_ppo_trainer.yaml"  # verl's trainer config layout, trimmed
@@ -51,16 +58,37 @@ VERL_TIMING = {"step": "timing_s/step", "gen": "timing_s/gen", "old_log_prob": "
 VERL_TIMING |= {"ref": "timing_s/ref", "update_actor": "timing_s/update_actor"}
 
 
+Range = tuple[float, float]
+
+
 @dataclass(frozen=True)
 class Prediction:
+    """One run of a case: its published seconds per step, the catalogue's and the calibrated prediction, each
+    with its 95% interval; on an async run, the speedup over its case's sync run with the intervals of both."""
+
     case: str
     run: str
     published_s: float
     catalogue_s: float
     calibrated_s: float | None  # None where the source publishes no phases to calibrate on (NeMo-RL)
+    catalogue_range: Range | None = None
+    calibrated_range: Range | None = None
+    speedup_catalogue_range: Range | None = None
+    speedup_calibrated_range: Range | None = None
 
     def error(self, predicted: float) -> float:
         return (predicted - self.published_s) / self.published_s
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one run of a case is predicted from: its label, published step, scenario and learner steps per
+    published step."""
+
+    name: str
+    published_s: float
+    scenario: Scenario
+    per_step: int = 1
 
 
 def runs_of(source: dict[str, Any], case: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -84,6 +112,7 @@ def scenario_of(source: dict[str, Any], run: dict[str, Any], name: str, steps: i
         prompt_tokens=dict(source["lengths"]["prompt"]),
     )
     plan.scenario["run"] = {"steps": steps * run["learner_steps_per_step"]}
+    lengths_assumed(plan)  # the source gives the cap alone: the intervals carry from-verl's range of lengths
     scenario = validate_scenario(plan.scenario)
     if settle_concurrency(plan, scenario):
         scenario = validate_scenario(plan.scenario)
@@ -113,6 +142,54 @@ def with_profile(scenario: Scenario, profile: Path) -> Scenario:
     return validate_scenario(data)
 
 
+def step_range(scenario: Scenario, step_s: float) -> Range:
+    """The 95% interval ``asyncrl simulate`` prints for ``scenario``'s step, about ``step_s``."""
+    found = run_uncertainty(scenario, {"step_time_s": step_s}).intervals["step_time_s"]
+    return found.low, found.high
+
+
+def speedup_range(sync: Scenario, other: Scenario, speedup: float) -> Range:
+    """The 95% interval ``asyncrl speedup`` prints for ``other``'s throughput over ``sync``'s, about ``speedup``."""
+    found = ratio_uncertainty([other, sync], {"sync": speedup}).intervals["sync"]
+    return found.low, found.high
+
+
+def predict_runs(label: str, runs: Sequence[Run], profile: Path | None) -> list[Prediction]:
+    """Each run's step with the catalogue's terms and (given a profile) with the profile's, with intervals; an
+    async run's speedup over the sync run among ``runs``, with its intervals."""
+    sync = next((run for run in runs if run.name == "sync"), None)
+    predictions: list[Prediction] = []
+    for run in runs:
+        as_calibrated = None if profile is None else with_profile(run.scenario, profile)
+        catalogue = steady_step_s(run.scenario, run.per_step)
+        calibrated = None if as_calibrated is None else steady_step_s(as_calibrated, run.per_step)
+        prediction = Prediction(
+            label,
+            run.name,
+            run.published_s,
+            catalogue,
+            calibrated,
+            step_range(run.scenario, catalogue),
+            None if as_calibrated is None or calibrated is None else step_range(as_calibrated, calibrated),
+        )
+        if run.name == "async" and sync is not None:
+            sync_prediction = next(item for item in predictions if item.run == "sync")
+            prediction = _with_speedup_ranges(prediction, sync_prediction, sync.scenario, run.scenario, profile)
+        predictions.append(prediction)
+    return predictions
+
+
+def _with_speedup_ranges(
+    prediction: Prediction, sync: Prediction, sync_scenario: Scenario, scenario: Scenario, profile: Path | None
+) -> Prediction:
+    catalogue = speedup_range(sync_scenario, scenario, sync.catalogue_s / prediction.catalogue_s)
+    calibrated = None
+    if profile is not None and sync.calibrated_s is not None and prediction.calibrated_s is not None:
+        pair = (with_profile(sync_scenario, profile), with_profile(scenario, profile))
+        calibrated = speedup_range(*pair, sync.calibrated_s / prediction.calibrated_s)
+    return replace(prediction, speedup_catalogue_range=catalogue, speedup_calibrated_range=calibrated)
+
+
 def predict_case(
     source: dict[str, Any], case: dict[str, Any], label: str, steps: int, keep: Path | None = None
 ) -> list[Prediction]:
@@ -128,20 +205,17 @@ def predict_case(
         log = write_sync_log(runs["sync"]["published"], folder / "sync.jsonl")
         profile = folder / "profile.yaml"
         save_efficiency(fit_from_logs(scenarios["sync"], [log]).efficiency, profile)
-        predictions = [
-            predict_run(label, run, float(spec["published"]["step"]), scenarios[run], profile, spec)
-            for run, spec in runs.items()
-        ]
+        predictions = predict_runs(
+            label,
+            [
+                Run(run, float(spec["published"]["step"]), scenarios[run], spec["learner_steps_per_step"])
+                for run, spec in runs.items()
+            ],
+            profile,
+        )
         if "sweep" in case:
             predictions += predict_sweep(source, case["sweep"], runs["async"], label, steps, profile)
         return predictions
-
-
-def predict_run(label: str, run: str, published: float, scenario: Scenario, profile: Path, spec: dict) -> Prediction:
-    """One run with the catalogue's terms and with the profile: seconds per verl step."""
-    per = spec["learner_steps_per_step"]
-    catalogue, calibrated = steady_step_s(scenario, per), steady_step_s(with_profile(scenario, profile), per)
-    return Prediction(label, run, published, catalogue, calibrated)
 
 
 def predict_sweep(
@@ -149,12 +223,12 @@ def predict_sweep(
 ) -> list[Prediction]:
     """The async run at each published value of the swept verl key (the case's profile, nothing refitted)."""
     key = sweep_name(sweep)
-    predictions = []
+    points = []
     for value, published in sweep["published"].items():
         run = {**spec, "overrides": [*spec["overrides"], f"{sweep['key']}={value}"]}
         scenario = scenario_of(source, run, f"{label} ({key}={value})", steps)
-        predictions.append(predict_run(f"{label}, {key} sweep", f"{value}", float(published), scenario, profile, spec))
-    return predictions
+        points.append(Run(f"{value}", float(published), scenario, spec["learner_steps_per_step"]))
+    return predict_runs(f"{label}, {key} sweep", points, profile)
 
 
 def sweep_name(sweep: dict[str, Any]) -> str:
@@ -192,12 +266,12 @@ def predict_file(path: Path, steps: int, keep: Path | None = None) -> list[list[
     if source.get("framework") == "nemo-rl":
         from published_nemo_rl import predict_file as predict_nemo_rl
 
-        return predict_nemo_rl(path, steps, steady_step_s, Prediction)
+        return predict_nemo_rl(path, steps, predict_runs, Run)
     if source.get("framework") == "areal":
         from published_areal import predict_file as predict_areal
 
         folders = None if keep is None else (lambda case: keep / _slug(path, case))
-        return predict_areal(path, steps, steady_step_s, Prediction, folders)
+        return predict_areal(path, steps, steady_step_s, predict_runs, Run, folders)
     return [
         predict_case(source, case, f"{path.stem}: {case['label']}", steps, keep and keep / _slug(path, case))
         for case in source["cases"]
@@ -210,18 +284,30 @@ def _slug(path: Path, case: dict[str, Any]) -> str:
     return "-".join([path.stem, *words])
 
 
+def _shown(
+    value: float | None, published: float, found: Range | None, unit: str = "", form: str = ",.1f", bounds: str = ",.0f"
+) -> list[str]:
+    """A prediction, its error and its 95% interval, and whether the interval holds the published figure."""
+    if value is None:
+        return ["-", "-"]
+    shown = f"{value:{form}}{unit} ({(value - published) / published:+.0%})"
+    if found is None:
+        return [shown, "-"]
+    holds = "holds" if found[0] <= published <= found[1] else "misses"
+    return [shown, f"{found[0]:{bounds}}-{found[1]:{bounds}}{unit} {holds}"]
+
+
 def table(predictions: list[Prediction], effects: Sequence[list[str]] = ()) -> str:
     """Each run's step (a sweep's points by their value), then the speedups, then each sweep's effect."""
     rows = []
     for item in predictions:
-        calibrated = item.calibrated_s
         rows.append(
             [
                 item.case,
                 item.run,
                 f"{item.published_s:,.1f}",
-                f"{item.catalogue_s:,.1f} ({item.error(item.catalogue_s):+.0%})",
-                "-" if calibrated is None else f"{calibrated:,.1f} ({item.error(calibrated):+.0%})",
+                *_shown(item.catalogue_s, item.published_s, item.catalogue_range),
+                *_shown(item.calibrated_s, item.published_s, item.calibrated_range),
             ]
         )
     for case in dict.fromkeys(item.case for item in predictions):
@@ -230,16 +316,46 @@ def table(predictions: list[Prediction], effects: Sequence[list[str]] = ()) -> s
             continue  # a sweep's points: their effect row follows
         sync, other = runs["sync"], runs["async"]
         published = sync.published_s / other.published_s
-        catalogue = sync.catalogue_s / other.catalogue_s
         calibrated = (
-            "-"
-            if sync.calibrated_s is None or other.calibrated_s is None
-            else f"{sync.calibrated_s / other.calibrated_s:.2f}x"
+            None if sync.calibrated_s is None or other.calibrated_s is None else sync.calibrated_s / other.calibrated_s
         )
-        rows.append([case, "speedup", f"{published:.2f}x", f"{catalogue:.2f}x", calibrated])
-    rows += [[case, f"fall {values}", *falls] for case, values, *falls in effects]
-    header = ["case", "run", "published s/step", "catalogue (error)", "calibrated on sync (error)"]
-    return format_table(header, rows)
+        rows.append(
+            [
+                case,
+                "speedup",
+                f"{published:.2f}x",
+                *_shown(
+                    sync.catalogue_s / other.catalogue_s, published, other.speedup_catalogue_range, "x", ".2f", ".2f"
+                ),
+                *_shown(calibrated, published, other.speedup_calibrated_range, "x", ".2f", ".2f"),
+            ]
+        )
+    rows += [
+        [case, f"fall {values}", published, catalogue, "", calibrated, ""]
+        for case, values, published, catalogue, calibrated in effects
+    ]
+    header = ["case", "run", "published s/step", "catalogue (error)", "95% interval", "calibrated on sync (error)"]
+    return format_table([*header, "95% interval"], rows)
+
+
+def holding(predictions: Sequence[Prediction]) -> str:
+    """How many of the printed intervals hold the published figure, per column: steps, then speedups."""
+    sync_of = {item.case: item for item in predictions if item.run == "sync"}
+    counts = []
+    for column in ("catalogue", "calibrated"):
+        steps = [(item.published_s, getattr(item, f"{column}_range")) for item in predictions]
+        speedups = [
+            (sync_of[item.case].published_s / item.published_s, getattr(item, f"speedup_{column}_range"))
+            for item in predictions
+            if item.run == "async" and item.case in sync_of
+        ]
+        held = [
+            f"{sum(low <= value <= high for value, (low, high) in shown)} of {len(shown)} {what}"
+            for what, pairs in (("steps", steps), ("speedups", speedups))
+            for shown in [[(value, found) for value, found in pairs if found is not None]]
+        ]
+        counts.append(f"{column}: {' and '.join(held)}")
+    return "intervals holding the published figure: " + "; ".join(counts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,9 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     predictions = [item for path in files for case in predict_file(path, args.steps, args.keep) for item in case]
     cases = [case for path in files for case in yaml.safe_load(path.read_text()).get("cases", [])]
     if args.json:
-        print(json.dumps([item.__dict__ for item in predictions], indent=2))
+        print(json.dumps([asdict(item) for item in predictions], indent=2))
     else:
         print(table(predictions, sweep_effects(cases, predictions)))
+        print(holding(predictions))
     return 0
 
 

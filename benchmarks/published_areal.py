@@ -58,9 +58,12 @@ def fit_median(source: dict[str, Any], case: dict[str, Any], steady_step_s: Any)
     return round(math.exp((low + high) / 2))
 
 
-def predict_file(path: Path, steps: int, steady_step_s: Any, prediction: Any, keep: Any = None) -> list[list[Any]]:
-    """One list of predictions (sync, async) per case of an AReaL case file; with ``keep`` (a function of the
-    case giving a directory), each run's scenario, with the solved median, is written there as RUN.yaml."""
+def predict_file(
+    path: Path, steps: int, steady_step_s: Any, predict_runs: Any, run_of: Any, keep: Any = None
+) -> list[list[Any]]:
+    """One list of predictions (sync, async) per case of an AReaL case file (``published.predict_runs`` on
+    ``published.Run``s, without a profile); with ``keep`` (a function of the case giving a directory), each
+    run's scenario, with the solved median, is written there as RUN.yaml."""
     import yaml
 
     source = yaml.safe_load(path.read_text())
@@ -75,6 +78,6 @@ def predict_file(path: Path, steps: int, steady_step_s: Any, prediction: Any, ke
                 folder = keep(case)
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / f"{run}.yaml").write_text(dump_scenario(scenario))
-            runs.append(prediction(label, run, published_step_s(source, case, run), steady_step_s(scenario, 1), None))
-        cases.append(runs)
+            runs.append(run_of(run, published_step_s(source, case, run), scenario))
+        cases.append(predict_runs(label, runs, None))
     return cases

@@ -61,17 +61,17 @@ def scenario_of(source: dict[str, Any], case: dict[str, Any], run: str, steps: i
     return validate_scenario(plan.scenario)
 
 
-def predict_file(path: Path, steps: int, steady_step_s: Any, prediction: Any) -> list[list[Any]]:
-    """One list of predictions (sync, async) per case of a NeMo-RL case file."""
+def predict_file(path: Path, steps: int, predict_runs: Any, run_of: Any) -> list[list[Any]]:
+    """One list of predictions (sync, async) per case of a NeMo-RL case file (``published.predict_runs`` on
+    ``published.Run``s, without a profile)."""
     import yaml
 
     source = yaml.safe_load(path.read_text())
     cases = []
     for case in source["cases"]:
-        label = f"{path.stem}: {case['label']}"
-        runs = []
-        for run in ("sync", "async"):
-            scenario = scenario_of(source, case, run, steps)
-            runs.append(prediction(label, run, float(case[run]["published"]["step"]), steady_step_s(scenario, 1), None))
-        cases.append(runs)
+        runs = [
+            run_of(run, float(case[run]["published"]["step"]), scenario_of(source, case, run, steps))
+            for run in ("sync", "async")
+        ]
+        cases.append(predict_runs(f"{path.stem}: {case['label']}", runs, None))
     return cases

@@ -116,6 +116,10 @@ def test_every_nemo_rl_case_plans_and_predicts_both_runs() -> None:
     for runs in cases:
         assert [item.run for item in runs] == ["sync", "async"]
         assert all(item.catalogue_s > 0 and item.calibrated_s is None for item in runs)
+        for item in runs:  # the interval `simulate` prints, about the prediction; no calibrated one
+            low, high = item.catalogue_range
+            assert low < item.catalogue_s < high and item.calibrated_range is None
+        assert runs[1].speedup_catalogue_range is not None and runs[0].speedup_catalogue_range is None
 
 
 def _merged(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:

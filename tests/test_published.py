@@ -34,14 +34,15 @@ def test_every_case_file_names_its_source_and_the_figures_of_both_runs() -> None
 
 
 @pytest.mark.slow
-def test_the_sync_run_is_reproduced_after_calibrating_on_its_log(tmp_path: Path, capsys: Any) -> None:
+def test_the_sync_run_is_reproduced_after_calibrating_on_its_log(tmp_path: Path) -> None:
     module = published()
-    assert module.main([str(CASE), "--steps", "6", "--keep", str(tmp_path)]) == 0
-    printed = capsys.readouterr().out
+    [predictions] = module.predict_file(CASE, 6, tmp_path)
+    printed = module.table(predictions)
     assert "verl-one-step-off-7b: 16 GPUs, 4:12" in printed and "speedup" in printed
-    [predictions] = module.predict_file(CASE, 6)
     sync = next(item for item in predictions if item.run == "sync")
     assert sync.calibrated_s == pytest.approx(sync.published_s, rel=0.1)  # fitted to it, sampled anew
+    low, high = sync.calibrated_range  # the interval `simulate` prints with the profile, about that step
+    assert low < sync.calibrated_s < high
     kept = tmp_path / "verl-one-step-off-7b-16-gpus-4-12"
     assert {path.name for path in kept.iterdir()} == {"sync.yaml", "async.yaml", "sync.jsonl", "profile.yaml"}
     assert "kind: efficiency" in (kept / "profile.yaml").read_text()
@@ -99,3 +100,29 @@ def test_a_sweep_compares_the_steps_fall_between_its_two_values() -> None:
     assert (published_fall, catalogue_fall, calibrated_fall) == ("37%", "25%", "30%")  # 1 - 150/200, 1 - 175/250
     rows = module.table(points, [[label, values, published_fall, catalogue_fall, calibrated_fall]]).splitlines()
     assert rows[-1].split()[-4:] == ["0.3", "37%", "25%", "30%"]  # the effect row; no speedup row for a sweep
+
+
+def test_each_prediction_says_whether_its_interval_holds_the_published_figure() -> None:
+    module = published()
+    case = "verl: 16 GPUs"
+    sync = module.Prediction(case, "sync", 749.0, 715.0, 753.0, (360.0, 1440.0), (760.0, 1240.0))
+    other = module.Prediction(case, "async", 520.0, 662.0, 590.0, (300.0, 500.0), (300.0, 1150.0), (0.8, 1.4), None)
+    rows = module.table([sync, other]).splitlines()
+    assert rows[2].split()[-7:] == ["(-5%)", "360-1,440", "holds", "753.0", "(+1%)", "760-1,240", "misses"]
+    assert "300-500 misses" in rows[3] and "300-1,150 holds" in rows[3]  # 749 is below the calibrated 760
+    # the speedup, 749 / 520 = 1.44x: the catalogue's 715 / 662 = 1.08x, its interval 0.8-1.4x misses it
+    assert "1.44x" in rows[4] and "1.08x (-25%)" in rows[4] and "0.80-1.40x misses" in rows[4]
+    assert module.holding([sync, other]) == (
+        "intervals holding the published figure: catalogue: 1 of 2 steps and 0 of 1 speedups; "
+        "calibrated: 1 of 2 steps and 0 of 0 speedups"
+    )
+
+
+def test_a_verl_case_s_assumed_lengths_carry_from_verl_s_range() -> None:
+    """The verl files give the cap alone: the intervals carry half to twice the assumed lengths, as
+    `from-verl` writes for lengths given as a distribution."""
+    module = published()
+    source = yaml.safe_load(CASE.read_text())
+    spec = module.runs_of(source, source["cases"][0])["sync"]
+    scenario = module.scenario_of(source, spec, "sync", 4)
+    assert scenario.workload.length_range == (0.5, 2.0)

@@ -79,7 +79,13 @@ class Interval:
     moves: dict[str, float]  # input -> relative change of the figure at +1 sd
 
     def shown(self, unit: str = "", digits: str = ".3g") -> str:
-        return f"{self.low:{digits}}-{self.high:{digits}}{unit}"
+        """``314-1,190 s``: three significant digits, and no exponent for a figure of a thousand or more."""
+        return f"{_significant(self.low, digits)}-{_significant(self.high, digits)}{unit}"
+
+
+def _significant(value: float, digits: str) -> str:
+    shown = f"{value:{digits}}"
+    return f"{float(shown):,.0f}" if "e+" in shown and abs(value) < 1e15 else shown
 
 
 @dataclass(frozen=True)
