@@ -73,6 +73,7 @@ from .learner_costs import (
     PhaseWork,
     learner_layout,
     learner_state_bytes,
+    trained_params,
 )
 from .topology import Placement, all_gather_s, all_reduce_s, broadcast_s, intra_node_link, network_link
 
@@ -285,11 +286,13 @@ def weight_sync_seconds(
 
 
 def colocated_sync_work(scenario: Scenario, layout: LearnerLayout) -> PhaseWork:
-    """A colocated engine's weight sync as work: its shard gathered from the learner's (NVLink), the whole
-    model loaded into the engine (``reshard_bytes_per_s``), the sync's fixed latency."""
-    shard = scenario.model.weight_bytes / scenario.cluster.devices_per_engine
-    gather = all_gather_s(shard, layout.shard_ranks, layout.shard_link)
-    return PhaseWork({"reshard_bytes_per_s": scenario.model.weight_bytes}, gather + scenario.hardware.sync_latency_s)
+    """A colocated engine's weight sync as work: its shard gathered from the learner's (NVLink), the whole model
+    (with LoRA, verl's ``collect_lora_params``: the adapters alone) loaded into it at ``reshard_bytes_per_s``,
+    the sync's fixed latency."""
+    model, lora = scenario.model, scenario.learner.lora_rank > 0
+    moved = model.weight_bytes * (trained_params(scenario) / (model.params or 1) if lora else 1.0)
+    gather = all_gather_s(moved / scenario.cluster.devices_per_engine, layout.shard_ranks, layout.shard_link)
+    return PhaseWork({"reshard_bytes_per_s": moved}, gather + scenario.hardware.sync_latency_s)
 
 
 def colocated_switch_s(scenario: Scenario, layout: LearnerLayout, efficiency: Efficiency) -> tuple[float, float]:

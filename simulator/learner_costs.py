@@ -39,6 +39,13 @@ collectives, not with the larger of the two (docs/calibration.md). ``learner.bac
 share of the weights (tensor and pipeline parallel): its distributed optimizer reduces the gradients and
 gathers the weights once per update.
 
+LoRA (``learner.lora_rank``): the model's weights are frozen, so a training pass computes no gradient of them
+(``k − 1`` forwards' worth of their products, the adapters' at ``k``), reduces none, and Adam updates the
+adapters alone; each adapted linear layer launches peft's four kernels more forward (``LORA_LAYER_KERNELS``),
+in the training passes and in one no-grad pass (the old log-probs; verl's reference is the actor with its
+adapters off). Every training pass is taken to carry the adapters (a critic's too); an engine's LoRA kernels
+in decode are not charged (its decode terms, calibrated on a LoRA run's log, hold them).
+
 Every second but the collectives' is a term of ``scenarios.costs.efficiency`` times a work figure
 (``PhaseWork``): the same decomposition the log calibration fits (``analysis.log_fit``).
 """
@@ -49,6 +56,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..scenarios.costs.efficiency import Efficiency, coefficient
+from ..scenarios.costs.memory import adapter_params
 from ..scenarios.rules.workload import TrainTokens, forward_passes
 from ..scenarios.spec.scenario import Scenario
 from .topology import Link, Placement, all_gather_s, all_reduce_s, intra_node_link, network_link
@@ -69,6 +77,12 @@ OPTIMIZER_STEP_BYTES = 28
 #: Megatron's distributed optimizer per update, in weight all-gathers: fp32 gradients reduce-scattered (two),
 #: the updated weights gathered (one).
 MEGATRON_GATHERS = 3
+#: Kernels of one decoder layer (Qwen2's, transformers' SDPA attention), forward and backward, without and with
+#: LoRA on its seven linear layers (peft's ``lora.Linear``: the base layer, then lora_B(lora_A(x)) · scaling
+#: added; the base weights frozen): ``python benchmarks/lora_launches.py`` counts them (every aten call that
+#: computes, views left out).
+LAYER_KERNELS = (34, 70)
+LORA_LAYER_KERNELS = (62, 98)
 
 
 @dataclass(frozen=True)
@@ -128,10 +142,27 @@ class LearnerLayout:
 
 
 def learner_state_bytes(scenario: Scenario) -> float:
-    """Master weights, optimizer moments and gradients of the whole model (bytes)."""
+    """Master weights, optimizer moments and gradients of the whole model (bytes); with LoRA, the moments and
+    gradients of the adapters alone."""
     model = scenario.model
     assert model.params is not None  # ModelSpec fills these at validation
-    return float(model.params * (MASTER_WEIGHT_BYTES + OPTIMIZER_BYTES + model.dtype_bytes))
+    trained = trained_params(scenario)
+    return float(model.params * MASTER_WEIGHT_BYTES + trained * (OPTIMIZER_BYTES + model.dtype_bytes))
+
+
+def trained_params(scenario: Scenario) -> float:
+    """The weights the optimizer updates: the model's, or its LoRA adapters' (``learner.lora_rank``)."""
+    rank = scenario.learner.lora_rank
+    assert scenario.model.params is not None  # ModelSpec fills these at validation
+    return adapter_params(scenario.model, rank) if rank else float(scenario.model.params)
+
+
+def lora_launches(recompute: int) -> float:
+    """How many times a training pass's kernels LoRA on every linear layer launches (``LORA_LAYER_KERNELS``):
+    its forward twice with recompute."""
+    forward, backward = LAYER_KERNELS
+    lora_forward, lora_backward = LORA_LAYER_KERNELS
+    return ((1 + recompute) * lora_forward + lora_backward) / ((1 + recompute) * forward + backward)
 
 
 def learner_layout(scenario: Scenario, placement: Placement) -> LearnerLayout:
@@ -184,6 +215,9 @@ class _Pass:
     rows: int | None  # fixed rows per micro-batch, or None: packed to micro_batch_tokens
     gathers: int  # weight all-gathers' worth of collectives per micro-batch (module docstring)
     logit_bytes: int
+    weight_multiple: float  # of the weights' products: multiple, or with LoRA one fewer (no weight gradient)
+    adapters: float  # LoRA: the adapters' weights, computed at ``multiple`` (0 without)
+    launch_multiple: float  # forward-pass equivalents of kernel launches (multiple, × lora_launches with LoRA)
 
 
 class AnalyticLearner:
@@ -215,12 +249,26 @@ class AnalyticLearner:
             else scenario.workload.prompt_tokens.cap + (scenario.workload.completion_tokens.cap)
         )
         recompute = 1 if learner.activation_checkpointing else 0
-        self._forward = _Pass(1, "forward_mfu", learner.forward_micro_batch_rows, 1, LOGIT_BYTES_FORWARD)
-        # forward and backward all-gathers, and the reduce-scatter of fp32 gradients (twice the bf16 bytes)
-        self._training = _Pass(3 + recompute, "mfu", learner.micro_batch_rows, 4, LOGIT_BYTES_TRAINING)
+        lora, adapters = learner.lora_rank > 0, adapter_params(model, learner.lora_rank)
+        self._forward = _Pass(1, "forward_mfu", learner.forward_micro_batch_rows, 1, LOGIT_BYTES_FORWARD, 1, 0.0, 1)
+        # forward and backward all-gathers, and the reduce-scatter of fp32 gradients (twice the bf16 bytes); with
+        # LoRA the frozen weights get no gradient (one forward's worth fewer products) and none is reduced
+        self._training = _Pass(
+            3 + recompute,
+            "mfu",
+            learner.micro_batch_rows,
+            2 if lora else 4,
+            LOGIT_BYTES_TRAINING,
+            2 + recompute if lora else 3 + recompute,
+            adapters,
+            (3 + recompute) * (lora_launches(recompute) if lora else 1.0),
+        )
+        # the old log-probs' pass runs the adapters; a reference pass (verl: the actor, adapters off) does not
+        self._adapter_forwards = (LORA_LAYER_KERNELS[0] / LAYER_KERNELS[0] - 1) if lora else 0.0
         self._forward_passes = forward_passes(scenario)
         self._training_passes = 1 + scenario.algorithm.extra_training_passes
         self._shard_params = model.params / layout.state_share  # the weights whose state one device holds
+        self._shard_trained = trained_params(scenario) / layout.state_share  # ... and those the optimizer updates
         self._offload = learner.phase_offload
         self._backend = learner.backend
         self._host_bytes_per_s = device.host_bytes_per_s
@@ -268,13 +316,16 @@ class AnalyticLearner:
             per_minibatch = math.ceil(busiest_tokens / minibatches / (self._token_budget * self._split))
         micro_batches = minibatches * max(1, per_minibatch)
         bubble = (max(1, per_minibatch) + self._stages - 1) / max(1, per_minibatch)  # 1F1B: m + p − 1 slots
-        flops = kind.multiple * (2.0 * self._active * busiest_tokens + self._attention * busiest_square) / self._split
+        products = kind.weight_multiple * 2.0 * self._active + kind.multiple * 2.0 * kind.adapters
+        flops = (products * busiest_tokens + kind.multiple * self._attention * busiest_square) / self._split
         compute_s = bubble * flops / self._peak
         reads = kind.multiple * micro_batches * self._weight_bytes + busiest_tokens / self._split * self._vocab * (
             kind.logit_bytes
         )
         reads_s = bubble * reads / self._bandwidth
-        launches = bubble * kind.multiple * micro_batches * self._layers / self._stages  # a stage's layers
+        launches = bubble * kind.launch_multiple * micro_batches * self._layers / self._stages  # a stage's layers
+        if kind.mfu_term == "forward_mfu":  # one of the no-grad passes (the old log-probs) runs the adapters
+            launches *= 1 + min(1.0, count) * self._adapter_forwards / count
         fixed = PhaseWork({"phase_s": count}).plus(self._phase_offload(kind, count))
         passes = PhaseWork({kind.mfu_term: count * compute_s, "learner_layer_s": count * launches}, count * reads_s)
         collectives = self._collective_work(kind, count, micro_batches, minibatches)
@@ -299,14 +350,14 @@ class AnalyticLearner:
         if self._offload in ("params", "both"):
             moved += MASTER_WEIGHT_BYTES * self._shard_params * (2 if kind.mfu_term == "mfu" else 1)
         if self._offload in ("optimizer", "both") and kind.mfu_term == "mfu":
-            moved += OPTIMIZER_BYTES * self._shard_params
+            moved += OPTIMIZER_BYTES * self._shard_trained
         if not moved:
             return PhaseWork()
         return PhaseWork({"host_efficiency": count * 2 * moved / self._host_bytes_per_s})
 
     def _optimizer(self) -> PhaseWork:
         """Adam's update of each minibatch: a streaming pass over the shard's weights, gradients and moments."""
-        return PhaseWork({}, self._updates * OPTIMIZER_STEP_BYTES * self._shard_params / self._bandwidth)
+        return PhaseWork({}, self._updates * OPTIMIZER_STEP_BYTES * self._shard_trained / self._bandwidth)
 
 
 def data_parallel_ranks(scenario: Scenario) -> int:

@@ -55,6 +55,7 @@ from .catalog import DTYPE_BYTES
 
 if TYPE_CHECKING:
     from ..spec.scenario import Scenario
+    from ..spec.sections import ModelSpec
 
 GB = 1e9
 GIB = 2**30
@@ -124,6 +125,22 @@ def model_state_bytes(
     }
 
 
+def adapter_params(model: ModelSpec, rank: int) -> float:
+    """Weights of rank-``rank`` LoRA adapters on every linear layer of each block (q, k, v, o, gate, up, down):
+    ``rank · (inputs + outputs)`` per layer adapted. The MLP's width is what the block's weights leave after
+    attention's, over 3 · hidden (a gated MLP), with the embedding counted once (tied)."""
+    if rank <= 0:
+        return 0.0
+    assert model.params is not None and model.layers is not None and model.hidden is not None  # ModelSpec fills
+    assert model.heads is not None and model.kv_heads is not None and model.head_dim is not None
+    hidden, query, key = model.hidden, model.heads * model.head_dim, model.kv_heads * model.head_dim
+    attention = 2 * hidden * query + 2 * hidden * key
+    block = (model.params - (model.vocab or 0) * hidden) / model.layers
+    width = max(0.0, (block - attention) / (3 * hidden))
+    per_layer = (hidden + query) * 2 + (hidden + key) * 2 + 3 * (hidden + width)
+    return float(rank * model.layers * per_layer)
+
+
 def per_device_states(
     states: dict[str, float], sharding: str, devices: int, offloaded: frozenset[str] = frozenset()
 ) -> dict[str, float]:
@@ -166,6 +183,15 @@ def learner_memory(scenario: Scenario) -> PoolMemory:
     # ModelSpec fills these at validation
     assert model.params is not None and model.layers is not None and model.hidden is not None
     states = model_state_bytes(model.params, dtype, learner.master_weights, learner.grad_dtype, learner.optimizer)
+    if learner.lora_rank:  # the model's weights frozen: gradients and optimizer states of the adapters alone
+        adapters = model_state_bytes(
+            int(adapter_params(model, learner.lora_rank)),
+            dtype,
+            learner.master_weights,
+            learner.grad_dtype,
+            learner.optimizer,
+        )
+        states = {**states, "gradients": adapters["gradients"], "optimizer": adapters["optimizer"]}
     offloaded = frozenset(
         name for name, on in (("optimizer", learner.optimizer_offload), ("weights", learner.param_offload)) if on
     )

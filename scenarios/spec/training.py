@@ -213,6 +213,13 @@ class LearnerSpec(Section):
         description="training devices sharing one copy of a sequence (verl: `actor.ulysses_sequence_parallel_size`; "
         "Megatron: TP × PP × CP); the rest are data-parallel ranks, each minibatch waiting for the busiest",
     )
+    lora_rank: NonNegativeInt = Field(
+        0,
+        description="LoRA adapters of this rank on every linear layer of each block, the model's own weights frozen "
+        "(the backward computes no gradient of them, Adam keeps only the adapters' states, a colocated engine "
+        "receives the adapters alone after its first load); 0: the whole model trained "
+        "(verl: `actor_rollout_ref.model.lora_rank`)",
+    )
 
 
 class RunSpec(Section):

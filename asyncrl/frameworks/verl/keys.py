@@ -31,7 +31,6 @@ NO_COUNTERPART = {
     "symmetric, taken from clip_ratio_low; the step's time is the same",
     "actor_rollout_ref.actor.policy_loss.loss_mode": "the policy loss variant (GSPO, ...): the step's time is the same",
     "actor_rollout_ref.actor.entropy_coeff": "entropy bonus",
-    "actor_rollout_ref.model.lora_rank": "LoRA",
     "actor_rollout_ref.rollout.name": "the inference engine (vLLM, SGLang): its speed is the calibrated decode terms",
     "actor_rollout_ref.rollout.max_num_batched_tokens": "prefill chunking",
     "actor_rollout_ref.rollout.enable_chunked_prefill": "prefill chunking",
@@ -48,7 +47,6 @@ NO_COUNTERPART = {
 #: Values of those settings that change nothing (off, none, one-way parallelism): not worth listing.
 NEUTRAL = {
     "actor_rollout_ref.actor.entropy_coeff": 0,
-    "actor_rollout_ref.model.lora_rank": 0,
     "actor_rollout_ref.actor.policy_loss.loss_mode": "vanilla",
     "actor_rollout_ref.rollout.top_p": 1,
     "actor_rollout_ref.rollout.top_k": -1,

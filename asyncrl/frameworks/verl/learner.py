@@ -126,7 +126,22 @@ def map_learner(plan: VerlPlan, get: Reader) -> None:
     offload = _phase_offload(get, megatron)
     if offload != "none":
         learner["phase_offload"] = offload
+    _lora(plan, get, learner)
     plan.scenario["learner"] = learner
+
+
+def _lora(plan: VerlPlan, get: Reader, learner: dict[str, Any]) -> None:
+    """LoRA adapters (``model.lora_rank``), planned on every linear layer of each block (verl's recipes'
+    ``target_modules: all-linear``)."""
+    rank = get.value("actor_rollout_ref.model.lora_rank", 0)
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0:
+        return
+    learner["lora_rank"] = get.into("learner.lora_rank", "actor_rollout_ref.model.lora_rank")
+    targets = get.value("actor_rollout_ref.model.target_modules", "all-linear")
+    if targets != "all-linear":
+        plan.notes.append(
+            f"learner.lora_rank = {rank}: adapters planned on every linear layer (target_modules is {targets!r})"
+        )
 
 
 def _fsdp(plan: VerlPlan, get: Reader, learner: dict[str, Any]) -> None:
