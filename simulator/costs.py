@@ -73,8 +73,8 @@ from .learner_costs import (
     PhaseWork,
     learner_layout,
     learner_state_bytes,
-    trained_params,
 )
+from .lora import engine_launches, trained_params
 from .topology import Placement, all_gather_s, all_reduce_s, broadcast_s, intra_node_link, network_link
 
 __all__ = [
@@ -263,11 +263,11 @@ def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
 
 def decode_fixed_s(scenario: Scenario, efficiency: Efficiency) -> float:
     """What every decode step of an engine pays whatever its batch: its layers' launches (eager, or a replayed
-    CUDA graph) and the engine's fixed step time."""
+    CUDA graph; more with LoRA, ``simulator.lora``) and the engine's fixed step time."""
     layers = scenario.model.layers
     assert layers is not None  # ModelSpec fills it at validation
     launch = efficiency.decode_layer_s if scenario.cluster.enforce_eager else efficiency.graph_layer_s
-    return layers * launch + efficiency.decode_step_s
+    return layers * launch * engine_launches(scenario) + efficiency.decode_step_s
 
 
 def weight_sync_seconds(

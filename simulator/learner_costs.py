@@ -43,8 +43,8 @@ LoRA (``learner.lora_rank``): the model's weights are frozen, so a training pass
 (``k − 1`` forwards' worth of their products, the adapters' at ``k``), reduces none, and Adam updates the
 adapters alone; each adapted linear layer launches peft's four kernels more forward (``LORA_LAYER_KERNELS``),
 in the training passes and in one no-grad pass (the old log-probs; verl's reference is the actor with its
-adapters off). Every training pass is taken to carry the adapters (a critic's too); an engine's LoRA kernels
-in decode are not charged (its decode terms, calibrated on a LoRA run's log, hold them).
+adapters off). Every training pass is taken to carry the adapters (a critic's too). ``simulator.lora`` holds
+the kernel counts, and an engine's (vLLM's LoRA layers in each decode step).
 
 Every second but the collectives' is a term of ``scenarios.costs.efficiency`` times a work figure
 (``PhaseWork``): the same decomposition the log calibration fits (``analysis.log_fit``).
@@ -59,6 +59,7 @@ from ..scenarios.costs.efficiency import Efficiency, coefficient
 from ..scenarios.costs.memory import adapter_params
 from ..scenarios.rules.workload import TrainTokens, forward_passes
 from ..scenarios.spec.scenario import Scenario
+from .lora import LAYER_KERNELS, LORA_LAYER_KERNELS, lora_launches, trained_params
 from .topology import Link, Placement, all_gather_s, all_reduce_s, intra_node_link, network_link
 
 # Bytes the learner keeps per weight between steps, besides what the engine holds. scenarios/costs/memory.py
@@ -77,12 +78,6 @@ OPTIMIZER_STEP_BYTES = 28
 #: Megatron's distributed optimizer per update, in weight all-gathers: fp32 gradients reduce-scattered (two),
 #: the updated weights gathered (one).
 MEGATRON_GATHERS = 3
-#: Kernels of one decoder layer (Qwen2's, transformers' SDPA attention), forward and backward, without and with
-#: LoRA on its seven linear layers (peft's ``lora.Linear``: the base layer, then lora_B(lora_A(x)) · scaling
-#: added; the base weights frozen): ``python benchmarks/lora_launches.py`` counts them (every aten call that
-#: computes, views left out).
-LAYER_KERNELS = (34, 70)
-LORA_LAYER_KERNELS = (62, 98)
 
 
 @dataclass(frozen=True)
@@ -148,21 +143,6 @@ def learner_state_bytes(scenario: Scenario) -> float:
     assert model.params is not None  # ModelSpec fills these at validation
     trained = trained_params(scenario)
     return float(model.params * MASTER_WEIGHT_BYTES + trained * (OPTIMIZER_BYTES + model.dtype_bytes))
-
-
-def trained_params(scenario: Scenario) -> float:
-    """The weights the optimizer updates: the model's, or its LoRA adapters' (``learner.lora_rank``)."""
-    rank = scenario.learner.lora_rank
-    assert scenario.model.params is not None  # ModelSpec fills these at validation
-    return adapter_params(scenario.model, rank) if rank else float(scenario.model.params)
-
-
-def lora_launches(recompute: int) -> float:
-    """How many times a training pass's kernels LoRA on every linear layer launches (``LORA_LAYER_KERNELS``):
-    its forward twice with recompute."""
-    forward, backward = LAYER_KERNELS
-    lora_forward, lora_backward = LORA_LAYER_KERNELS
-    return ((1 + recompute) * lora_forward + lora_backward) / ((1 + recompute) * forward + backward)
 
 
 def learner_layout(scenario: Scenario, placement: Placement) -> LearnerLayout:
