@@ -31,6 +31,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -154,23 +155,25 @@ def speedup_range(sync: Scenario, other: Scenario, speedup: float) -> Range:
     return found.low, found.high
 
 
-def predict_runs(label: str, runs: Sequence[Run], profile: Path | None) -> list[Prediction]:
-    """Each run's step with the catalogue's terms and (given a profile) with the profile's, with intervals; an
-    async run's speedup over the sync run among ``runs``, with its intervals."""
+def predict_runs(label: str, runs: Sequence[Run], profile: Path | None, intervals: bool = True) -> list[Prediction]:
+    """Each run's step with the catalogue's terms and (given a profile) with the profile's, with intervals (unless
+    ``intervals`` is false); an async run's speedup over the sync run among ``runs``, with its intervals."""
     sync = next((run for run in runs if run.name == "sync"), None)
     predictions: list[Prediction] = []
     for run in runs:
         as_calibrated = None if profile is None else with_profile(run.scenario, profile)
         catalogue = steady_step_s(run.scenario, run.per_step)
         calibrated = None if as_calibrated is None else steady_step_s(as_calibrated, run.per_step)
-        prediction = Prediction(
-            label,
-            run.name,
-            run.published_s,
-            catalogue,
-            calibrated,
-            step_range(run.scenario, catalogue),
-            None if as_calibrated is None or calibrated is None else step_range(as_calibrated, calibrated),
+        prediction = Prediction(label, run.name, run.published_s, catalogue, calibrated)
+        if not intervals:
+            predictions.append(prediction)
+            continue
+        prediction = replace(
+            prediction,
+            catalogue_range=step_range(run.scenario, catalogue),
+            calibrated_range=None
+            if as_calibrated is None or calibrated is None
+            else step_range(as_calibrated, calibrated),
         )
         if run.name == "async" and sync is not None:
             sync_prediction = next(item for item in predictions if item.run == "sync")
@@ -191,7 +194,12 @@ def _with_speedup_ranges(
 
 
 def predict_case(
-    source: dict[str, Any], case: dict[str, Any], label: str, steps: int, keep: Path | None = None
+    source: dict[str, Any],
+    case: dict[str, Any],
+    label: str,
+    steps: int,
+    keep: Path | None = None,
+    intervals: bool = True,
 ) -> list[Prediction]:
     """Calibrate on the case's sync run (its published phases as a log), then predict both runs; with
     ``keep``, the scenarios, the log and the profile stay in that directory."""
@@ -212,14 +220,21 @@ def predict_case(
                 for run, spec in runs.items()
             ],
             profile,
+            intervals,
         )
         if "sweep" in case:
-            predictions += predict_sweep(source, case["sweep"], runs["async"], label, steps, profile)
+            predictions += predict_sweep(source, case["sweep"], runs["async"], label, steps, profile, intervals)
         return predictions
 
 
 def predict_sweep(
-    source: dict[str, Any], sweep: dict[str, Any], spec: dict[str, Any], label: str, steps: int, profile: Path
+    source: dict[str, Any],
+    sweep: dict[str, Any],
+    spec: dict[str, Any],
+    label: str,
+    steps: int,
+    profile: Path,
+    intervals: bool = True,
 ) -> list[Prediction]:
     """The async run at each published value of the swept verl key (the case's profile, nothing refitted)."""
     key = sweep_name(sweep)
@@ -228,7 +243,7 @@ def predict_sweep(
         run = {**spec, "overrides": [*spec["overrides"], f"{sweep['key']}={value}"]}
         scenario = scenario_of(source, run, f"{label} ({key}={value})", steps)
         points.append(Run(f"{value}", float(published), scenario, spec["learner_steps_per_step"]))
-    return predict_runs(f"{label}, {key} sweep", points, profile)
+    return predict_runs(f"{label}, {key} sweep", points, profile, intervals)
 
 
 def sweep_name(sweep: dict[str, Any]) -> str:
@@ -261,19 +276,19 @@ def sweep_effects(source_cases: list[dict[str, Any]], predictions: list[Predicti
     return rows
 
 
-def predict_file(path: Path, steps: int, keep: Path | None = None) -> list[list[Prediction]]:
+def predict_file(path: Path, steps: int, keep: Path | None = None, intervals: bool = True) -> list[list[Prediction]]:
     source = yaml.safe_load(path.read_text())
     if source.get("framework") == "nemo-rl":
         from published_nemo_rl import predict_file as predict_nemo_rl
 
-        return predict_nemo_rl(path, steps, predict_runs, Run)
+        return predict_nemo_rl(path, steps, partial(predict_runs, intervals=intervals), Run)
     if source.get("framework") == "areal":
         from published_areal import predict_file as predict_areal
 
         folders = None if keep is None else (lambda case: keep / _slug(path, case))
-        return predict_areal(path, steps, steady_step_s, predict_runs, Run, folders)
+        return predict_areal(path, steps, steady_step_s, partial(predict_runs, intervals=intervals), Run, folders)
     return [
-        predict_case(source, case, f"{path.stem}: {case['label']}", steps, keep and keep / _slug(path, case))
+        predict_case(source, case, f"{path.stem}: {case['label']}", steps, keep and keep / _slug(path, case), intervals)
         for case in source["cases"]
     ]
 
@@ -364,19 +379,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="verl steps simulated per run (default 20)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     parser.add_argument(
+        "--no-intervals",
+        dest="intervals",
+        action="store_false",
+        help="leave out the 95%% intervals (their short runs take most of the time)",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         help="write each case's scenarios (verl: and its sync log and profile) under this directory",
     )
     args = parser.parse_args(argv)
     files = args.cases or sorted(CASES.glob("*.yaml"))
-    predictions = [item for path in files for case in predict_file(path, args.steps, args.keep) for item in case]
+    predictions = [
+        item for path in files for case in predict_file(path, args.steps, args.keep, args.intervals) for item in case
+    ]
     cases = [case for path in files for case in yaml.safe_load(path.read_text()).get("cases", [])]
     if args.json:
         print(json.dumps([asdict(item) for item in predictions], indent=2))
     else:
         print(table(predictions, sweep_effects(cases, predictions)))
-        print(holding(predictions))
+        if args.intervals:
+            print(holding(predictions))
     return 0
 
 

@@ -66,7 +66,7 @@ SKIPPED: tuple[tuple[str, str], ...] = (
 PREREQUISITES: dict[str, str] = {
     # README.md and docs/calibration.md: "whose scenario and log `python benchmarks/published.py ...` writes"
     "runs/published/verl-one-step-off-7b-16-gpus-4-12/": (
-        "python benchmarks/published.py benchmarks/published/verl-one-step-off-7b.yaml --keep runs/published"
+        "python benchmarks/published.py benchmarks/published/verl-one-step-off-7b.yaml --no-intervals --keep runs/published"
     ),
     # docs/verl.md: the scenario its `asyncrl from-verl ... --out runs/gsm8k.yaml` block writes
     "runs/gsm8k.yaml": "",  # filled in below from the parsed commands: the one with `--out runs/gsm8k.yaml`

@@ -217,7 +217,8 @@ class LearnerSpec(Section):
         0,
         description="LoRA adapters of this rank on every linear layer of each block, the model's own weights frozen "
         "(the backward computes no gradient of them, Adam keeps only the adapters' states, a colocated engine "
-        "receives the adapters alone after its first load); 0: the whole model trained "
+        "receives the adapters alone after its first load and launches vLLM's LoRA kernels as it decodes); 0: the "
+        "whole model trained "
         "(verl: `actor_rollout_ref.model.lora_rank`)",
     )
 
