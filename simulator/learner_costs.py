@@ -59,7 +59,7 @@ from ..scenarios.costs.efficiency import Efficiency, coefficient
 from ..scenarios.costs.memory import adapter_params
 from ..scenarios.rules.workload import TrainTokens, forward_passes
 from ..scenarios.spec.scenario import Scenario
-from .lora import LAYER_KERNELS, LORA_LAYER_KERNELS, lora_launches, trained_params
+from .lora import adapter_forward_launches, lora_launches, trained_params
 from .topology import Link, Placement, all_gather_s, all_reduce_s, intra_node_link, network_link
 
 # Bytes the learner keeps per weight between steps, besides what the engine holds. scenarios/costs/memory.py
@@ -197,7 +197,7 @@ class _Pass:
     logit_bytes: int
     weight_multiple: float  # of the weights' products: multiple, or with LoRA one fewer (no weight gradient)
     adapters: float  # LoRA: the adapters' weights, computed at ``multiple`` (0 without)
-    launch_multiple: float  # forward-pass equivalents of kernel launches (multiple, × lora_launches with LoRA)
+    launch_multiple: float  # forward-pass equivalents of kernel launches (multiple, more with LoRA: simulator.lora)
 
 
 class AnalyticLearner:
@@ -230,7 +230,12 @@ class AnalyticLearner:
         )
         recompute = 1 if learner.activation_checkpointing else 0
         lora, adapters = learner.lora_rank > 0, adapter_params(model, learner.lora_rank)
-        self._forward = _Pass(1, "forward_mfu", learner.forward_micro_batch_rows, 1, LOGIT_BYTES_FORWARD, 1, 0.0, 1)
+        self._forward_passes = forward_passes(scenario)
+        # the old log-probs' pass runs the adapters; a reference pass (verl: the actor, adapters off) does not
+        forward_launches = adapter_forward_launches(self._forward_passes) if lora else 1.0
+        self._forward = _Pass(
+            1, "forward_mfu", learner.forward_micro_batch_rows, 1, LOGIT_BYTES_FORWARD, 1, 0.0, forward_launches
+        )
         # forward and backward all-gathers, and the reduce-scatter of fp32 gradients (twice the bf16 bytes); with
         # LoRA the frozen weights get no gradient (one forward's worth fewer products) and none is reduced
         self._training = _Pass(
@@ -243,9 +248,6 @@ class AnalyticLearner:
             adapters,
             (3 + recompute) * (lora_launches(recompute) if lora else 1.0),
         )
-        # the old log-probs' pass runs the adapters; a reference pass (verl: the actor, adapters off) does not
-        self._adapter_forwards = (LORA_LAYER_KERNELS[0] / LAYER_KERNELS[0] - 1) if lora else 0.0
-        self._forward_passes = forward_passes(scenario)
         self._training_passes = 1 + scenario.algorithm.extra_training_passes
         self._shard_params = model.params / layout.state_share  # the weights whose state one device holds
         self._shard_trained = trained_params(scenario) / layout.state_share  # ... and those the optimizer updates
@@ -304,8 +306,6 @@ class AnalyticLearner:
         )
         reads_s = bubble * reads / self._bandwidth
         launches = bubble * kind.launch_multiple * micro_batches * self._layers / self._stages  # a stage's layers
-        if kind.mfu_term == "forward_mfu":  # one of the no-grad passes (the old log-probs) runs the adapters
-            launches *= 1 + min(1.0, count) * self._adapter_forwards / count
         fixed = PhaseWork({"phase_s": count}).plus(self._phase_offload(kind, count))
         passes = PhaseWork({kind.mfu_term: count * compute_s, "learner_layer_s": count * launches}, count * reads_s)
         collectives = self._collective_work(kind, count, micro_batches, minibatches)

@@ -42,6 +42,13 @@ def lora_launches(recompute: int) -> float:
     return ((1 + recompute) * lora_forward + lora_backward) / ((1 + recompute) * forward + backward)
 
 
+def adapter_forward_launches(forward_passes: float) -> float:
+    """How many times their kernels ``forward_passes`` no-grad passes launch when one of them (the old log-probs)
+    runs the adapters and the others (verl's reference: the actor with its adapters off) do not, on average."""
+    extra = LORA_LAYER_KERNELS[0] / LAYER_KERNELS[0] - 1
+    return 1 + min(1.0, forward_passes) * extra / forward_passes if forward_passes > 0 else 1.0
+
+
 def engine_launches(scenario: Scenario) -> float:
     """How many times its kernels an engine's decode step launches per layer with the run's LoRA adapters."""
     if not scenario.learner.lora_rank:
