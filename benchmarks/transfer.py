@@ -13,7 +13,8 @@ Two sources of runs:
   each logged by ``asyncrl.calibration.simulated_log`` with 2% scatter per phase. The recovery table says, for the joint fit of
   all five, whether each identified term's interval holds the truth.
 * **real logs**: ``--log LOG=SCENARIO`` (repeatable) or ``--log LOG`` for a verl console log that printed its
-  config (then ``--hardware`` names the GPU). The logs' own step times are the truth.
+  config (then ``--hardware`` names the GPU, or, unset, the one whose peak the log's ``perf/mfu/actor``
+  divides by). The logs' own step times are the truth.
 
 The catalogue's prediction (no calibration) is printed beside each, so the gain of calibrating is visible.
 
@@ -230,7 +231,11 @@ def run_all(runs: Sequence[Run], folder: Path, say: bool = True) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--log", action="append", default=None, help="LOG=SCENARIO, or a verl console log")
-    parser.add_argument("--hardware", default=None, help="the GPU of console logs without a scenario")
+    parser.add_argument(
+        "--hardware",
+        default=None,
+        help="the GPU of console logs without a scenario (unset: the one their perf/mfu/actor names)",
+    )
     parser.add_argument("--no-recovery", action="store_true", help="simulated runs: skip the joint fit's table")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as temporary:

@@ -59,6 +59,7 @@ from asyncrl.calibration.log_work import (
     without_one_pass,
 )
 from asyncrl.frameworks.common.metrics_log import MetricsLogError, read_metrics_log
+from asyncrl.frameworks.verl.log_device import device_notes
 from asyncrl.frameworks.verl.log_phases import LoggedSteps, logged_steps
 
 OUTER_ROUNDS = 2  # fits, each under the previous one's terms
@@ -127,7 +128,8 @@ def read_runs(runs: Sequence[tuple[Scenario, Sequence[Path]]]) -> list[LoggedRun
         per = _updates_per_logged_step(scenario)
         for path in paths:
             try:
-                steps = logged_steps(read_metrics_log(path), scenario.batch_samples, per)
+                log = read_metrics_log(path)
+                steps = logged_steps(log, scenario.batch_samples, per)
             except MetricsLogError as exc:
                 raise ScenarioError(f"from_log: {exc}") from None
             if steps.forward is not None and np.mean(steps.forward) > 0 and forward_passes(scenario) == 0:
@@ -136,6 +138,7 @@ def read_runs(runs: Sequence[tuple[Scenario, Sequence[Path]]]) -> list[LoggedRun
                     f"{np.mean(steps.forward):.1f} s a step) but the scenario charges none "
                     "(algorithm.extra_forward_passes: 0); set it to the passes the run made"
                 )
+            steps.notes.extend(device_notes(log, scenario))
             logged.append(LoggedRun(steady_lengths(scenario), steps, path.name))
     return logged
 

@@ -69,8 +69,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="LOG[=SCENARIO]",
         help="fit the analytic model's terms to a framework's metrics log (verl's console output, its JSONL file "
         "logger or a TensorBoard directory; repeatable: several runs of one cluster fit one set of terms): the "
-        "log's run is SCENARIO, or the one after =, or, for a console log, the config it printed (with "
-        "--hardware); a profile that transfers to other models, splits and sizes",
+        "log's run is SCENARIO, or the one after =, or, for a console log, the config it printed (on "
+        "--hardware, or the GPU its perf/mfu/actor names); a profile that transfers to other models, splits and sizes",
     )
     calibrate.add_argument(
         "--preset", help="with --from-log and a console log read as its own run: its model's preset, if not guessed"
@@ -78,7 +78,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     calibrate.add_argument(
         "--hardware",
         metavar="DEVICE",
-        help="with --from-log and a console log read as its own run: the GPU it ran on (a catalogue name)",
+        help="with --from-log and a console log read as its own run: the GPU it ran on (a catalogue name; unset: "
+        "the one whose peak verl's perf/mfu/actor divides by, where it logs one)",
     )
     overrides_argument(calibrate, None)
     quiet_argument(calibrate)
@@ -200,8 +201,6 @@ def _log_run(text: str, args: argparse.Namespace) -> tuple[Any, list[Path]]:
             f"--from-log: {log} prints no {labels} config to read its run from: give the SCENARIO it comes from "
             "(positional, or LOG=SCENARIO)"
         )
-    if args.hardware is None:
-        raise ScenarioError(f"--hardware: give the GPU {log}'s run used (a catalogue name: asyncrl list)")
     return printed.scenario_from_log(log, args.hardware, args.preset).scenario, [log]
 
 

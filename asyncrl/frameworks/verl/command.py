@@ -77,7 +77,20 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
         raise ScenarioError(str(exc)) from None
     if not fit and not dumps:
         lengths_assumed(plan)
-    return Imported(settled(plan, out), plan, verl.origin), out
+    scenario = settled(plan, out)
+    if fit is not None:
+        _check_device(Path(args.lengths), scenario, plan.notes)
+    return Imported(scenario, plan, verl.origin), out
+
+
+def _check_device(log: Path, scenario: Any, notes: list[str]) -> None:
+    """A note where the metrics log's perf/mfu/actor names another GPU than ``--device``."""
+    from asyncrl.frameworks.common.metrics_log import read_metrics_log
+    from asyncrl.frameworks.verl.log_device import device_note
+
+    checked = device_note(read_metrics_log(log), scenario)
+    if checked is not None and not checked[0]:
+        notes.append(checked[1])
 
 
 def rollout_dump_lengths(text: str | None, model_path: Any, out: Path) -> tuple[dict[str, Any], Any] | None:
@@ -127,10 +140,25 @@ def prints_config(log: Path) -> bool:
 
 
 def scenario_from_log(log: Path, device: Any, preset: str | None) -> Imported:
-    """The run of a console log that printed its verl config, its lengths fitted to the same log."""
-    own = argparse.Namespace(config=log, lengths=str(log), prompt_lengths=None, device=device, preset=preset)
-    imported, _ = verl_scenario(own, write_relative_to=Path(f"{log.stem}.yaml"))
-    return imported
+    """The run of a console log that printed its verl config, its lengths fitted to the same log; ``device``
+    None: the GPU its ``perf/mfu/actor`` divides by (``log_device``), of several with that peak the one with
+    the most memory (an A100 80 GB over 40 GB; an A800 wants its own name, ``--hardware a800``)."""
+
+    def imported_on(name: Any) -> Imported:
+        own = argparse.Namespace(config=log, lengths=str(log), prompt_lengths=None, device=name, preset=preset)
+        return verl_scenario(own, write_relative_to=Path(f"{log.stem}.yaml"))[0]
+
+    if device is not None:
+        return imported_on(device)
+    from asyncrl.frameworks.common.metrics_log import read_metrics_log
+    from asyncrl.frameworks.verl.log_device import logged_peak, roomiest
+
+    provisional = imported_on("h100")  # the model and batch the peak is divided back with: any device will do
+    peak = logged_peak(read_metrics_log(log), provisional.scenario)
+    if peak is None or not peak.devices:
+        why = f"its perf/mfu/actor divides by {peak.text()}" if peak else "it logs no perf/mfu/actor to tell it"
+        raise ScenarioError(f"--hardware: give the GPU {log}'s run used (a catalogue name: asyncrl list); {why}")
+    return imported_on(roomiest(peak.devices))
 
 
 def rollout_dumps(directory: Path, field: str | None, tokenizer: str | None, count: str) -> Any:
