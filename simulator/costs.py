@@ -1,9 +1,10 @@
 """How long each piece of work takes: analytic (roofline, topology and efficiencies) or measured (profile).
 
     decode step (one engine of tp devices, b rollouts, C context tokens in the batch)
-        analytic: max(FLOPs / (peak · decode_mfu), bytes read / (bandwidth · mbu))
-                  + layers · decode_layer_s (enforce_eager) or graph_layer_s (CUDA graphs)
-                  + decode_step_s + b · decode_seq_s + tensor-parallel all-reduces
+        analytic: max(device, launches) + decode_step_s + b · decode_seq_s, with device = max(FLOPs / (peak ·
+                  decode_mfu), bytes read / (bandwidth · mbu)) + layers · graph_layer_s (kernels' gaps) + all-reduces
+                  and launches = layers · decode_layer_s eager (the host launches each kernel as the device runs
+                  the last: the slower sets the step), 0 with CUDA graphs (one launch replays them all)
                   FLOPs = 2 · active · b + 4 · layers · heads · head_dim · C
                   bytes = min(params, active · b) · dtype + C · kv_bytes_per_token
                   all-reduces = 2 per layer of b · hidden · dtype bytes over the engine's tp devices
@@ -27,10 +28,9 @@
     learner step (the batch's tokens, real and padded, and how they fall on the data-parallel ranks)
         analytic: ``simulator.learner_costs``: no-grad passes at forward_mfu, the training pass at mfu,
                   train_step_s + sample_overhead_s per sample, and FSDP's collectives where compute does not hide them
-        measured: (n · train_token_s + Σ L² · train_token_square_s) / training devices
-                  + train_step_overhead_s, with n the real tokens and L each row's length, or
-                  with ``train_padding: longest`` both counted once every minibatch is padded
-                  to its longest row (what a learner without packing computes)
+        measured: (n · train_token_s + Σ L² · train_token_square_s) / training devices + train_step_overhead_s,
+                  n the real tokens and L each row's length, or with ``train_padding: longest`` both counted
+                  once every minibatch is padded to its longest row (what a learner without packing computes)
     weight sync (one engine)
         analytic: weights / tp over the engine's link, broadcast down a pipelined ring
                   (``topology.broadcast_s``) + sync_latency_s; the link is NVLink when a training
@@ -42,18 +42,17 @@
         analytic: ENGINE_PROCESS_START_S + weights per device / MODEL_LOAD_BYTES_PER_S (a guess: calibrate it)
         measured: engine_start_s (fitted from an executor run's restarts), else the analytic guess
     phase switch (colocated only; once after generation, once after training)
-        analytic: learner state per device / host link (PCIe) when it does not fit beside the
-                  engine's weights and KV cache, else nothing moves; with cluster.free_cache_engine the
-                  engine's weights per device to the host after generation and back before it, at
-                  host_efficiency of the link; after generation rollout_sample_s per sample (collating
-                  the batch for the trainer), before it switch_s
+        analytic: learner state per device / host link (PCIe) when it does not fit beside the engine's weights
+                  and KV cache, else nothing moves; with cluster.free_cache_engine the engine's weights per device
+                  to the host after generation and back before it, at host_efficiency of the link; after
+                  generation rollout_sample_s per sample (collating the batch for the trainer), before it switch_s
         measured: 0 (calibration times no switch)
 
-The analytic terms (shares of the peaks, launch and fixed seconds) are ``scenarios.costs.efficiency``'s:
-catalogue defaults, or a profile fitted to a framework's metrics logs. An engine spans ``devices_per_engine`` devices: their peak and
-bandwidth add. For mixture-of-experts models a small batch reads only the experts it
-uses, hence ``min(params, active · b)`` weight bytes per decode step. Where the devices
-sit and what each link carries is ``simulator.topology``'s.
+The analytic terms (shares of the peaks, launch and fixed seconds) are ``scenarios.costs.efficiency``'s: catalogue
+defaults, or a profile fitted to a framework's metrics logs. An engine spans ``devices_per_engine`` devices: their
+peak and bandwidth add. For mixture-of-experts models a small batch reads only the experts it uses, hence
+``min(params, active · b)`` weight bytes per decode step. Where the devices sit and what each link carries is
+``simulator.topology``'s.
 """
 
 from __future__ import annotations
@@ -77,17 +76,8 @@ from .learner_costs import (
 from .lora import engine_launches, trained_params
 from .topology import Placement, all_gather_s, all_reduce_s, broadcast_s, intra_node_link, network_link
 
-__all__ = [
-    "AllReduceCost",
-    "AnalyticCosts",
-    "CostModel",
-    "DecodeTable",
-    "LearnerLayout",
-    "LearnerStep",
-    "MeasuredCosts",
-    "cost_model",
-    "learner_layout",
-]
+__all__ = ["AllReduceCost", "AnalyticCosts", "CostModel", "DecodeTable", "LearnerLayout", "LearnerStep"]
+__all__ += ["MeasuredCosts", "cost_model", "learner_layout"]
 
 
 #: A replacement engine's process start before its model loads: Python, torch and the engine's imports and a
@@ -99,21 +89,23 @@ MODEL_LOAD_BYTES_PER_S = 2e9
 
 @dataclass(frozen=True)
 class DecodeTable:
-    """decode_step(b, C) = max(first[b] + first_per_context · C, second[b] + second_per_context · C).
+    """decode_step(b, C) = max(first[b] + first_per_context · C, second[b] + second_per_context · C, floor[b]).
 
-    Two affine terms in the context, one table per batch size: what the engine's
-    inner loop evaluates once per batch change.
+    Two affine terms in the context and a floor (an eager engine's launches), one table per batch size: what
+    the engine's inner loop evaluates once per batch change.
     """
 
     first: list[float]
     first_per_context: float
     second: list[float]
     second_per_context: float
+    floor: list[float]
 
     def __call__(self, batch: int, context_tokens: float) -> float:
         return max(
             self.first[batch] + self.first_per_context * context_tokens,
             self.second[batch] + self.second_per_context * context_tokens,
+            self.floor[batch],
         )
 
 
@@ -160,7 +152,8 @@ class AnalyticCosts:
         self._engine_bytes_per_s = device.memory_bytes_per_s * tp * efficiency.mbu
         assert model.params is not None and model.active_params is not None  # ModelSpec fills these at validation
         assert model.layers is not None and model.heads is not None and model.head_dim is not None
-        self._step_s = decode_fixed_s(scenario, efficiency)
+        self._gaps_s, self._launch_s = decode_step_parts(scenario, efficiency)
+        self._step_s = efficiency.decode_step_s
         self._seq_s = efficiency.decode_seq_s
         self._params, self._active, self._dtype = model.params, model.active_params, model.dtype_bytes
         self._attention_flops_per_context = 4 * model.layers * model.heads * model.head_dim
@@ -178,26 +171,26 @@ class AnalyticCosts:
         flops = 2.0 * self._active * batch + self._attention_flops_per_context * context_tokens
         weights = min(self._params, self._active * batch) * self._dtype
         read = weights + self._kv_bytes_per_token * context_tokens
-        fixed = self._step_s + self._seq_s * batch + self._tensor_parallel(batch) if batch else 0.0
-        return max(flops / self._engine_flops, read / self._engine_bytes_per_s) + fixed
+        if not batch:
+            return 0.0
+        device = max(flops / self._engine_flops, read / self._engine_bytes_per_s) + self._gaps_s
+        return max(device + self._tensor_parallel(batch), self._launch_s) + self._step_s + self._seq_s * batch
 
     def decode_step_table(self, max_batch: int) -> DecodeTable:
         """The same roofline, with the batch-dependent terms (all-reduces and the fixed step time included)
         precomputed for speed (one table per batch limit, shared by the engines)."""
         if max_batch in self._tables:
             return self._tables[max_batch]
-        fixed = [self._step_s + self._seq_s * b + self._tensor_parallel(b) if b else 0.0 for b in range(max_batch + 1)]
+        host = [self._step_s + self._seq_s * b if b else 0.0 for b in range(max_batch + 1)]
+        fixed = [host[b] + self._gaps_s + self._tensor_parallel(b) if b else 0.0 for b in range(max_batch + 1)]
         compute = [2.0 * self._active * b / self._engine_flops + fixed[b] for b in range(max_batch + 1)]
         memory = [
             min(self._params, self._active * b) * self._dtype / self._engine_bytes_per_s + fixed[b]
             for b in range(max_batch + 1)
         ]
-        table = DecodeTable(
-            compute,
-            self._attention_flops_per_context / self._engine_flops,
-            memory,
-            self._kv_bytes_per_token / self._engine_bytes_per_s,
-        )
+        floor = [self._launch_s + host[b] if b else 0.0 for b in range(max_batch + 1)]
+        per_context = self._attention_flops_per_context / self._engine_flops
+        table = DecodeTable(compute, per_context, memory, self._kv_bytes_per_token / self._engine_bytes_per_s, floor)
         self._tables[max_batch] = table
         return table
 
@@ -261,13 +254,14 @@ def tensor_parallel_cost(scenario: Scenario) -> AllReduceCost:
     return AllReduceCost(per_layer * latency, per_layer * per_rollout)
 
 
-def decode_fixed_s(scenario: Scenario, efficiency: Efficiency) -> float:
-    """What every decode step of an engine pays whatever its batch: its layers' launches (eager, or a replayed
-    CUDA graph; more with LoRA, ``simulator.lora``) and the engine's fixed step time."""
+def decode_step_parts(scenario: Scenario, efficiency: Efficiency) -> tuple[float, float]:
+    """(the device's gaps between its layers' kernels, an eager host's launches of them; 0 with CUDA graphs):
+    seconds per decode step, whatever the batch. LoRA adapters' layers launch more (``simulator.lora``)."""
     layers = scenario.model.layers
     assert layers is not None  # ModelSpec fills it at validation
-    launch = efficiency.decode_layer_s if scenario.cluster.enforce_eager else efficiency.graph_layer_s
-    return layers * launch * engine_launches(scenario) + efficiency.decode_step_s
+    kernels = layers * engine_launches(scenario)
+    launches = kernels * efficiency.decode_layer_s if scenario.cluster.enforce_eager else 0.0
+    return kernels * efficiency.graph_layer_s, launches
 
 
 def weight_sync_seconds(
@@ -342,7 +336,8 @@ class MeasuredCosts:
     def decode_step_table(self, max_batch: int) -> DecodeTable:
         if max_batch not in self._tables:
             measured = [self._profile.decode_step(b) for b in range(max_batch + 1)]
-            self._tables[max_batch] = DecodeTable(measured, self._per_context, [0.0] * (max_batch + 1), 0.0)
+            nothing = [0.0] * (max_batch + 1)
+            self._tables[max_batch] = DecodeTable(measured, self._per_context, nothing, 0.0, nothing)
         return self._tables[max_batch]
 
     def tensor_parallel(self) -> AllReduceCost:

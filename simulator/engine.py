@@ -13,12 +13,11 @@ decoding: they accumulate in ``pause`` and elapse before progress moves again (s
 records, never overlap), as does a load's KV recompute (``_recompute_s``).
 
 Where engines and the learner share a CPU host's cores (``simulator.host``), the engine computes at ``rate`` ≤ 1:
-wall time ``t`` does ``rate · t`` seconds of its work (pauses and decode steps alike). When the host changes the
-rate, the engine first settles at the old one, then replans. An idle engine given work acts on it ``wake_s`` later
-(``wake_up``: the command's delivery).
+wall time ``t`` does ``rate · t`` seconds of its work (pauses and decode steps alike); at a new rate it settles at
+the old one, then replans. An idle engine given work acts on it ``wake_s`` later (``wake_up``: the delivery).
 
-An engine holding nothing that is told to load weights may go *dormant* (``simulator.dormant``): the simulation
-applies its loads together with other idle engines' and hands its state back (``restore``) before it next gets work.
+An idle engine told to load weights may go *dormant* (``simulator.dormant``): the simulation applies its loads with
+other idle engines' and hands its state back (``restore``) before it next gets work.
 
 The engine decides nothing about the schedule. It tells its ``Listener`` (the simulation) when samples finish; the
 simulation asks ``ScheduleState.dispatch`` and hands the engine weights to load (``load``) and groups to start
@@ -103,9 +102,8 @@ class Engine:
         self._ahead = set() if ahead is None else ahead  # shared: the engines refused with finishes planned ahead
         self._reported = 0  # how many of them the listener has been told of (those already past)
         self._plan_start = (0.0, 0.0, 0.0)  # (progress, clock, pause) before them
-        self._decode_step = costs.decode_step_table(self._capacity)
-        table = self._decode_step
-        self._step_terms = (table.first, table.first_per_context, table.second, table.second_per_context)
+        self._decode_step = table = costs.decode_step_table(self._capacity)
+        self._step_terms = (table.first, table.first_per_context, table.second, table.second_per_context, table.floor)
         # What the loops read and write of every live rollout, from ``rollouts.base`` / ``sample_base`` on (``Rollouts``).
         self._lists = (rollouts.end, rollouts.remaining, rollouts.prompt, rollouts.join)
         self._retire_s = costs.retire()  # a pause after each decode step in which rollouts finish
@@ -297,7 +295,7 @@ class Engine:
         self._reported = 0
         self._plan_start = (self.progress, self._clock, self._pause)
         size, capacity = self._group_size, self._capacity
-        compute_base, compute_per_context, memory_base, memory_per_context = self._step_terms
+        compute_base, compute_per_context, memory_base, memory_per_context, launch_floor = self._step_terms
         ends, remaining, prompts, joins = self._lists
         base, sample_base = self.rollouts.base, self.rollouts.sample_base
         progress, offset, clock, pause, batch = self.progress, self._context_offset, self._clock, self._pause, len(heap)
@@ -315,6 +313,8 @@ class Engine:
             compute = compute_base[batch] + compute_per_context * context
             memory = memory_base[batch] + memory_per_context * context
             step_s = compute if compute > memory else memory
+            if step_s < launch_floor[batch]:
+                step_s = launch_floor[batch]
             finish_at = clock + (pause + tokens * step_s) * slowness
             if batch <= floor:
                 break

@@ -2,8 +2,7 @@
 
     scenario, devices
       ─► candidates   split × tensor parallelism (the engine's size) × schedule kind × staleness bound × micro-batch
-      ─► screen       each candidate's step time from the same costs the simulator charges (``simulator.costs``),
-                      as a fluid model: no events, a few numpy passes per candidate
+      ─► screen       each candidate's step time from the simulator's costs as a fluid model: a few numpy passes
       ─► confirm      the discrete-event simulator on the screen's best ``confirm`` candidates, then on every
                       candidate the screen cannot separate from the best simulated one (below), round by round
       ─► ranked       the sync colocated baseline, then the simulated candidates by throughput
@@ -11,7 +10,7 @@
 The screen's fluid model of one learner step (B samples, completion lengths L, E engines of capacity C, bound η;
 1 + η batches may be generating at once):
 
-    learner   the simulator's own learner step at the batch's tokens (``CostModel.train_step``)
+    learner   the simulator's own learner step at the batch's tokens (``CostModel.train_step``); decode_step: its own
     decode    the steady part: b rollouts per engine, each one token per decode step, b = min(C, (1 + η) · B / E)
               for streaming (it admits the next steps' groups) and min(C, B / E) for pipelined (one version at a
               time), at the context of a running rollout (length-biased: E[L²] / 2E[L] generated so far):
@@ -70,10 +69,10 @@ from .sweep import (
 MARGIN = 0.05
 #: The regret a plan left unsimulated may cost at most, as far as the screen's misses seen tell (relative).
 REGRET = 0.01
-#: Plans per chunk a screening worker takes.
-CHUNK = 512
+CHUNK = 512  # plans per chunk a screening worker takes
 #: Micro-batch sizes tried: the scenario's, half and twice.
 MICRO_BATCH_FACTORS = (0.5, 1.0, 2.0)
+DecodeArrays = tuple[np.ndarray, float, np.ndarray, float, np.ndarray]  # a DecodeTable's lists as arrays
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ class ScreenInputs:
     completions: np.ndarray  # completion tokens of every sample, sorted
     prompt_mean: float
     _tokens: dict[tuple[int, int, float], TrainTokens] = field(default_factory=dict)
-    _tables: dict[tuple[int, int], tuple[np.ndarray, float, np.ndarray, float]] = field(default_factory=dict)
+    _tables: dict[tuple[int, int], DecodeArrays] = field(default_factory=dict)
     _survivals: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
@@ -146,13 +145,13 @@ class ScreenInputs:
             self._tokens[key] = TrainTokens.of_array(self.rows, key[1], key[0], key[2])
         return self._tokens[key]
 
-    def decode_table(self, variant: Scenario, costs: CostModel) -> tuple[np.ndarray, float, np.ndarray, float]:
+    def decode_table(self, variant: Scenario, costs: CostModel) -> DecodeArrays:
         """``costs.decode_step_table`` as arrays, once per engine size and capacity (the split does not change it)."""
         key = (variant.cluster.devices_per_engine, variant.engine_concurrency)
         if key not in self._tables:
             table = costs.decode_step_table(key[1])
-            first, second = np.asarray(table.first), np.asarray(table.second)
-            self._tables[key] = (first, table.first_per_context, second, table.second_per_context)
+            first, second, floor = np.asarray(table.first), np.asarray(table.second), np.asarray(table.floor)
+            self._tables[key] = (first, table.first_per_context, second, table.second_per_context, floor)
         return self._tables[key]
 
     def survival(self, n: int) -> np.ndarray:
@@ -237,11 +236,12 @@ def screen(variant: Scenario, lengths: ScreenInputs) -> float:
     learner_s = costs.train_step(lengths.tokens(variant))
     engines = variant.cluster.generation_devices // variant.cluster.devices_per_engine
     capacity, samples = variant.engine_concurrency, variant.batch_samples
-    first, first_per_context, second, second_per_context = lengths.decode_table(variant, costs)
+    first, first_per_context, second, second_per_context, floor = lengths.decode_table(variant, costs)
 
     def decode_s(batch: np.ndarray, context: np.ndarray) -> np.ndarray:
         index = np.minimum(np.rint(batch).astype(np.int64), capacity)
-        return np.maximum(first[index] + first_per_context * context, second[index] + second_per_context * context)
+        affine = (first[index] + first_per_context * context, second[index] + second_per_context * context)
+        return np.maximum(np.maximum(*affine), floor[index])
 
     per_engine = samples / engines
     mean_completion = float(lengths.completions.mean())

@@ -50,7 +50,7 @@ class WithAllReduces(MeasuredCosts):
     def decode_step_table(self, max_batch: int) -> DecodeTable:
         table = super().decode_step_table(max_batch)
         first = [seconds + self._cost(batch) for batch, seconds in enumerate(table.first)]
-        return DecodeTable(first, table.first_per_context, table.second, table.second_per_context)
+        return DecodeTable(first, table.first_per_context, table.second, table.second_per_context, table.floor)
 
     def tensor_parallel(self) -> AllReduceCost:
         return self._cost

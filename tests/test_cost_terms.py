@@ -48,15 +48,31 @@ def small(**sections: Any) -> Scenario:
 TOKENS = TrainTokens(actual=256 * 300, padded=256 * 300, rows=256)  # 256 rows of 100 + 200 tokens
 
 
-def test_an_eager_engine_pays_each_layers_launches_every_decode_step() -> None:
-    # 24 layers: 24 × 0.10 ms eager against 24 × 0.015 ms replaying a CUDA graph, 2.04 ms more per step.
+def test_an_eager_engine_waits_on_its_hosts_launches_where_the_device_has_little_to_do() -> None:
+    # Batch 1: the device reads the weights at half the bandwidth, 0.988 GB / 1.675 TB/s = 0.590 ms, plus 24 layers'
+    # gaps of 15 µs (0.36 ms); the eager host launches 24 layers at 0.75 ms, 18 ms, so it sets the step; the
+    # engine's fixed step 1.5 ms and one sequence's 10 µs add either way.
     eager = AnalyticCosts(small(cluster={"enforce_eager": True}))
     graphs = AnalyticCosts(small())
-    assert eager.decode_step(1, 0) - graphs.decode_step(1, 0) == pytest.approx(24 * (1e-4 - 1.5e-5))
-    # At batch 1 the step is launch-bound for this small model: its weights read at half the bandwidth take
-    # 0.988 GB / 1.675 TB/s = 0.590 ms, its eager launches 2.4 ms, the engine's fixed step 1.5 ms, one sequence
-    # 10 µs.
-    assert eager.decode_step(1, 0) == pytest.approx(WEIGHTS / (BANDWIDTH * 0.5) + 24 * 1e-4 + 0.0015 + 1e-5)
+    device = WEIGHTS / (BANDWIDTH * 0.5) + 24 * 1.5e-5
+    assert graphs.decode_step(1, 0) == pytest.approx(device + 0.0015 + 1e-5)
+    assert eager.decode_step(1, 0) == pytest.approx(24 * 7.5e-4 + 0.0015 + 1e-5)
+
+
+def test_an_eager_engine_costs_nothing_more_where_the_device_takes_longer_than_the_launches() -> None:
+    # Batch 256 at 10,000 tokens of context each: the KV cache (24 layers · 2 · 2 heads · 64 · 2 bytes = 12,288
+    # bytes a token) and the weights, (0.988 GB + 2.56M · 12,288) / 1.675 TB/s = 19.37 ms, past the 18 ms of
+    # launches: eager and CUDA graphs take the same step.
+    eager = AnalyticCosts(small(cluster={"enforce_eager": True}))
+    graphs = AnalyticCosts(small())
+    context = 256 * 10_000
+    device = (WEIGHTS + context * 12_288) / (BANDWIDTH * 0.5) + 24 * 1.5e-5
+    assert device > 24 * 7.5e-4
+    assert eager.decode_step(256, context) == pytest.approx(graphs.decode_step(256, context))
+    assert graphs.decode_step(256, context) == pytest.approx(device + 0.0015 + 256 * 1e-5)
+    table = eager.decode_step_table(256)  # the engines' loop reads the same step from its table
+    assert table(256, context) == pytest.approx(eager.decode_step(256, context))
+    assert table(1, 0) == pytest.approx(eager.decode_step(1, 0))
 
 
 def test_every_running_sequence_costs_the_engine_its_scheduling() -> None:

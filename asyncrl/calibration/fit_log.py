@@ -7,19 +7,20 @@
         ─► observations: each phase's mean over the run's steps (sd: MODEL_ERROR of it, what the model
            cannot say), and each step's departure from that mean where the steps' tokens vary
            (sd: the scatter the tokens leave unexplained): they tell fixed costs from per-token ones
-        ─► analysis.fits.term_fit: the posterior of every term's coefficient, the catalogue as its prior;
-           twice (the work under the first fit's terms: which rollouts are compute-bound, what hides FSDP)
+        ─► analysis.fits.term_fit: the posterior of every term's coefficient, the catalogue as its prior; again
+           under each fit's terms (which rollouts are compute- or launch-bound, what hides FSDP), OUTER_ROUNDS times
     ─► Efficiency: the terms, their 95% intervals, their covariance; per run and phase the log against the
        fitted model (simulated again); the terms the logs could not identify (their catalogue values stand)
 
-Several logs of one cluster (``--from-log A --from-log B``, other model sizes, GPU counts, lengths) fit one
-set of terms jointly: that is what identifies a launch-bound small model's terms beside a compute-bound
-large one's. Only a synchronous run's generation time is the engines' time; an asynchronous run's
-``timing_s/gen`` is the learner's wait, and is left out.
+Several logs of one cluster (``--from-log A --from-log B``, other model sizes, GPU counts, lengths) fit one set of
+terms jointly: that is what identifies a launch-bound small model's terms beside a compute-bound large one's. Only
+a synchronous run's generation time is the engines' time; an asynchronous run's ``timing_s/gen`` is the learner's
+wait, and is left out.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -62,7 +63,7 @@ from asyncrl.frameworks.common.metrics_log import MetricsLogError, read_metrics_
 from asyncrl.frameworks.verl.log_device import device_notes
 from asyncrl.frameworks.verl.log_phases import LoggedSteps, logged_steps
 
-OUTER_ROUNDS = 2  # fits, each under the previous one's terms
+OUTER_ROUNDS = 4  # fits, each linearized where the previous ones point (_between)
 LINK_BOUND_START = 0.1  # the second start's link_efficiency, relative to the catalogue's
 HELD_LOG_SD = 1e-4  # the prior of a term held at its value
 #: A run's step-by-step departures count as at most this many independent steps (its steps drift together).
@@ -177,8 +178,10 @@ def fit_runs(
                 say(f"{run.label}: start {number + 1}, round {round_ + 1}")
                 observations += _observations(run, efficiency, notes if number == round_ == 0 else [])
             posterior = fit_terms(priors, observations)
-            efficiency = _efficiency(base, posterior)
+            fitted = _efficiency(base, posterior)
+            efficiency = _between(efficiency, fitted) if round_ else fitted
         assert posterior is not None
+        efficiency = fitted
         if best is None or posterior.objective < best[1].objective:
             best = (efficiency, posterior)
     assert best is not None
@@ -212,6 +215,13 @@ def _priors(base: Efficiency, free: Collection[str] | None = None) -> dict[str, 
         centre = coefficient(base, term) if coefficient(base, term) > 0 else coefficient(typical, term)
         priors[term] = Prior(max(centre, 1e-12), HELD_LOG_SD if held else log_sd, low)
     return priors
+
+
+def _between(one: Efficiency, other: Efficiency) -> Efficiency:
+    """Each term's coefficient the geometric mean of the two: where a round linearizes, so that a term whose work
+    turns on and off with its value (an eager engine's launch floor) settles instead of swinging."""
+    halfway = {term: math.sqrt(coefficient(one, term) * coefficient(other, term)) for term in PRIOR_LOG_SD}
+    return one.model_copy(update={term: from_coefficient(term, value) for term, value in halfway.items()})
 
 
 def _efficiency(base: Efficiency, posterior: Posterior) -> Efficiency:
@@ -322,15 +332,8 @@ def _with_provenance(efficiency: Efficiency, posterior: Posterior, logged: Seque
         "logs": ", ".join(run.label for run in logged),
         "steps": str(sum(len(run.steps.steps) for run in logged)),
     }
-    return efficiency.model_copy(
-        update={
-            "intervals": intervals,
-            "sources": sources,
-            "covariance": covariance,
-            "model_error": MODEL_ERROR,
-            "fitted_to": fitted_to,
-        }
-    )
+    provenance = {"intervals": intervals, "sources": sources, "covariance": covariance, "model_error": MODEL_ERROR}
+    return efficiency.model_copy(update={**provenance, "fitted_to": fitted_to})
 
 
 def _term_interval(term: str, posterior: Posterior) -> tuple[float, float]:

@@ -11,9 +11,10 @@ pays fixed costs that do not shrink with it. Each term is physical (a share of a
 launch, per step, per sequence, per phase) so that what a log of one run fixes also holds for another
 run of the same machine: another model size, split, GPU count, tensor parallelism or schedule.
 
-    decode step     max(FLOPs / (peak · decode_mfu), bytes / (bandwidth · mbu))
-                    + layers · decode_layer_s (enforce_eager) or graph_layer_s (CUDA graphs)
-                    + decode_step_s + decode_seq_s · running sequences + TP all-reduces
+    decode step     max(device, layers · decode_layer_s (enforce_eager: the host's launches))
+                    + decode_step_s + decode_seq_s · running sequences, the device's time being
+                    max(FLOPs / (peak · decode_mfu), bytes / (bandwidth · mbu)) + layers · graph_layer_s
+                    + TP all-reduces (``simulator.costs``)
     prefill         FLOPs / (peak · mfu)
     learner pass    per micro-batch: FLOPs / (peak · mfu or forward_mfu) + weight and logit reads
                     + k · layers · learner_layer_s (k = 1 forward, 3 training, 4 with recompute)
@@ -34,9 +35,15 @@ Sources of the defaults (dense bf16 peaks, as in ``scenarios.costs.catalog``; do
   decode GEMV alone reaches 70-85% of the bandwidth (Databricks, "LLM Inference Performance Engineering", 2023);
   a step also reads the KV cache, samples and returns log-probabilities. The scheduler's and sampler's work
   per running sequence is what ``decode_seq_s`` counts.
-* ``decode_layer_s`` 0.10 ms: a decode step of Llama-3.1-8B on an H100 SXM takes 8.4 ms eager, 5.1 ms as a CUDA
-  graph (cloudai.pt, "CUDA Graphs + torch.compile: 1.65x LLM Decode Speedup"): 3.3 ms of kernel launches over
-  32 layers. ``graph_layer_s`` 0.015 ms: what a replayed graph still spends per layer (its kernels' gaps).
+* ``decode_layer_s`` 0.75 ms: the host time of one layer's kernels in an eager vLLM step, which sets the step
+  wherever the device has less to do (a small model; the few sequences left at the end of a batch). vLLM's eager
+  Qwen2.5-7B (28 layers: Qwen2.5-Omni's thinker) decodes one sequence in 22-23 ms a token on an A800 where its
+  CUDA graph takes 13 ms (vllm-project/vllm-omni issue 7960): (22.5 - 1.5 ms of ``decode_step_s``) / 28 layers.
+  Public verl logs of eager runs, each fitted alone, give 0.3-1.7 ms (docs/calibration.md); NeMo-RL's 10-15%
+  from CUDA graphs for Llama-8B at RL batch sizes (NVIDIA-NeMo/RL pull 116) is what launches hidden behind a
+  busy device leave. Plain PyTorch launches fewer kernels: Llama-3.1-8B's eager step on an H100 takes 8.4 ms
+  against 5.1 ms as a graph (cloudai.pt, "CUDA Graphs + torch.compile"), 0.26 ms a layer.
+  ``graph_layer_s`` 0.015 ms: what a replayed graph still spends per layer (its kernels' gaps, eager's too).
 * ``mfu`` 0.5, ``forward_mfu`` 0.5: the matrix products of FSDP and Megatron trainers of 7-70B dense models at
   micro-batches of thousands of tokens (Megatron-LM's scaling tables reach 0.4-0.55; verl's docs/perf/dpsk.md
   lists 0.31-0.40 for Qwen3-30B-A3B); the published sync runs' fit gives 0.65 (0.56-0.76) and 0.46
@@ -82,7 +89,7 @@ class Efficiency(BaseModel):
         1e-5, description="decode: seconds per running sequence per decode step (scheduling, sampling)"
     )
     decode_layer_s: NonNegativeFloat = Field(
-        1e-4, description="decode with enforce_eager: kernel launches of one layer per decode step, seconds"
+        7.5e-4, description="decode with enforce_eager: the host's launches of one layer's kernels per step, seconds"
     )
     graph_layer_s: NonNegativeFloat = Field(
         1.5e-5, description="decode with CUDA graphs: what a replayed graph spends per layer per step, seconds"

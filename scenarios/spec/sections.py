@@ -252,9 +252,10 @@ class ClusterSpec(Section):
     )
     enforce_eager: bool = Field(
         False,
-        description="the engines run each decode step op by op instead of replaying CUDA graphs, so every step "
-        "pays a kernel launch per op (`decode_layer_s` per layer instead of `graph_layer_s`; vLLM's "
-        "`enforce_eager`; verl: `actor_rollout_ref.rollout.enforce_eager`, true by default before August 2025)",
+        description="the engines run each decode step op by op instead of replaying CUDA graphs: the host launches "
+        "every kernel, so a step takes at least its layers' launches (`decode_layer_s` each), however little the "
+        "device does; vLLM's `enforce_eager`; verl: `actor_rollout_ref.rollout.enforce_eager`, true by default "
+        "before August 2025",
     )
     free_cache_engine: bool = Field(
         True,
