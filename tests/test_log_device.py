@@ -66,6 +66,14 @@ def test_a_log_without_mfu_says_nothing(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("mfu", [0.0, -0.2, float("inf"), float("nan")])
+def test_an_mfu_that_is_no_share_names_no_gpu(tmp_path: Path, mfu: float) -> None:
+    step = {"perf/mfu/actor": mfu, "timing_s/update_actor": 50.0, "perf/total_num_tokens": 512_000.0}
+    log = tmp_path / "m.jsonl"
+    log.write_text(json.dumps({"step": 1, "data": step}).replace("Infinity", "1e999") + "\n")
+    assert logged_peak(read_metrics_log(log), verl_like_run("qwen2.5-7b", 8)) is None
+
+
 def with_mfu(tmp_path: Path, mfu: float) -> Path:
     """The console fixture with ``perf/mfu/actor`` on each step line (its model: Qwen2.5-0.5B on 8 GPUs)."""
     text = CONSOLE.read_text()
@@ -99,3 +107,15 @@ def test_from_verl_notes_a_device_its_log_contradicts(tmp_path: Path, capsys: An
     printed = capsys.readouterr().out
     assert "perf/mfu/actor divides by" in printed and "the scenario's h100 peaks at 989" in printed
     assert load_scenario(scenario_file).hardware.device == "h100"  # a note: --device stays what was asked
+
+
+def test_from_verl_without_device_runs_on_the_gpu_its_log_names(tmp_path: Path, capsys: Any) -> None:
+    log = with_mfu(tmp_path, 0.1048)
+    scenario_file = tmp_path / "run.yaml"
+    assert main(["from-verl", str(log), "--lengths", str(log), "--out", str(scenario_file)]) == 0
+    assert "hardware.device = a100-80g: verl's perf/mfu/actor divides by" in capsys.readouterr().out
+    assert load_scenario(scenario_file).hardware.device == "a100-80g"
+    assert "perf/mfu/actor = a100-80g" in scenario_file.read_text()  # the file says where its device came from
+    status = main(["from-verl", str(CONSOLE), "--lengths", str(CONSOLE), "--out", str(tmp_path / "other.yaml")])
+    error = capsys.readouterr().err.strip()
+    assert status == 2 and error.startswith("asyncrl: error: --device:") and len(error.splitlines()) == 1

@@ -37,7 +37,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
-    """The scenario a verl config or launch script describes, with the flags (``from-verl``, ``plan``)."""
+    """The scenario a verl config or launch script describes, with the flags (``from-verl``, ``plan``); without
+    ``--device``, on the GPU a metrics log given as ``--lengths`` names (``on_the_logs_gpu``)."""
+    from asyncrl.frameworks.common.metrics_log import is_metrics_log
+
+    if args.device is None and args.lengths is not None and is_metrics_log(Path(args.lengths)):
+        return on_the_logs_gpu(args, write_relative_to)
+    return _verl_scenario(args, write_relative_to)
+
+
+def on_the_logs_gpu(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
+    """The scenario on the GPU whose peak the ``--lengths`` log's ``perf/mfu/actor`` divides by (``log_device``);
+    of several with that peak the one with the most memory (an A100 80 GB over 40 GB; an A800 wants its name)."""
+    from asyncrl.frameworks.common.metrics_log import read_metrics_log
+    from asyncrl.frameworks.verl.log_device import logged_peak, roomiest
+
+    flag = getattr(args, "device_flag", "--device")
+    provisional, _ = _verl_scenario(argparse.Namespace(**{**vars(args), "device": "h100"}), write_relative_to)
+    peak = logged_peak(read_metrics_log(Path(args.lengths)), provisional.scenario)  # any device gives the work
+    if peak is None or not peak.devices:
+        why = f"its perf/mfu/actor divides by {peak.text()}" if peak else "it logs no perf/mfu/actor to tell it"
+        raise ScenarioError(f"{flag}: give the GPU {args.lengths}'s run used (a catalogue name: asyncrl list); {why}")
+    device = roomiest(peak.devices)
+    named = argparse.Namespace(**{**vars(args), "device": device, "device_from": f"{args.lengths}'s perf/mfu/actor"})
+    imported, out = _verl_scenario(named, write_relative_to)
+    imported.plan.notes.append(f"hardware.device = {device}: verl's perf/mfu/actor divides by {peak.text()}")
+    return imported, out
+
+
+def _verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> tuple[Imported, Path]:
     from asyncrl.frameworks.common.metrics_log import MetricsLogError
     from asyncrl.frameworks.verl.importer import VerlError, lengths_option, lookup, plan_from_verl, read_verl
     from asyncrl.frameworks.verl.log_lengths import verl_metrics_fit
@@ -65,6 +93,7 @@ def verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> t
             preset=args.preset,
             given=verl.given,
             lengths_from=(from_log, prompt_from) if fit else ("--lengths", "--prompt-lengths"),
+            device_from=getattr(args, "device_from", "--device"),
         )
         plan.notes[:0] = verl.notes
         plan.notes += fit.verl_notes(prompt_from_log=prompt is None) if fit else []
@@ -141,24 +170,9 @@ def prints_config(log: Path) -> bool:
 
 def scenario_from_log(log: Path, device: Any, preset: str | None) -> Imported:
     """The run of a console log that printed its verl config, its lengths fitted to the same log; ``device``
-    None: the GPU its ``perf/mfu/actor`` divides by (``log_device``), of several with that peak the one with
-    the most memory (an A100 80 GB over 40 GB; an A800 wants its own name, ``--hardware a800``)."""
-
-    def imported_on(name: Any) -> Imported:
-        own = argparse.Namespace(config=log, lengths=str(log), prompt_lengths=None, device=name, preset=preset)
-        return verl_scenario(own, write_relative_to=Path(f"{log.stem}.yaml"))[0]
-
-    if device is not None:
-        return imported_on(device)
-    from asyncrl.frameworks.common.metrics_log import read_metrics_log
-    from asyncrl.frameworks.verl.log_device import logged_peak, roomiest
-
-    provisional = imported_on("h100")  # the model and batch the peak is divided back with: any device will do
-    peak = logged_peak(read_metrics_log(log), provisional.scenario)
-    if peak is None or not peak.devices:
-        why = f"its perf/mfu/actor divides by {peak.text()}" if peak else "it logs no perf/mfu/actor to tell it"
-        raise ScenarioError(f"--hardware: give the GPU {log}'s run used (a catalogue name: asyncrl list); {why}")
-    return imported_on(roomiest(peak.devices))
+    None: the GPU its ``perf/mfu/actor`` names (``on_the_logs_gpu``)."""
+    own = argparse.Namespace(config=log, lengths=str(log), prompt_lengths=None, device=device, preset=preset)
+    return verl_scenario(argparse.Namespace(**vars(own), device_flag="--hardware"), Path(f"{log.stem}.yaml"))[0]
 
 
 def rollout_dumps(directory: Path, field: str | None, tokenizer: str | None, count: str) -> Any:

@@ -100,10 +100,11 @@ def plan_from_verl(
     preset: str | None = None,
     given: set[str] | None = None,
     lengths_from: tuple[str, str] = ("--lengths", "--prompt-lengths"),
+    device_from: str = "--device",
 ) -> VerlPlan:
     """The scenario a verl config describes; a VerlError listing every missing piece at once. ``given``: the keys
     the config or script set (the others are verl's defaults, and the plan says so); ``lengths_from``: what
-    the completion and prompt lengths came from (the flags, or a log)."""
+    the completion and prompt lengths came from (the flags, or a log); ``device_from``: what named the device."""
     plan = VerlPlan(scenario={"name": name, "framework": "verl"})
     path_value = lookup(config, "actor_rollout_ref.model.path", "")
     check_value("actor_rollout_ref.model.path", path_value)
@@ -120,7 +121,7 @@ def plan_from_verl(
     plan.source("framework", "(from-verl: verl's fixed costs)", "verl")
     _model(plan, get, preset)
     plan.scenario["hardware"] = {"device": device}
-    plan.source("hardware.device", "--device", device)
+    plan.source("hardware.device", device_from, device)
     _cluster_and_schedule(plan, get)
     _workload(plan, get, completion_tokens, prompt_tokens)
     plan.source("workload.completion_tokens", lengths_from[0], completion_tokens)

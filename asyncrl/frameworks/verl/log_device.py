@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from asyncrl.scenarios.costs.catalog import DEVICES
 from asyncrl.scenarios.spec.scenario import Scenario
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from asyncrl.frameworks.common.metrics_log import MetricsLog
 
@@ -68,7 +72,7 @@ def logged_peak(log: MetricsLog, scenario: Scenario) -> LoggedPeak | None:
         tokens = (rows[RESPONSE] + rows[PROMPT]) * samples
     else:
         return None
-    usable = rows[MFU].gt(0) & rows[update].gt(0) & tokens.gt(0)
+    usable = _positive(rows[MFU]) & _positive(rows[update]) & _positive(tokens)
     if not usable.any():
         return None
     flops = verl_update_flops(scenario, tokens[usable].to_numpy(dtype=float), samples)
@@ -77,6 +81,11 @@ def logged_peak(log: MetricsLog, scenario: Scenario) -> LoggedPeak | None:
     peaks = flops * actor_epochs(scenario) / (seconds * gpus * mfu)
     peak = float(np.median(peaks))
     return LoggedPeak(peak, int(usable.sum()), devices_with_peak(peak))
+
+
+def _positive(values: pd.Series) -> pd.Series:
+    """Which steps logged a finite number above 0 (a missing, infinite or zero figure divides nothing back)."""
+    return values.gt(0) & values.lt(np.inf)
 
 
 def verl_update_flops(scenario: Scenario, tokens: np.ndarray, samples: int) -> np.ndarray:
