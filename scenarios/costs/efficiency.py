@@ -31,7 +31,7 @@ Sources of the defaults (dense bf16 peaks, as in ``scenarios.costs.catalog``; do
 
 * ``mbu`` 0.5, ``decode_mfu`` 0.5, ``decode_step_s`` 1.5 ms, ``decode_seq_s`` 10 µs: vLLM inside RL frameworks
   on H100 and H20, where the published sync runs' fit (``python benchmarks/catalogue.py``) puts the engine's
-  fixed step at 1.25 ms (95%: 0.36-4.4 ms) and cannot separate ``mbu`` from ``decode_mfu``; a
+  fixed step at 1.1 ms (95%: 0.30-3.8 ms) and cannot separate ``mbu`` from ``decode_mfu``; a
   decode GEMV alone reaches 70-85% of the bandwidth (Databricks, "LLM Inference Performance Engineering", 2023);
   a step also reads the KV cache, samples and returns log-probabilities. The scheduler's and sampler's work
   per running sequence is what ``decode_seq_s`` counts.
