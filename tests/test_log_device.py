@@ -31,7 +31,8 @@ def test_the_peak_is_verls_flops_over_its_mfu_seconds_and_gpus(tmp_path: Path) -
     # over 50 s × 8 GPUs × MFU 0.2 = 80: 296.29 TFLOP/s, the A100's 312 within 5%.
     scenario = verl_like_run("qwen2.5-7b", 8)
     step = {"perf/mfu/actor": 0.2, "timing_s/update_actor": 50.0, "perf/total_num_tokens": 512_000.0}
-    peak = logged_peak(read_metrics_log(jsonl_log(tmp_path / "m.jsonl", [step, step])), scenario)
+    validation = {"val/test_score": 0.5}  # a line of another kind, as verl logs between steps: left out
+    peak = logged_peak(read_metrics_log(jsonl_log(tmp_path / "m.jsonl", [step, validation, step])), scenario)
     assert peak is not None
     assert peak.peak_flops == pytest.approx(23_703_455_268_864_000 / 80, rel=1e-9)
     assert peak.devices == ("a100-40g", "a100-80g", "a800") and peak.steps == 2

@@ -53,8 +53,9 @@ def on_the_logs_gpu(args: argparse.Namespace, write_relative_to: Path | None) ->
     from asyncrl.frameworks.verl.log_device import logged_peak, roomiest
 
     flag = getattr(args, "device_flag", "--device")
-    provisional, _ = _verl_scenario(argparse.Namespace(**{**vars(args), "device": "h100"}), write_relative_to)
-    peak = logged_peak(read_metrics_log(Path(args.lengths)), provisional.scenario)  # any device gives the work
+    guess = argparse.Namespace(**{**vars(args), "device": "h100", "device_from": "(a guess, for the work alone)"})
+    provisional, _ = _verl_scenario(guess, write_relative_to)
+    peak = logged_peak(read_metrics_log(Path(args.lengths)), provisional.scenario)
     if peak is None or not peak.devices:
         why = f"its perf/mfu/actor divides by {peak.text()}" if peak else "it logs no perf/mfu/actor to tell it"
         raise ScenarioError(f"{flag}: give the GPU {args.lengths}'s run used (a catalogue name: asyncrl list); {why}")
@@ -107,19 +108,12 @@ def _verl_scenario(args: argparse.Namespace, write_relative_to: Path | None) -> 
     if not fit and not dumps:
         lengths_assumed(plan)
     scenario = settled(plan, out)
-    if fit is not None:
-        _check_device(Path(args.lengths), scenario, plan.notes)
+    if fit is not None and getattr(args, "device_from", "--device") == "--device":  # a device the user named
+        from asyncrl.frameworks.common.metrics_log import read_metrics_log
+        from asyncrl.frameworks.verl.log_device import device_notes
+
+        plan.notes += device_notes(read_metrics_log(Path(args.lengths)), scenario, disagreeing_only=True)
     return Imported(scenario, plan, verl.origin), out
-
-
-def _check_device(log: Path, scenario: Any, notes: list[str]) -> None:
-    """A note where the metrics log's perf/mfu/actor names another GPU than ``--device``."""
-    from asyncrl.frameworks.common.metrics_log import read_metrics_log
-    from asyncrl.frameworks.verl.log_device import device_note
-
-    checked = device_note(read_metrics_log(log), scenario)
-    if checked is not None and not checked[0]:
-        notes.append(checked[1])
 
 
 def rollout_dump_lengths(text: str | None, model_path: Any, out: Path) -> tuple[dict[str, Any], Any] | None:

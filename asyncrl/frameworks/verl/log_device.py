@@ -24,20 +24,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from asyncrl.scenarios.costs.catalog import DEVICES
 from asyncrl.scenarios.spec.scenario import Scenario
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 from asyncrl.frameworks.common.metrics_log import MetricsLog
+from asyncrl.frameworks.verl.log_phases import step_tokens
 
 MFU = "perf/mfu/actor"
 UPDATE_KEYS = ("timing_s/update_actor", "timing/update_actor")
-TOKENS, RESPONSE, PROMPT = "perf/total_num_tokens", "response_length/mean", "prompt_length/mean"
 #: How far (a ratio) the log's peak may lie from a device's for the log to be taken as that device's.
 MATCH = 1.25
 
@@ -61,31 +57,26 @@ class LoggedPeak:
 def logged_peak(log: MetricsLog, scenario: Scenario) -> LoggedPeak | None:
     """The peak behind ``log``'s ``perf/mfu/actor`` (module docstring); None where the log has no MFU, update
     time or tokens to divide it back."""
-    rows = log.rows
-    update = next((key for key in UPDATE_KEYS if key in rows), None)
-    if MFU not in rows or update is None:
+    update = next((key for key in UPDATE_KEYS if key in log.rows), None)
+    if MFU not in log.rows or update is None:
         return None
-    samples = scenario.batch_samples
-    if TOKENS in rows:
-        tokens = rows[TOKENS]
-    elif RESPONSE in rows and PROMPT in rows:
-        tokens = (rows[RESPONSE] + rows[PROMPT]) * samples
-    else:
+    rows = log.rows[log.rows[MFU].notna()]  # the training steps (not a validation-only line)
+    tokens = step_tokens(rows, scenario.batch_samples)  # as the phases count them: perf/total_num_tokens, or means
+    if tokens is None:
         return None
-    usable = _positive(rows[MFU]) & _positive(rows[update]) & _positive(tokens)
+    mfu, seconds = rows[MFU].to_numpy(dtype=float), rows[update].to_numpy(dtype=float)
+    usable = _positive(mfu) & _positive(seconds) & _positive(tokens)
     if not usable.any():
         return None
-    flops = verl_update_flops(scenario, tokens[usable].to_numpy(dtype=float), samples)
-    seconds, mfu = rows.loc[usable, update].to_numpy(dtype=float), rows.loc[usable, MFU].to_numpy(dtype=float)
-    gpus = scenario.cluster.training_devices
-    peaks = flops * actor_epochs(scenario) / (seconds * gpus * mfu)
+    flops = verl_update_flops(scenario, tokens[usable], scenario.batch_samples)
+    peaks = flops * actor_epochs(scenario) / (seconds[usable] * scenario.cluster.training_devices * mfu[usable])
     peak = float(np.median(peaks))
     return LoggedPeak(peak, int(usable.sum()), devices_with_peak(peak))
 
 
-def _positive(values: pd.Series) -> pd.Series:
+def _positive(values: np.ndarray) -> np.ndarray:
     """Which steps logged a finite number above 0 (a missing, infinite or zero figure divides nothing back)."""
-    return values.gt(0) & values.lt(np.inf)
+    return np.isfinite(values) & (values > 0)
 
 
 def verl_update_flops(scenario: Scenario, tokens: np.ndarray, samples: int) -> np.ndarray:
@@ -120,24 +111,19 @@ def roomiest(devices: tuple[str, ...]) -> str:
     return max(devices, key=lambda name: DEVICES[name].memory_bytes)
 
 
-def device_note(log: MetricsLog, scenario: Scenario) -> tuple[bool, str] | None:
-    """Whether ``log``'s ``perf/mfu/actor`` agrees with the scenario's device, and a note saying so; None where
-    the log says nothing of its GPUs."""
+def device_notes(log: MetricsLog, scenario: Scenario, disagreeing_only: bool = False) -> list[str]:
+    """What ``log``'s ``perf/mfu/actor`` says of the scenario's device, as a note (none where the log says
+    nothing of its GPUs; with ``disagreeing_only``, none where it agrees)."""
     peak = logged_peak(log, scenario)
     if peak is None:
-        return None
+        return []
     device = scenario.hardware.device
     name = device if isinstance(device, str) else "device sheet"
     if isinstance(device, str) and peak.agrees_with(device):
-        return True, f"{log.source}: verl's perf/mfu/actor divides by {peak.text()}: the scenario's {name} agrees"
+        agreeing = f"{log.source}: verl's perf/mfu/actor divides by {peak.text()}: the scenario's {name} agrees"
+        return [] if disagreeing_only else [agreeing]
     mine = scenario.hardware.spec.peak_flops / 1e12
-    return False, (
+    return [
         f"{log.source}: verl's perf/mfu/actor divides by {peak.text()}, the scenario's {name} peaks at "
         f"{mine:,.0f}: it is costed as {name} (set hardware.device, or --device, to the log's GPU)"
-    )
-
-
-def device_notes(log: MetricsLog, scenario: Scenario) -> list[str]:
-    """``device_note``'s note, agreeing or not, as a list: none where the log says nothing of its GPUs."""
-    checked = device_note(log, scenario)
-    return [checked[1]] if checked else []
+    ]

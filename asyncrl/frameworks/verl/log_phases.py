@@ -132,7 +132,7 @@ def logged_steps(log: MetricsLog, samples: int, updates_per_logged_step: int = 1
     elif not log.legacy_timing:
         notes.append(f"{log.source}: no {STEP} in every step: the rest of a step (reward, advantages) not fitted")
     _check_phases(log, {"generation": gen, "training": update, **({"no-grad": forward} if forward is not None else {})})
-    tokens = _tokens(rows, samples)
+    tokens = step_tokens(rows, samples)
     return LoggedSteps(
         source=log.source,
         steps=rows.index.to_numpy(),
@@ -161,7 +161,7 @@ def _whole_steps(log: MetricsLog, rows: pd.DataFrame, per: int) -> LoggedSteps:
     )
 
 
-def _tokens(rows: pd.DataFrame, samples: int) -> np.ndarray | None:
+def step_tokens(rows: pd.DataFrame, samples: int) -> np.ndarray | None:
     """Prompt + response tokens per step: perf/total_num_tokens, else the logged means times the samples."""
     if TOKENS in rows and rows[TOKENS].notna().all():
         return rows[TOKENS].to_numpy(dtype=float)
